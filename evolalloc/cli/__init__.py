@@ -1,0 +1,32 @@
+"""The ``evolalloc`` command line. Each subcommand lives in its own module of this package.
+
+Heavy imports (torch, transformers, ray) happen inside commands so that ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import click
+
+from evolalloc import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="evolalloc")
+def main() -> None:
+    """evolalloc — search per-layer / per-KV-head KV-cache budgets with CMA-ES (EvolKV),
+    evaluate them with a real eviction runtime, and export budget profiles."""
+
+
+def _register() -> None:
+    # Each module adds its commands to ``main``; a missing optional module is not an error.
+    import importlib
+
+    for name in ("bench", "tasks", "search_cmds"):
+        try:
+            importlib.import_module(f"evolalloc.cli.{name}")
+        except ModuleNotFoundError as exc:  # only tolerate the module itself being absent
+            if exc.name != f"evolalloc.cli.{name}":
+                raise
+
+
+_register()

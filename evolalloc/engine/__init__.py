@@ -1,0 +1,1 @@
+"""Evaluators: score a population of allocations on task instances (local or on Ray)."""
