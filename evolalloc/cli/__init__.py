@@ -30,3 +30,22 @@ def _register() -> None:
 
 
 _register()
+
+
+def run() -> None:
+    """Console entry point: user errors become one clear line and exit status 2."""
+    from evolalloc.errors import UserError
+
+    try:
+        main(standalone_mode=False)
+    except UserError as err:
+        click.echo(f"error: {err}", err=True)
+        raise SystemExit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        raise SystemExit(130)
+    except click.ClickException as err:
+        err.show()
+        raise SystemExit(err.exit_code)
+    except click.exceptions.Exit as err:
+        raise SystemExit(err.exit_code)
