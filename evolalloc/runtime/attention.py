@@ -1,0 +1,79 @@
+"""evolalloc's attention function, registered with transformers' ``AttentionInterface``.
+
+One function serves three situations:
+
+* plain use (no evolalloc kwargs): ordinary causal attention, so a model switched to it still
+  behaves like the stock model;
+* prefill capture (kwarg ``evolalloc_capture``): ordinary causal attention, and on the side the
+  layer's keys/values and the attention statistics the scorers asked for (SnapKV's window scores
+  are computed here, for the last ``w`` queries only — no ``output_attentions``, which would
+  materialise every layer's full attention matrix);
+* decoding on an evicted cache (kwarg ``evolalloc_cache``): layers hold different numbers of
+  slots, and per-head budgets pad a layer to its largest head, so the mask is built here, per
+  layer: a slot is visible if it is valid (``cache.valid[layer]``) and not in the future of the
+  query. The new tokens always sit at the end of a layer's slots, so "not in the future" is the
+  causal mask aligned to the end of that layer's keys.
+
+transformers gives a custom attention function no mask unless a mask function is registered too;
+we register none on purpose and build the mask here.
+
+Sliding-window attention (Mistral's ``sliding_window``) is not applied: evolalloc's budgets
+already bound what a layer sees, and the supported checkpoints run with full attention.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+ATTENTION_NAME = "evolalloc"
+
+
+def causal_mask(q_len: int, k_len: int, device: torch.device) -> torch.Tensor:
+    """``[q_len, k_len]`` bool: query ``i`` sees key ``j`` iff ``j <= k_len - q_len + i``."""
+    offset = k_len - q_len
+    rows = torch.arange(q_len, device=device)[:, None]
+    cols = torch.arange(k_len, device=device)[None, :]
+    return cols <= rows + offset
+
+
+def evolalloc_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """Attention for one layer.
+
+    Shapes: query ``[B, Hq, q, D]``; key, value ``[B, Hkv, S, D]`` (the layer's whole cache,
+    new tokens last). Returns ``([B, q, Hq, D], None)`` as transformers expects.
+    """
+    q_len, k_len = query.shape[2], key.shape[2]
+    n_rep = query.shape[1] // key.shape[1]
+    cache = kwargs.get("evolalloc_cache")
+    valid = cache.valid[module.layer_idx] if cache is not None else None
+
+    if valid is None and q_len == k_len:
+        # Full prefill (or plain use): let SDPA pick its fused causal kernel.
+        out = F.scaled_dot_product_attention(query, key, value, is_causal=q_len > 1, scale=scaling, enable_gqa=n_rep > 1)
+    else:
+        mask = None
+        if valid is not None:
+            mask = valid.repeat_interleave(n_rep, dim=1)[:, :, None, :]  # [B, Hkv, S] -> [B, Hq, 1, S]
+        if q_len > 1:
+            causal = causal_mask(q_len, k_len, query.device)
+            mask = causal if mask is None else mask & causal
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=n_rep > 1)
+
+    capture = kwargs.get("evolalloc_capture")
+    if capture is not None:
+        capture.record(module.layer_idx, query, key, value, scaling)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_attention() -> None:
+    """Register ``evolalloc`` with transformers (idempotent)."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(ATTENTION_NAME, evolalloc_attention)
+
+
+def use_evolalloc_attention(model) -> None:
+    """Switch a loaded model to evolalloc's attention function (an explicit call, not an import side effect)."""
+    register_attention()
+    model.set_attn_implementation(ATTENTION_NAME)

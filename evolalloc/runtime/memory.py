@@ -1,0 +1,40 @@
+"""Memory accounting: what a compressed cache really occupies, next to what its budgets imply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from evolalloc.geometry import ModelGeometry
+
+
+@dataclass(frozen=True)
+class CacheMemory:
+    """Bytes of one sequence's KV cache after prefill and eviction (before decoding).
+
+    ``actual``: what the evicted cache holds, padding included (each layer is padded to its
+    largest head budget). ``budgeted``: the sum of the budgets (what an ideal per-head layout
+    needs). ``full``: the uncompressed cache of the same prompt.
+    """
+
+    actual: int
+    budgeted: int
+    full: int
+
+    @property
+    def ratio(self) -> float:
+        """Actual over full: the fraction of the full cache kept."""
+        return self.actual / self.full if self.full else 0.0
+
+
+def cache_memory(budgets: np.ndarray, geometry: ModelGeometry, prompt_length: int) -> CacheMemory:
+    """Memory of one sequence of ``prompt_length`` tokens under ``budgets`` ``[L, Hkv]``."""
+    kept = np.minimum(np.asarray(budgets, dtype=np.int64), prompt_length)
+    per_token = geometry.bytes_per_token_per_head
+    padded = kept.max(axis=1) * geometry.num_kv_heads
+    return CacheMemory(
+        actual=int(padded.sum()) * per_token,
+        budgeted=int(kept.sum()) * per_token,
+        full=prompt_length * geometry.num_layers * geometry.num_kv_heads * per_token,
+    )

@@ -1,0 +1,95 @@
+"""The scorer base: a scorer turns one layer's prefill into a per-KV-head ranking of positions.
+
+A scorer subclass implements ``score()`` only; the base turns scores into a ranking, puts the
+always-kept tokens (attention sinks, the observation window) first, and breaks ties by recency.
+Keeping the top-``b`` prefix of the ranking is then the scorer's choice at budget ``b``, and the
+kept set at ``b`` is contained in the kept set at ``b + 1`` by construction.
+
+Always-kept tokens count inside the budget, so a budget below ``always_kept`` is an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+import torch
+
+
+@dataclass
+class LayerStats:
+    """What the prefill capture measured for one layer (batch of one instance).
+
+    ``keys``, ``values``: ``[Hkv, L, D]`` (keys after RoPE, as the cache holds them).
+    ``window_attention``: ``[Hq, w, L]`` softmax of the last ``w`` queries, or ``None``.
+    ``attention_sum``: ``[Hq, L]`` attention each key received, summed over all queries, or ``None``.
+    """
+
+    layer_idx: int
+    keys: torch.Tensor
+    values: torch.Tensor
+    window_attention: torch.Tensor | None = None
+    attention_sum: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return self.keys.shape[1]
+
+    def per_kv_head(self, per_query_head: torch.Tensor) -> torch.Tensor:
+        """Average ``[Hq, L]`` over each KV group's query heads -> ``[Hkv, L]`` (GQA)."""
+        kv_heads = self.keys.shape[0]
+        return per_query_head.view(kv_heads, -1, per_query_head.shape[-1]).mean(dim=1)
+
+
+@dataclass
+class Scorer:
+    """Base class. Subclasses set ``name`` and implement ``score``.
+
+    ``sinks``: first tokens always kept; ``window``: last tokens always kept.
+    ``window_queries``: how many final queries' attention the prefill must capture (0: none).
+    ``needs_attention_sum``: whether the prefill must accumulate attention over all queries.
+    ``query_free``: the ranking ignores the queries (so it is valid in the query-agnostic setting).
+    """
+
+    name: ClassVar[str] = ""
+    query_free: ClassVar[bool] = True
+    needs_attention_sum: ClassVar[bool] = False
+    sinks: int = 0
+    window: int = 0
+
+    @property
+    def window_queries(self) -> int:
+        return 0
+
+    @property
+    def always_kept(self) -> int:
+        return self.sinks + self.window
+
+    def params(self) -> dict:
+        """The scorer's settings, for provenance in allocation files."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def key(self) -> str:
+        """Identifies the ranking: the name, plus any parameter that differs from the default."""
+        defaults = type(self)()
+        changed = {k: v for k, v in self.params().items() if getattr(defaults, k) != v}
+        return self.name + ("(" + ",".join(f"{k}={v}" for k, v in sorted(changed.items())) + ")" if changed else "")
+
+    def score(self, stats: LayerStats) -> torch.Tensor:
+        """``[Hkv, L]`` importance: higher is kept first."""
+        raise NotImplementedError
+
+    def rank(self, stats: LayerStats) -> torch.Tensor:
+        """``[Hkv, L]`` int64 positions, most important first; always-kept tokens lead."""
+        scores = self.score(stats).float()
+        length = scores.shape[-1]
+        position = torch.arange(length, device=scores.device, dtype=torch.float32)
+        forced = (position < self.sinks) | (position >= length - self.window)
+        # Lexicographic key (forced, score, position): forced first, then by score, ties to recency.
+        # A stable sort by position and then by score keeps that order without float tricks.
+        order = torch.argsort(position.expand_as(scores), dim=-1, descending=True, stable=True)
+        by_score = torch.gather(scores, -1, order)
+        order = torch.gather(order, -1, torch.argsort(by_score, dim=-1, descending=True, stable=True))
+        by_forced = forced.expand_as(scores).gather(-1, order).to(torch.int8)
+        return torch.gather(order, -1, torch.argsort(by_forced, dim=-1, descending=True, stable=True))

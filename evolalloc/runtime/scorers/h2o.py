@@ -1,0 +1,28 @@
+"""H2O (Zhang et al., 2023, arXiv:2306.14048): heavy hitters plus a recent window.
+
+A token's score is the attention it received from every prefill query, summed (the accumulated
+attention of H2O's prefill), averaged over each KV group's query heads. The most recent
+``window`` tokens are always kept, standing in for H2O's recent-token half of the budget.
+Needs the prefill to accumulate full attention: about one extra attention pass per layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from evolalloc.runtime.scorers import register_scorer
+from evolalloc.runtime.scorers.base import LayerStats, Scorer
+
+
+@register_scorer
+@dataclass
+class H2O(Scorer):
+    name = "h2o"
+    query_free = False
+    needs_attention_sum = True
+    window: int = 32
+
+    def score(self, stats: LayerStats) -> torch.Tensor:
+        return stats.per_kv_head(stats.attention_sum)

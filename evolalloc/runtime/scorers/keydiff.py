@@ -1,0 +1,26 @@
+"""KeyDiff (Park et al., 2025, arXiv:2504.15364): keep the keys least like the average key.
+
+Query-free: the anchor is the mean of the layer-head's normalised keys, and a token scores its
+negative cosine similarity to it, so distinctive keys are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from evolalloc.runtime.scorers import register_scorer
+from evolalloc.runtime.scorers.base import LayerStats, Scorer
+
+
+@register_scorer
+@dataclass
+class KeyDiff(Scorer):
+    name = "keydiff"
+
+    def score(self, stats: LayerStats) -> torch.Tensor:
+        keys = F.normalize(stats.keys.float(), dim=-1)  # [Hkv, L, D]
+        anchor = keys.mean(dim=1, keepdim=True)  # [Hkv, 1, D]
+        return -F.cosine_similarity(keys, anchor, dim=-1)  # [Hkv, L]

@@ -1,0 +1,22 @@
+"""Key norm (Devoto et al., 2024, arXiv:2406.11430): low-norm keys draw high attention, keep them.
+
+Query-free: a token scores the negative L2 norm of its key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from evolalloc.runtime.scorers import register_scorer
+from evolalloc.runtime.scorers.base import LayerStats, Scorer
+
+
+@register_scorer
+@dataclass
+class KNorm(Scorer):
+    name = "knorm"
+
+    def score(self, stats: LayerStats) -> torch.Tensor:
+        return -stats.keys.float().norm(dim=-1)  # [Hkv, L]

@@ -1,0 +1,44 @@
+"""SnapKV (Li et al., 2024, arXiv:2404.14469): keep what the last queries attend to.
+
+The attention of the last ``window`` prompt queries to every earlier key is summed over those
+queries, smoothed with a 1-D pool of ``kernel`` (so a kept token brings its neighbours), and
+averaged over the query heads of each KV group. The window itself is always kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from evolalloc.runtime.scorers import register_scorer
+from evolalloc.runtime.scorers.base import LayerStats, Scorer
+
+
+@register_scorer
+@dataclass
+class SnapKV(Scorer):
+    name = "snapkv"
+    query_free = False
+    window: int = 32
+    kernel: int = 7
+    pooling: str = "max"  # "max" or "avg"
+
+    def __post_init__(self):
+        if self.pooling not in ("max", "avg"):
+            raise ValueError(f"snapkv pooling must be 'max' or 'avg', got {self.pooling!r}")
+        if self.kernel < 1 or self.kernel % 2 == 0:
+            raise ValueError(f"snapkv kernel must be an odd positive integer, got {self.kernel}")
+
+    @property
+    def window_queries(self) -> int:
+        return self.window
+
+    def score(self, stats: LayerStats) -> torch.Tensor:
+        attention = stats.window_attention[:, -self.window :, :]  # [Hq, w, L]
+        votes = attention.sum(dim=1)  # [Hq, L]
+        pool = F.max_pool1d if self.pooling == "max" else F.avg_pool1d
+        pad = self.kernel // 2
+        smoothed = pool(votes[:, None, :], kernel_size=self.kernel, stride=1, padding=pad)[:, 0, :]
+        return stats.per_kv_head(smoothed)

@@ -1,0 +1,27 @@
+"""TOVA (Oren et al., 2024, arXiv:2401.06104): keep what the last query attends to most.
+
+Scores are the final prompt token's attention, averaged over each KV group's query heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from evolalloc.runtime.scorers import register_scorer
+from evolalloc.runtime.scorers.base import LayerStats, Scorer
+
+
+@register_scorer
+@dataclass
+class TOVA(Scorer):
+    name = "tova"
+    query_free = False
+
+    @property
+    def window_queries(self) -> int:
+        return 1
+
+    def score(self, stats: LayerStats) -> torch.Tensor:
+        return stats.per_kv_head(stats.window_attention[:, -1, :])  # [Hq, L] -> [Hkv, L]

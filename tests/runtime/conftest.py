@@ -1,0 +1,58 @@
+"""Tiny randomly initialised models (built from configs, no downloads) for fast runtime tests."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from evolalloc.runtime.attention import use_evolalloc_attention
+from evolalloc.runtime.model import geometry_of
+
+TINY = dict(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    rope_theta=10000.0,
+    tie_word_embeddings=False,
+    bos_token_id=1,
+    eos_token_id=2,
+)
+
+
+def tiny_model(architecture: str = "llama", attn: str = "evolalloc", seed: int = 0):
+    """A 3-layer GQA model (4 query heads, 2 KV heads) with random weights, in eval mode."""
+    from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    classes = {
+        "llama": (LlamaConfig, LlamaForCausalLM, {}),
+        "mistral": (MistralConfig, MistralForCausalLM, {"sliding_window": None}),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM, {"use_sliding_window": False}),
+    }
+    config_cls, model_cls, extra = classes[architecture]
+    torch.manual_seed(seed)
+    config = config_cls(**TINY, **extra)
+    model = model_cls(config).eval()
+    if attn == "evolalloc":
+        use_evolalloc_attention(model)
+    else:
+        model.set_attn_implementation(attn)
+    return model
+
+
+@pytest.fixture(scope="session")
+def llama():
+    return tiny_model("llama")
+
+
+@pytest.fixture(scope="session")
+def llama_geometry(llama):
+    return geometry_of(llama.config)
+
+
+def random_prompt(length: int, seed: int = 0, vocab: int = 128) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(3, vocab, (length,), generator=generator)
