@@ -1,0 +1,150 @@
+"""How a CMA-ES vector of budget *ratios* maps to integer budgets and back.
+
+A search space works on plain arrays. A *unit* is what gets one searched number: a layer
+(``layer_groups``) or a (layer, KV head) pair (``head_groups``). The optimizer sees ratios
+``k_i / c`` (so sigma0 = 0.3 and the start point 1.0 mean the same thing at any target ``c``),
+the evaluator sees integer budgets of shape ``[num_layers, num_kv_heads]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Why 4.0: CMA-ES starts at 1.0 with sigma0 = 0.3, so 4.0 is ten sigmas out and never cuts a
+# normal step short, while it stops one unit from soaking up the whole cache (CacheScore already
+# falls to 0 once the *mean* reaches 2c, but a single unit can still run away while the others
+# shrink). A unit above max_budget (e.g. the prompt length) decodes the same as max_budget, so
+# the upper bound is also capped there: searching ratios that all decode alike is wasted volume.
+DEFAULT_MAX_RATIO = 4.0
+
+
+class SearchSpace:
+    """Base class: ratios ``[n_units]`` <-> budgets ``[num_layers, num_kv_heads]`` (int64).
+
+    Subclasses set ``name`` and implement ``n_units``, ``_to_grid`` and ``_from_grid``.
+
+    Attributes:
+        target: ``c``, the target average budget per (layer, KV head).
+        group_size: ``n_g``, units per contiguous group optimised together (EvolKV: 8).
+        ratio_bounds: ``(lower, upper)`` bounds on ``k_i / c`` for the optimizer.
+        min_budget: no unit decodes below this (e.g. the scorer's always-kept tokens).
+        max_budget: no unit decodes above this (``None``: no cap).
+    """
+
+    name: str = ""
+
+    def __init__(
+        self,
+        *,
+        num_layers: int,
+        num_kv_heads: int,
+        target: float,
+        group_size: int = 8,
+        ratio_bounds: tuple[float, float] | None = None,
+        min_budget: int = 1,
+        max_budget: int | None = None,
+    ):
+        if num_layers < 1 or num_kv_heads < 1:
+            raise ValueError(f"num_layers and num_kv_heads must be >= 1, got {num_layers} x {num_kv_heads}")
+        if not (math.isfinite(target) and target > 0):
+            raise ValueError(f"target must be a positive number, got {target!r}")
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}")
+        if min_budget < 0:
+            raise ValueError(f"min_budget must be >= 0, got {min_budget}")
+        if max_budget is not None and max_budget < max(min_budget, 1):
+            raise ValueError(f"max_budget ({max_budget}) must be >= min_budget ({min_budget}) and >= 1")
+        if min_budget > target:
+            raise ValueError(f"min_budget ({min_budget}) is above the target average budget ({target})")
+        if max_budget is not None and max_budget < target:
+            raise ValueError(f"max_budget ({max_budget}) is below the target average budget ({target})")
+        self.num_layers = int(num_layers)
+        self.num_kv_heads = int(num_kv_heads)
+        self.target = float(target)
+        self.group_size = int(group_size)
+        self.min_budget = int(min_budget)
+        self.max_budget = None if max_budget is None else int(max_budget)
+        self.ratio_bounds = self._resolve_bounds(ratio_bounds)
+
+    def _resolve_bounds(self, bounds: tuple[float, float] | None) -> tuple[float, float]:
+        if bounds is None:
+            # The lower bound decodes to exactly min_budget: below it every ratio clips alike.
+            lower = self.min_budget / self.target
+            upper = DEFAULT_MAX_RATIO
+            if self.max_budget is not None:
+                upper = min(upper, self.max_budget / self.target)
+            bounds = (lower, upper)
+        lower, upper = (float(b) for b in bounds)
+        if not (0.0 <= lower < upper):
+            raise ValueError(f"ratio_bounds must satisfy 0 <= lower < upper, got {bounds}")
+        # The search starts at uniform (all 1.0); pycma refuses a start point outside its bounds.
+        if not (lower <= 1.0 <= upper):
+            raise ValueError(f"ratio_bounds {bounds} must contain 1.0 (the uniform start)")
+        return (lower, upper)
+
+    # -- geometry of the unit vector -------------------------------------------------------
+
+    @property
+    def n_units(self) -> int:
+        raise NotImplementedError
+
+    def _to_grid(self, values: np.ndarray) -> np.ndarray:
+        """``[n_units]`` -> ``[num_layers, num_kv_heads]`` (same dtype)."""
+        raise NotImplementedError
+
+    def _from_grid(self, grid: np.ndarray) -> np.ndarray:
+        """``[num_layers, num_kv_heads]`` -> ``[n_units]`` (float)."""
+        raise NotImplementedError
+
+    # -- public API --------------------------------------------------------------------------
+
+    def groups(self) -> list[np.ndarray]:
+        """Unit indices of each contiguous group, bottom-up (layer 0 first).
+
+        ``ceil(n_units / group_size)`` int64 arrays; the last one may be smaller.
+        """
+        return [
+            np.arange(start, min(start + self.group_size, self.n_units), dtype=np.int64)
+            for start in range(0, self.n_units, self.group_size)
+        ]
+
+    def initial_ratios(self) -> np.ndarray:
+        """``[n_units]`` float64, all 1.0: every unit at the target ``c`` (uniform)."""
+        return np.ones(self.n_units, dtype=np.float64)
+
+    def decode(self, ratios: np.ndarray) -> np.ndarray:
+        """Ratios ``[n_units]`` -> int64 budgets ``[num_layers, num_kv_heads]``.
+
+        Ratios are clipped to ``ratio_bounds`` (so any optimizer back-end, bounded or not, maps
+        to the same space), budgets are ``round(ratio * c)`` (halves round up) clipped to
+        ``[min_budget, max_budget]``.
+        """
+        ratios = np.asarray(ratios, dtype=np.float64)
+        if ratios.shape != (self.n_units,):
+            raise ValueError(f"{self.name}: expected ratios of shape ({self.n_units},), got {ratios.shape}")
+        if not np.all(np.isfinite(ratios)):
+            raise ValueError(f"{self.name}: ratios must be finite, got {ratios}")
+        clipped = np.clip(ratios, *self.ratio_bounds)
+        budgets = np.floor(clipped * self.target + 0.5).astype(np.int64)
+        budgets = np.clip(budgets, self.min_budget, self.max_budget)
+        return self._to_grid(budgets).astype(np.int64)
+
+    def encode(self, budgets: np.ndarray) -> np.ndarray:
+        """Budgets ``[num_layers, num_kv_heads]`` -> ratios ``[n_units]`` (float64, ``k / c``).
+
+        Used to seed a search from an existing profile; not clipped to the bounds.
+        """
+        budgets = np.asarray(budgets)
+        expected = (self.num_layers, self.num_kv_heads)
+        if budgets.shape != expected:
+            raise ValueError(f"{self.name}: expected budgets of shape {expected}, got {budgets.shape}")
+        return self._from_grid(budgets.astype(np.float64)) / self.target
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self.name!r}, layers={self.num_layers}, kv_heads={self.num_kv_heads}, "
+            f"target={self.target:g}, group_size={self.group_size}, ratio_bounds={self.ratio_bounds}, "
+            f"min_budget={self.min_budget}, max_budget={self.max_budget})"
+        )

@@ -1,0 +1,46 @@
+import pytest
+
+import searchspaces
+from searchspaces import SearchSpace, get_search_space, list_search_spaces, register_search_space
+
+
+def test_both_spaces_are_registered():
+    assert list_search_spaces() == ["head_groups", "layer_groups"]
+
+
+def test_an_unknown_name_lists_the_valid_ones_and_suggests_the_closest():
+    with pytest.raises(ValueError) as err:
+        get_search_space("layer_group", num_layers=4, num_kv_heads=2, target=16)
+    message = str(err.value)
+    assert "'layer_group'" in message
+    assert "head_groups, layer_groups" in message
+    assert "did you mean 'layer_groups'" in message
+
+
+def test_registering_a_name_twice_raises():
+    with pytest.raises(ValueError, match="already registered"):
+
+        @register_search_space("layer_groups")
+        class Again(SearchSpace):  # noqa: F841
+            pass
+
+
+def test_get_search_space_passes_every_option_through():
+    space = get_search_space(
+        "head_groups", num_layers=5, num_kv_heads=3, target=64, group_size=4,
+        ratio_bounds=(0.5, 2.0), min_budget=8, max_budget=100,
+    )
+    assert space.name == "head_groups"
+    assert (space.num_layers, space.num_kv_heads, space.target, space.group_size) == (5, 3, 64.0, 4)
+    assert space.ratio_bounds == (0.5, 2.0)
+    assert (space.min_budget, space.max_budget) == (8, 100)
+
+
+def test_the_package_imports_nothing_from_evolalloc():
+    import sys
+    import subprocess
+
+    code = "import sys, searchspaces; print(any(m.split('.')[0] == 'evolalloc' for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    assert searchspaces.__all__ == ["SearchSpace", "get_search_space", "list_search_spaces", "register_search_space"]

@@ -1,0 +1,177 @@
+import json
+
+import numpy as np
+import pytest
+
+from evolalloc.allocation import Allocation
+from evolalloc.allocation_io import schema
+from evolalloc.errors import UserError
+from evolalloc.geometry import ModelGeometry
+
+SMOLLM = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=8192)
+TINY = ModelGeometry(num_layers=3, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=128)
+
+
+def searched():
+    rng = np.random.default_rng(0)
+    budgets = rng.integers(16, 400, size=(30, 3))
+    alloc = Allocation(
+        model="HuggingFaceTB/SmolLM2-135M-Instruct", geometry=SMOLLM, scorer="snapkv",
+        scorer_params={"window": 32, "kernel": 7}, target=128, granularity="head", budgets=budgets,
+        provenance={
+            "method": "evolved", "task": "passkey", "fitness": np.float64(1.17), "task_score": 0.9,
+            "cache_score": 1.0, "lam": 0.3, "gamma": 0.2, "group_size": 8, "population": np.int64(10),
+            "sigma0": 0.3, "seed": 0, "evaluations": 480, "optimizer": "pycma", "optimizer_version": "4.5.0",
+        },
+    )
+    return alloc.complete()
+
+
+def test_save_then_load_gives_back_the_same_allocation(tmp_path):
+    original = searched()
+    path = original.save(tmp_path / "runs" / "alloc.json")
+    loaded = Allocation.load(path, expect_geometry=SMOLLM)
+    assert loaded.budgets.dtype == np.int64
+    assert np.array_equal(loaded.budgets, original.budgets)
+    for name in ("model", "geometry", "scorer", "scorer_params", "target", "granularity", "provenance"):
+        assert getattr(loaded, name) == getattr(original, name), name
+    assert loaded.provenance["fitness"] == 1.17 and loaded.provenance["population"] == 10
+
+
+def test_every_baseline_survives_a_round_trip(tmp_path):
+    for alloc in (Allocation.uniform(TINY, 10), Allocation.pyramid(TINY, 10), Allocation.streaming(TINY, 10)):
+        loaded = Allocation.load(alloc.save(tmp_path / "a.json"))
+        assert np.array_equal(loaded.budgets, alloc.budgets) and loaded.provenance == alloc.provenance
+
+
+def test_the_file_is_versioned_and_has_one_budget_row_per_line(tmp_path):
+    text = searched().to_json()
+    data = json.loads(text)
+    assert (data["format"], data["version"]) == ("evolalloc.allocation", 1)
+    assert data["target"] == 128 and isinstance(data["target"], int)
+    assert sum(1 for line in text.splitlines() if line.strip().startswith("[") and line.rstrip(",").endswith("]")) == 30
+
+
+def test_the_published_schema_is_draft_2020_12_and_accepts_what_we_write():
+    import jsonschema
+
+    published = schema()
+    assert published["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(published)
+    jsonschema.Draft202012Validator(published).validate(json.loads(searched().to_json()))
+
+
+def test_save_replaces_the_file_and_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "alloc.json"
+    Allocation.uniform(TINY, 10).save(path)
+    Allocation.uniform(TINY, 20).save(path)
+    assert Allocation.load(path).target == 20
+    assert [p.name for p in tmp_path.iterdir()] == ["alloc.json"]
+
+
+def test_a_value_json_cannot_hold_fails_the_save_and_keeps_the_old_file(tmp_path):
+    path = tmp_path / "alloc.json"
+    Allocation.uniform(TINY, 10).save(path)
+    broken = Allocation.uniform(TINY, 20, provenance={"fitness": float("nan")})
+    with pytest.raises(ValueError):
+        broken.save(path)
+    assert Allocation.load(path).target == 10
+    assert [p.name for p in tmp_path.iterdir()] == ["alloc.json"]
+
+
+# -- malformed files: one clear message naming the file and the field -------------------------
+
+
+def good_document() -> dict:
+    return json.loads(Allocation.uniform(TINY, 10, model="tiny").to_json())
+
+
+def edit(change):
+    def make():
+        data = good_document()
+        change(data)
+        return json.dumps(data)
+
+    return make
+
+
+def set_path(*keys_and_value):
+    *keys, value = keys_and_value
+
+    def change(data):
+        target = data
+        for key in keys[:-1]:
+            target = target[key]
+        target[keys[-1]] = value
+
+    return change
+
+
+def drop(key):
+    return lambda data: data.pop(key)
+
+
+MALFORMED = {
+    "trailing comma": (lambda: '{"format": "evolalloc.allocation",\n "version": 1,\n}', "line 3, column 1", "not valid JSON"),
+    "not an object": (lambda: "[1, 2, 3]", "$", "JSON object"),
+    "NaN": (lambda: json.dumps(good_document()).replace('"target": 10', '"target": NaN'), None, "NaN"),
+    "other format": (edit(set_path("format", "kvpress.budgets")), "$.format", "not an evolalloc allocation file"),
+    "no format": (edit(drop("format")), "$.format", "no 'format' field"),
+    "newer version": (edit(set_path("version", 2)), "$.version", "newer evolalloc"),
+    "missing budgets": (edit(drop("budgets")), "$.budgets", "missing required field"),
+    "missing geometry field": (edit(lambda d: d["geometry"].pop("head_dim")), "$.geometry.head_dim", "missing required field"),
+    "unknown top-level key": (edit(set_path("budget", [])), "$.budget", "unknown field (did you mean 'budgets'?"),
+    "unknown geometry key": (edit(set_path("geometry", "num_heads", 4)), "$.geometry.num_heads", "unknown field"),
+    "target as a string": (edit(set_path("target", "10")), "$.target", "must be a number, got a string"),
+    "zero target": (edit(set_path("target", 0)), "$.target", "must be > 0"),
+    "negative budget": (edit(set_path("budgets", [[10, 10], [10, 10], [-3, -3]])), "$.budgets[2][0]", "must be >= 0"),
+    "fractional budget": (edit(set_path("budgets", [[10.5, 10.5], [10, 10], [10, 10]])), "$.budgets[0][0]", "must be an integer"),
+    "boolean budget": (edit(set_path("budgets", [[10, 10], [True, True], [10, 10]])), "$.budgets[1][0]", "must be an integer, got a boolean"),
+    "too few layers": (edit(set_path("budgets", [[10, 10], [10, 10]])), "$.budgets", "2 rows (layers) but geometry.num_layers is 3"),
+    "too many heads": (edit(set_path("budgets", [[10, 10], [10, 10, 10], [10, 10]])), "$.budgets[1]", "3 entries (KV heads) but geometry.num_kv_heads is 2"),
+    "unequal heads at layer granularity": (edit(set_path("budgets", [[10, 12], [10, 10], [10, 10]])), "$.budgets[0]", "granularity is 'layer'"),
+    "unknown granularity": (edit(set_path("granularity", "block")), "$.granularity", 'must be one of "layer", "head"'),
+    "unknown method": (edit(set_path("provenance", "method", "magic")), "$.provenance.method", "must be one of"),
+    "uneven query heads": (edit(set_path("geometry", "num_query_heads", 3)), "$.geometry.num_query_heads", "cannot be shared evenly"),
+    "scorer params not an object": (edit(set_path("scorer_params", [32])), "$.scorer_params", "must be an object"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_file_gives_one_message_naming_the_file_and_the_field(tmp_path, case):
+    make_text, field, words = MALFORMED[case]
+    path = tmp_path / "broken.json"
+    path.write_text(make_text())
+    with pytest.raises(UserError) as err:
+        Allocation.load(path)
+    assert err.value.source == str(path)
+    assert err.value.field == field
+    assert str(path) in str(err.value)
+    if field:
+        assert field in str(err.value)
+    assert words in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_profile_for_another_geometry_says_what_it_was_made_for(tmp_path):
+    path = searched().save(tmp_path / "alloc.json")
+    other = ModelGeometry(num_layers=24, num_query_heads=32, num_kv_heads=8, head_dim=64, max_positions=8192)
+    with pytest.raises(UserError) as err:
+        Allocation.load(path, expect_geometry=other)
+    assert err.value.field == "$.geometry"
+    assert "made for 30 layers × 3 KV heads, this model has 24 × 8" in str(err.value)
+
+
+def test_a_profile_for_another_head_dim_is_refused_but_another_dtype_is_not(tmp_path):
+    path = searched().save(tmp_path / "alloc.json")
+    wider = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=128, max_positions=8192)
+    with pytest.raises(UserError) as err:
+        Allocation.load(path, expect_geometry=wider)
+    assert err.value.field == "$.geometry.head_dim"
+    bf16 = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=4096, dtype_bytes=2)
+    assert Allocation.load(path, expect_geometry=bf16).geometry == SMOLLM
+
+
+def test_a_missing_file_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        Allocation.load(tmp_path / "nope.json")
