@@ -1,0 +1,103 @@
+"""The in-process evaluator: prefill each task instance once, then score any allocation.
+
+``LocalEvaluator.evaluate(budgets)`` decodes every (instance, allocation) row on cached prefill
+records, batched, and scores the answers with the task's metric. An allocation whose rows fail
+(out of memory, a bad budget) comes back as a failed ``EvalResult`` with the error; it never
+gets a made-up score.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from evolalloc.engine.base import EvalResult, InstanceOutcome
+from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
+from evolalloc.runtime.model import LoadedModel
+from evolalloc.runtime.prefill import PrefillRecord, prefill
+from evolalloc.runtime.scorers import Scorer
+
+
+def tokenize_instance(tokenizer, instance, question_after_compression: bool):
+    """Token ids to prefill and (query-agnostic setting) the question ids fed after eviction."""
+    if not question_after_compression:
+        return tokenizer.encode(instance.prompt), None
+    question = tokenizer.encode(instance.question, add_special_tokens=False) if instance.question else []
+    if not question:
+        raise ValueError(f"instance {instance.uid} has no question to feed after compression")
+    return tokenizer.encode(instance.context), question
+
+
+def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False, progress=False) -> list[PrefillRecord]:
+    """One prefill record per instance (the expensive step, done once per worker)."""
+    records = []
+    for instance in tqdm(instances, desc="prefill", unit="prompt", disable=not progress):
+        ids, question = tokenize_instance(loaded.tokenizer, instance, question_after_compression)
+        limit = loaded.geometry.max_positions
+        if limit and len(ids) + len(question or []) + instance.max_new_tokens > limit:
+            raise ValueError(f"instance {instance.uid} needs {len(ids)} prompt tokens, beyond the model's {limit} positions")
+        records.append(prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question))
+    return records
+
+
+class LocalEvaluator:
+    """Scores budgets ``[num_layers, num_kv_heads]`` on a fixed set of task instances, in-process."""
+
+    def __init__(self, loaded: LoadedModel, task, instances, scorer: Scorer, *, question_after_compression=False, batch_size=16, progress=False, records=None):
+        self.loaded, self.task, self.instances, self.scorer = loaded, task, list(instances), scorer
+        self.batch_size = batch_size
+        self.records = records if records is not None else prefill_instances(
+            loaded, self.instances, [scorer], question_after_compression=question_after_compression, progress=progress
+        )
+        self._eos = eos_ids_of(loaded.model, loaded.tokenizer)
+
+    def evaluate(self, budgets: Sequence[np.ndarray]) -> list[EvalResult]:
+        started = time.perf_counter()
+        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances) for a in range(len(budgets))}
+        errors: dict[int, str] = {}
+        # Instances with the same decoding limits decode together, all allocations in one batch.
+        groups = defaultdict(list)
+        for i, inst in enumerate(self.instances):
+            groups[(inst.max_new_tokens, inst.stop)].append(i)
+        for (max_new, stop), members in groups.items():
+            settings = DecodeSettings(max_new_tokens=max_new, stop=stop, eos_ids=self._eos)
+            keys = [(a, i) for a in range(len(budgets)) if a not in errors for i in members]
+            for (a, i), gen in zip(keys, self._decode(keys, budgets, settings, errors)):
+                if gen is None:
+                    continue
+                metric, score = self.task.score(self.instances[i], gen.text)
+                outcomes[a][i] = InstanceOutcome(self.instances[i].uid, gen.text, float(metric), float(score))
+        elapsed = time.perf_counter() - started
+        results = []
+        for a in range(len(budgets)):
+            if a in errors:
+                results.append(EvalResult(task_score=None, seconds=elapsed / len(budgets), error=errors[a]))
+                continue
+            done = [o for o in outcomes[a] if o is not None]
+            score = float(np.mean([o.score for o in done])) if done else None
+            results.append(EvalResult(task_score=score, instances=done, seconds=elapsed / len(budgets)))
+        return results
+
+    def _decode(self, keys, budgets, settings, errors) -> list[Generation | None]:
+        """Decode rows in batches; a failing batch is retried row by row to isolate the culprit."""
+        out: list[Generation | None] = []
+        for start in range(0, len(keys), self.batch_size):
+            chunk = keys[start : start + self.batch_size]
+            rows = [(self.records[i], budgets[a]) for a, i in chunk]
+            try:
+                out.extend(generate(self.loaded.model, rows, self.scorer, settings, self.loaded.tokenizer, self.batch_size))
+                continue
+            except (ValueError, RuntimeError, torch.OutOfMemoryError):
+                pass
+            for (a, i), row in zip(chunk, rows):
+                try:
+                    out.extend(generate(self.loaded.model, [row], self.scorer, settings, self.loaded.tokenizer))
+                except (ValueError, RuntimeError, torch.OutOfMemoryError) as exc:
+                    errors.setdefault(a, f"{type(exc).__name__} on {self.instances[i].uid}: {exc}")
+                    out.append(None)
+        return out
