@@ -1,0 +1,81 @@
+"""``evolalloc tasks``: list the registered tasks, or show an example instance of one."""
+
+from __future__ import annotations
+
+import click
+
+from evolalloc.cli import main
+from evolalloc.errors import UserError
+
+PROMPT_HEAD = 700
+PROMPT_TAIL = 500
+
+
+def _middle_cut(text: str, head: int = PROMPT_HEAD, tail: int = PROMPT_TAIL) -> str:
+    """The prompt with its middle left out, so a 4k-token haystack fits on a screen."""
+    if len(text) <= head + tail + 60:
+        return text
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters left out ...]\n{text[-tail:]}"
+
+
+def _parse_params(pairs: tuple[str, ...]) -> dict:
+    """``key=value`` options; values are read as YAML scalars/lists, as in a recipe."""
+    import yaml
+
+    params = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"expected KEY=VALUE, got {pair!r}", field="--param")
+        params[key.strip()] = yaml.safe_load(value)
+    return params
+
+
+@main.group("tasks", invoke_without_command=True)
+@click.pass_context
+def tasks(ctx: click.Context) -> None:
+    """List the fitness tasks (one line each); `tasks show NAME` prints an example instance."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import fitness
+    from fitness.registry import task_class
+
+    names = fitness.list_tasks()
+    width = max(map(len, names))
+    for name in names:
+        cls = task_class(name)
+        metric = cls.metric if name != "longbench" else "per subset"
+        click.echo(f"{name:<{width}}  {metric:<16}  {cls.description}")
+
+
+@tasks.command("show")
+@click.argument("name")
+@click.option("--context-tokens", type=click.IntRange(min=1), default=None, help="Prompt length in the model's tokens.")
+@click.option("--split", type=click.Choice(["search", "heldout"]), default="search", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="A task parameter, e.g. -p needle_type=uuid.")
+@click.option("--model", default="bundled:smollm2-135m-instruct", show_default=True, help="Whose tokenizer measures lengths.")
+def show(name: str, context_tokens: int | None, split: str, seed: int, params: tuple[str, ...], model: str) -> None:
+    """Print one example instance of task NAME: prompt (middle cut), references, metric."""
+    import fitness
+    from evolalloc.runtime.model import load_tokenizer
+
+    try:
+        task = fitness.get_task(name, **_parse_params(params))
+        tokenizer = load_tokenizer(model)
+        [instance] = task.instances(split, 1, seed, context_tokens, tokenizer)
+    except fitness.FitnessError as err:
+        # Bad names, parameters and data files are the user's to fix: one line, no traceback.
+        raise UserError(str(err)) from None
+    click.echo(task.describe())
+    click.echo(f"uid: {instance.uid}")
+    click.echo(f"metric: {task.metric}   max_new_tokens: {instance.max_new_tokens}   stop: {list(instance.stop)}")
+    for key, value in instance.metadata.items():
+        click.echo(f"{key}: {value}")
+    click.echo("--- prompt (context) ---")
+    click.echo(_middle_cut(instance.context))
+    click.echo("--- prompt (question) ---")
+    click.echo(_middle_cut(instance.question))
+    click.echo("--- references ---")
+    for reference in instance.references:
+        click.echo(f"- {reference}")

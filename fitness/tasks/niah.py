@@ -1,0 +1,114 @@
+"""Needle in a haystack over the user's own text (Kamradt style): a needle sentence hidden in the
+``.txt`` files of a directory, a retrieval question, keyword-recall scoring, and a grid of
+depths x lengths for a heat-map (each instance's metadata holds its ``depth`` and ``target_tokens``).
+
+Search and held-out instances start the haystack at different sentences (even / odd sentence
+starts of the corpus), so the two splits never share a prompt.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from fitness.errors import FitnessError
+from fitness.instance import Instance
+from fitness.registry import get_metric, register_task
+from fitness.splits import check_split, rng_for
+from fitness.task import Task
+from fitness.tasks.haystack import DirectoryHaystack
+from fitness.tokens import check_prompt_style, count_tokens, fit_to_length, render, require_tokenizer
+
+DEFAULT_NEEDLE = "The best thing to do in San Francisco is eat a sandwich and sit in Dolores Park on a sunny day."
+DEFAULT_QUESTION = "What is the best thing to do in San Francisco?"
+DEFAULT_KEYWORDS = ("sandwich", "Dolores Park", "sunny day")
+DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+@register_task("niah")
+class Niah(Task):
+    metric = "keyword_recall"  # configurable: any registered metric
+    version = 1
+    description = "needle in a haystack of your own .txt files; depths x lengths grid, keyword recall"
+
+    def __init__(
+        self,
+        *,
+        haystack_dir: str | None = None,
+        needle: str = DEFAULT_NEEDLE,
+        question: str = DEFAULT_QUESTION,
+        keywords: Sequence[str] | str | None = None,
+        answer_prefix: str = " Answer:",
+        depths: Sequence[float] = DEFAULT_DEPTHS,
+        lengths: Sequence[int] = (1024,),
+        metric: str = "keyword_recall",
+        max_new_tokens: int = 32,
+        prompt_style: str = "raw",
+    ):
+        if not haystack_dir:
+            raise FitnessError("task 'niah' needs haystack_dir: a directory of .txt files")
+        if keywords is None:
+            if needle != DEFAULT_NEEDLE:
+                raise FitnessError("task 'niah' with a custom needle needs keywords (the words an answer must contain)")
+            keywords = DEFAULT_KEYWORDS
+        if isinstance(keywords, str):
+            keywords = [k.strip() for k in keywords.split(",")]
+        self.keywords = tuple(k for k in keywords if k)
+        if not self.keywords:
+            raise FitnessError("task 'niah' needs at least one keyword")
+        if not depths or any(not 0.0 <= d <= 1.0 for d in depths):
+            raise FitnessError(f"niah depths must lie in [0, 1], got {list(depths)}")
+        self.haystack = DirectoryHaystack(haystack_dir)
+        if self.haystack.contains(needle):
+            raise FitnessError("the needle already occurs in the haystack files; choose another needle")
+        self.needle, self.question, self.answer_prefix = needle, question, answer_prefix
+        self.depths, self.lengths = tuple(depths), tuple(int(x) for x in lengths)
+        self.metric = get_metric(metric).name
+        self.max_new_tokens = max_new_tokens
+        self.prompt_style = check_prompt_style(prompt_style)
+
+    def grid(self, context_tokens: int | None = None) -> list[tuple[int, float]]:
+        """The (length, depth) cells, in the order instances cycle through them."""
+        lengths = (int(context_tokens),) if context_tokens else self.lengths
+        return [(length, depth) for length in lengths for depth in self.depths]
+
+    def instances(self, split: str, n: int, seed: int, context_tokens: int | None, tokenizer) -> list[Instance]:
+        check_split(split)
+        require_tokenizer(tokenizer, self.name)
+        starts = self.haystack.sentence_starts()[(0 if split == "search" else 1) :: 2]
+        if not starts:
+            raise FitnessError(f"the haystack has too few sentences for a {split} split")
+        cells = self.grid(context_tokens)
+        out = []
+        for index in range(n):
+            length, depth = cells[index % len(cells)]
+            offset = rng_for(self.name, split, seed, index).choice(starts)
+
+            def assemble(size: int) -> tuple[str, str]:
+                text = self.haystack.insert(self.haystack.pieces(size, offset), [(depth, self.needle)])
+                return render(self.prompt_style, tokenizer, text + "\n", f"Question: {self.question}", self.answer_prefix)
+
+            context, question = fit_to_length(
+                assemble,
+                lambda parts: count_tokens(tokenizer, parts[0] + parts[1]),
+                length,
+                what="task 'niah'",
+                start=max(8, length // 4),
+            )
+            out.append(
+                Instance(
+                    uid=f"{self.name}/{split}/{length}/s{seed}/{index}",
+                    task=self.name,
+                    split=split,
+                    context=context,
+                    question=question,
+                    references=self.keywords,
+                    max_new_tokens=self.max_new_tokens,
+                    metadata={
+                        "depth": depth,
+                        "target_tokens": length,
+                        "context_tokens": count_tokens(tokenizer, context + question),
+                        "offset": offset,
+                    },
+                )
+            )
+        return out
