@@ -1,0 +1,268 @@
+"""Run recipes: dataclass defaults -> YAML file -> ``--set`` overrides, validated in one place.
+
+>>> recipe = load_recipe("runs/quickstart.yaml", overrides=["optimizer.generations_per_group=2"])  # doctest: +SKIP
+>>> recipe.budgets  # doctest: +SKIP
+[128, 256, 512]
+
+Every problem (unreadable file, bad YAML, unknown or missing key, wrong type, bad value, an
+unknown task or scorer) raises one ``UserError(message, source=<file or --set>, field=<dotted
+key>)`` before anything is written. The sections and their defaults are in ``recipe_schema``.
+
+A loaded ``Recipe`` is *resolved*: seeds left null take the recipe's ``seed``, expansions left
+null become ``[2c, 4c]`` and the name defaults to the file's stem, so ``to_yaml()`` writes down
+exactly what ran and loading that file again gives an equal recipe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from evolalloc.errors import UserError
+from evolalloc.recipe_schema import BASELINES, FieldProblem, RecipeData, build_section, describe, unknown_key
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+OVERRIDE_SOURCE = "--set"
+
+
+@dataclass
+class Recipe(RecipeData):
+    """A validated, resolved run recipe. ``source`` is where it was read from (not saved)."""
+
+    source = None  # a plain attribute, not a field: it is neither a recipe key nor saved
+
+    @property
+    def budgets(self) -> list[int]:
+        """The target ``c`` followed by its expansions: every budget a run reports on."""
+        return [self.budget.target, *self.budget.expansions]
+
+    @property
+    def granularity(self) -> str:
+        """``"head"`` when the search space gives each KV head its own budget, else ``"layer"``."""
+        return "head" if self.search_space.name == "head_groups" else "layer"
+
+    def to_dict(self) -> dict:
+        """The resolved recipe as plain YAML-able objects, sections in reading order."""
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        header = "# Resolved evolalloc recipe: defaults + recipe file + --set overrides, as run.\n"
+        return header + yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
+
+    def search_kwargs(self) -> dict:
+        """Keyword arguments of ``evolalloc.search.SearchConfig`` besides the model's geometry.
+
+        ``SearchConfig(num_layers=L, num_kv_heads=H, **recipe.search_kwargs())``; the caller may
+        add ``min_budget`` / ``max_budget``, which depend on the scorer and the prompts. The study
+        is named after the run, so several runs can share one database URL.
+        """
+        opt = self.optimizer
+        return {
+            "target": float(self.budget.target),
+            "search_space": self.search_space.name,
+            "group_size": self.search_space.group_size,
+            "ratio_bounds": tuple(self.search_space.ratio_bounds) if self.search_space.ratio_bounds else None,
+            "optimizer": opt.name,
+            "generations": opt.generations_per_group,
+            "popsize": opt.popsize,
+            "sigma0": opt.sigma0,
+            "lam": opt.lam,
+            "gamma": opt.gamma,
+            "cache_scope": opt.cache_scope,
+            "seed": opt.seed,
+            "storage": self.storage,
+            "study_name": self.name,
+        }
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML that refuses a key given twice (PyYAML would silently keep the last one)."""
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.MarkedYAMLError(
+                "while reading a mapping", node.start_mark, f"key {key!r} is given twice", key_node.start_mark
+            )
+        seen[key] = True
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
+        raise UserError(f"not valid YAML: {err.problem or err.context}", source=source, field=where) from None
+    except yaml.YAMLError as err:
+        raise UserError(f"not valid YAML: {err}", source=source) from None
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError("no such recipe file", source=str(path)) from None
+    except IsADirectoryError:
+        raise UserError("is a folder, not a recipe file", source=str(path)) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read: {err}", source=str(path)) from None
+    data = _parse_yaml(text, str(path))
+    return {} if data is None else data
+
+
+def _apply_overrides(data: Any, overrides: Iterable[str]) -> tuple[Any, dict[str, str]]:
+    """``data`` with each ``dotted.key=value`` applied (value parsed as YAML); and which keys."""
+    applied: dict[str, str] = {}
+    for text in overrides:
+        key, sep, raw = text.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise UserError(f"expected KEY=VALUE such as optimizer.sigma0=0.2, got {text!r}", source=OVERRIDE_SOURCE)
+        value = _parse_yaml(raw, f"{OVERRIDE_SOURCE} {key}")
+        if not isinstance(data, dict):
+            break  # the file's own top level is wrong; that error comes first
+        node, parts = data, key.split(".")
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                section = ".".join(parts[: i + 1])
+                raise UserError(f"cannot set {key}: {section} is {describe(child)}, not a section",
+                                source=f"{OVERRIDE_SOURCE} {text}", field=section)
+            node = child
+        node[parts[-1]] = value
+        applied[key] = text
+    return data, applied
+
+
+def _source_of(field: str, file_source: str, applied: dict[str, str]) -> str:
+    """Blame ``--set`` when the faulty field (or a section holding it) came from an override."""
+    for key in applied:
+        if field == key or field.startswith(key + ".") or field.startswith(key + "[") or key.startswith(field + "."):
+            return f"{OVERRIDE_SOURCE} {applied[key]}"
+    return file_source
+
+
+def load_recipe(path: str | Path, overrides: Iterable[str] = (), *, check_names: bool = True) -> Recipe:
+    """Read, override, validate and resolve the recipe at ``path``.
+
+    ``overrides`` are ``"dotted.key=value"`` strings (the CLI's ``--set``); values are YAML, so
+    ``budget.expansions=[256,512]`` and ``storage=null`` work. ``check_names`` also checks the
+    task's and the scorer's names and parameters against their registries (the scorer registry
+    imports torch, ~3 s); switch it off for commands that only read a finished run.
+    """
+    path = Path(path)
+    data, applied = _apply_overrides(_read(path), overrides)
+    return recipe_from_dict(data, source=str(path), default_name=path.stem, applied=applied, check_names=check_names)
+
+
+def recipe_from_dict(
+    data: Any, *, source: str = "<recipe>", default_name: str = "run", applied: dict[str, str] | None = None,
+    check_names: bool = True,
+) -> Recipe:
+    """Validate and resolve an already-parsed recipe (see ``load_recipe``)."""
+    applied = applied or {}
+    try:
+        recipe = build_section(Recipe, data)
+        _resolve(recipe, default_name)
+        _check(recipe)
+        if check_names:
+            _check_names(recipe)
+    except FieldProblem as problem:
+        raise UserError(problem.message, source=_source_of(problem.field, source, applied), field=problem.field) from None
+    recipe.source = source
+    return recipe
+
+
+def _resolve(recipe: Recipe, default_name: str) -> None:
+    if recipe.name is None:
+        recipe.name = default_name
+    for section in (recipe.task.search, recipe.task.heldout, recipe.optimizer):
+        if section.seed is None:
+            section.seed = recipe.seed
+    if recipe.budget.expansions is None and recipe.budget.target is not None:
+        recipe.budget.expansions = [2 * recipe.budget.target, 4 * recipe.budget.target]
+
+
+def _check(recipe: Recipe) -> None:
+    """Cross-field rules and the rules on list items (the schema checks single fields)."""
+    if not _NAME.match(recipe.name):
+        raise FieldProblem("name", f"must be a folder name of letters, digits, '.', '_' or '-', got {recipe.name!r}")
+    target = recipe.budget.target
+    for i, value in enumerate(recipe.budget.expansions):
+        if value < 1:
+            raise FieldProblem(f"budget.expansions[{i}]", f"must be >= 1, got {value}")
+        if value == target or value in recipe.budget.expansions[:i]:
+            raise FieldProblem(f"budget.expansions[{i}]", f"{value} is listed twice (the target counts)")
+    context = recipe.task.context_tokens
+    if context is not None and target >= context:
+        raise FieldProblem("budget.target", f"{target} leaves nothing to compress in a {context}-token prompt "
+                                            "(task.context_tokens); choose a smaller target")
+    bounds = recipe.search_space.ratio_bounds
+    if bounds is not None and not (0 <= bounds[0] < bounds[1]):
+        raise FieldProblem("search_space.ratio_bounds", f"must be [lo, hi] with 0 <= lo < hi, got {bounds}")
+    for i, name in enumerate(recipe.baselines):
+        if name not in BASELINES:
+            close = difflib.get_close_matches(name, BASELINES, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise FieldProblem(f"baselines[{i}]", f"unknown baseline {name!r}{hint}; choose from {', '.join(BASELINES)}")
+        if name in recipe.baselines[:i]:
+            raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
+    if "streaming" in recipe.baselines and target < 4:
+        raise FieldProblem("budget.target", f"streaming keeps 4 sink tokens, so the target must be >= 4, got {target}")
+    if recipe.engine.kind == "local" and recipe.engine.workers > 1:
+        raise FieldProblem("engine.workers", f"the local engine runs one worker, got {recipe.engine.workers}; "
+                                             "use engine.kind: ray for more")
+    if recipe.storage is not None and not _URL.match(recipe.storage):
+        raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
+    from searchspaces import list_search_spaces  # a leaf package of plain numpy: cheap
+
+    if recipe.search_space.name not in list_search_spaces():
+        raise _unknown_name("search_space.name", "search space", recipe.search_space.name, list_search_spaces())
+
+
+def _unknown_name(field: str, kind: str, name: str, valid: list[str]) -> FieldProblem:
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return FieldProblem(field, f"unknown {kind} {name!r}{hint}; valid names: {', '.join(valid)}")
+
+
+def _check_names(recipe: Recipe) -> None:
+    """Task and scorer names and parameter names, against their registries."""
+    import fitness
+    from fitness.registry import task_parameters
+
+    if recipe.task.name not in fitness.list_tasks():
+        raise _unknown_name("task.name", "task", recipe.task.name, fitness.list_tasks())
+    valid = task_parameters(recipe.task.name)
+    for key in recipe.task.params:
+        if key not in valid:
+            raise unknown_key("task.params", key, valid)
+
+    from evolalloc.runtime.scorers import get_scorer, list_scorers
+
+    if recipe.scorer.name not in list_scorers():
+        raise _unknown_name("scorer.name", "scorer", recipe.scorer.name, list_scorers())
+    try:
+        get_scorer(recipe.scorer.name, **recipe.scorer.params)
+    except ValueError as err:
+        raise FieldProblem("scorer.params", str(err)) from None

@@ -1,0 +1,97 @@
+"""The run folder a recipe creates: its file names, and creating it without overwriting anything.
+
+A run folder (``runs/<name>/``) holds::
+
+    recipe.yaml               the resolved recipe, written first
+    study.db                  the Optuna trial store (unless storage is another URL)
+    search_checkpoint.pkl     the search checkpoint (evolalloc.search.checkpoint)
+    allocation-c{N}.json      the evolved profile at the target and at each expansion
+    comparison.json           held-out scores per method and budget (``compare``)
+    report.md, *.png          the report and its plots
+
+The names live here, below the search and report layers, so every command agrees on them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from evolalloc.errors import UserError
+from evolalloc.recipe import Recipe, load_recipe
+
+RECIPE_FILE = "recipe.yaml"
+STUDY_FILE = "study.db"
+CHECKPOINT_FILE = "search_checkpoint.pkl"
+COMPARISON_FILE = "comparison.json"
+REPORT_FILE = "report.md"
+PLOT_LAYER_BUDGETS = "budgets-per-layer.png"
+PLOT_HEAD_BUDGETS = "budgets-per-head.png"
+PLOT_FITNESS = "fitness-over-evaluations.png"
+PLOT_SCORE_VS_BUDGET = "score-vs-budget.png"
+
+
+def allocation_filename(budget: float, method: str = "evolved") -> str:
+    """``allocation-c128.json`` for the evolved profile, ``uniform-c128.json`` for a baseline."""
+    label = int(budget) if float(budget).is_integer() else budget
+    prefix = "allocation" if method == "evolved" else method
+    return f"{prefix}-c{label}.json"
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` via a temp file in the same folder and ``os.replace``: never half a file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def create_run_folder(recipe: Recipe, runs_dir: str | Path = "runs", name: str | None = None) -> Path:
+    """Create ``runs_dir/<name or recipe.name>/`` and write the resolved ``recipe.yaml`` into it.
+
+    Refuses (``UserError``) a folder that already exists, even an empty one: a run folder is
+    never overwritten or reused. ``mkdir`` without ``exist_ok`` is the claim, so two runs
+    started at once cannot both get the folder. If writing the recipe fails, the folder is
+    removed again, so a failed start leaves nothing behind.
+    """
+    folder_name = name or recipe.name
+    if not folder_name or Path(folder_name).name != folder_name or folder_name in (".", ".."):
+        raise UserError(f"run name must be a plain folder name, got {folder_name!r}", field="name")
+    folder = Path(runs_dir) / folder_name
+    try:
+        Path(runs_dir).mkdir(parents=True, exist_ok=True)
+        folder.mkdir()
+    except FileExistsError:
+        raise UserError(
+            "run folder already exists; a run is never overwritten: resume it, delete it, or pass another name",
+            source=str(folder),
+        ) from None
+    except OSError as err:
+        raise UserError(f"cannot create the run folder: {err}", source=str(folder)) from None
+    try:
+        write_atomic(folder / RECIPE_FILE, recipe.to_yaml())
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
+
+
+def load_run_recipe(run_dir: str | Path, *, check_names: bool = False) -> Recipe:
+    """The resolved recipe saved in a run folder (``UserError`` if the folder holds none)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError("no such run folder", source=str(run_dir))
+    path = run_dir / RECIPE_FILE
+    if not path.is_file():
+        raise UserError(f"not a run folder: it holds no {RECIPE_FILE}", source=str(run_dir))
+    return load_recipe(path, check_names=check_names)

@@ -1,0 +1,263 @@
+"""The sections of a run recipe: dataclass defaults plus the per-field rules that check them.
+
+Each section is a dataclass; each field's ``metadata`` holds its rule (``choices``, ``min``,
+``max``, ``length``, ``required``) and a one-line ``help``. ``build_section`` turns a mapping
+(YAML after overrides) into a section, checking key names, types and rules; cross-field checks
+live in ``recipe.py``. Every problem becomes one ``UserError`` naming the dotted field.
+
+Nothing here imports torch, optuna or the runtime: checking a recipe must be instant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
+
+DEFAULT_MODEL = "bundled:smollm2-135m-instruct"  # same as evolalloc.runtime.model.DEFAULT_MODEL
+DTYPES = ("float32", "bfloat16")
+# Kept as literals so that checking a recipe never imports optuna; a test compares them with the
+# registry in evolalloc.search.optimizers, so they cannot drift apart silently.
+OPTIMIZERS = ("cma", "optuna-cma", "optuna-tpe")
+CACHE_SCOPES = ("group", "allocation")
+ENGINES = ("local", "ray")
+BASELINES = ("uniform", "pyramid", "streaming")
+
+
+def _rule(default: Any = dataclasses.MISSING, *, help: str, factory: Callable | None = None, **rules) -> Any:
+    """A dataclass field carrying its validation rule and help text in ``metadata``."""
+    metadata = {"help": help, **rules}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    if default is dataclasses.MISSING:
+        metadata["required"] = True
+        return field(default=None, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class ModelSection:
+    spec: str = _rule(DEFAULT_MODEL, help="bundled:<name>, a local HF model folder or a local .gguf file")
+    dtype: str = _rule("float32", choices=DTYPES, help="weights and cache dtype")
+
+
+@dataclass
+class SplitSection:
+    n: int = _rule(8, min=1, help="number of task instances")
+    seed: int | None = _rule(None, min=0, help="instance seed; null = the recipe's seed")
+
+
+@dataclass
+class TaskSection:
+    name: str = _rule(help="registered task (see `evolalloc tasks`)")
+    params: dict = _rule(help="keyword parameters of the task", factory=dict)
+    context_tokens: int | None = _rule(1024, min=16, help="prompt length in tokens; null = the task's own")
+    search: SplitSection = _rule(help="instances the search scores candidates on", factory=SplitSection)
+    heldout: SplitSection = _rule(help="instances `compare` reports on", factory=lambda: SplitSection(n=20))
+    question_after_compression: bool = _rule(False, help="compress the context, then feed the question")
+
+
+@dataclass
+class ScorerSection:
+    name: str = _rule("snapkv", help="per-token scorer that ranks tokens inside each budget")
+    params: dict = _rule(help="keyword parameters of the scorer", factory=dict)
+
+
+@dataclass
+class BudgetSection:
+    target: int = _rule(min=1, help="c: the target average budget per (layer, KV head), in tokens")
+    expansions: list[int] | None = _rule(None, help="larger budgets the profile is carried to; null = [2c, 4c]")
+
+
+@dataclass
+class SearchSpaceSection:
+    name: str = _rule("layer_groups", help="layer_groups (one budget per layer) or head_groups (per KV head)")
+    group_size: int = _rule(8, min=1, help="n_g: units optimised together, bottom-up")
+    ratio_bounds: list[float] | None = _rule(None, length=2, help="[lo, hi] bounds on k_i / c; null = automatic")
+
+
+@dataclass
+class OptimizerSection:
+    name: str = _rule("cma", choices=OPTIMIZERS, help="cma (pycma), optuna-cma or optuna-tpe")
+    sigma0: float = _rule(0.3, min_exclusive=0.0, help="initial CMA-ES step on the ratio k_i / c")
+    popsize: int | None = _rule(None, min=3, help="candidates per generation; null = 4 + floor(3 ln n_g)")
+    generations_per_group: int = _rule(10, min=1, help="M: generations per group")
+    lam: float = _rule(0.3, min=0.0, help="weight of CacheScore in the fitness")
+    gamma: float = _rule(0.2, min_exclusive=0.0, max=1.0, help="discount for staying under the budget")
+    cache_scope: str = _rule("group", choices=CACHE_SCOPES, help="whose mean budget CacheScore sees")
+    seed: int | None = _rule(None, min=0, help="optimizer seed; null = the recipe's seed")
+
+
+@dataclass
+class EngineSection:
+    kind: str = _rule("local", choices=ENGINES, help="local (in-process) or ray (actors)")
+    workers: int = _rule(1, min=1, help="evaluator processes (ray actors)")
+    threads: int | None = _rule(None, min=1, help="torch threads per worker; null = torch's default")
+    batch_size: int = _rule(16, min=1, help="decode rows per batch")
+    address: str = _rule("local", help="ray address: local, auto or ray://host:port")
+
+
+@dataclass
+class RecipeData:
+    """Every section with its defaults. ``recipe.Recipe`` adds behaviour on top."""
+
+    name: str | None = _rule(None, help="run name (folder under runs/); null = the recipe file's stem")
+    model: ModelSection = _rule(help="the model to compress", factory=ModelSection)
+    task: TaskSection = _rule(help="the task that scores a candidate", factory=TaskSection)
+    scorer: ScorerSection = _rule(help="token selection inside a budget", factory=ScorerSection)
+    budget: BudgetSection = _rule(help="target average budget and its expansions", factory=BudgetSection)
+    search_space: SearchSpaceSection = _rule(help="how CMA-ES vectors map to budgets", factory=SearchSpaceSection)
+    optimizer: OptimizerSection = _rule(help="the optimizer and EvolKV's objective", factory=OptimizerSection)
+    engine: EngineSection = _rule(help="where candidates are evaluated", factory=EngineSection)
+    storage: str | None = _rule(None, help="Optuna storage URL; null = sqlite:///<run>/study.db")
+    baselines: list[str] = _rule(help="baselines `compare` evaluates", factory=lambda: list(BASELINES))
+    seed: int = _rule(0, min=0, help="default for every seed left null")
+
+
+# -- checking ------------------------------------------------------------------------------
+
+
+class FieldProblem(Exception):
+    """A problem at ``field`` (dotted path); ``recipe.py`` turns it into a ``UserError``."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def describe(value: Any) -> str:
+    """A value as the user wrote it, e.g. ``a string ('abc')`` — for 'got ...' messages."""
+    if value is None:
+        return "null"
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+    text = repr(value)
+    return f"{kind} ({text if len(text) <= 40 else text[:37] + '...'})"
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _options(tp: Any) -> tuple[list[Any], bool]:
+    """(non-null types, nullable) of an annotation such as ``int | None``."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        return [a for a in args if a is not type(None)], type(None) in args
+    return [tp], False
+
+
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "a mapping"}
+
+
+def _type_word(tp: Any) -> str:
+    if dataclasses.is_dataclass(tp):
+        return "a mapping (section)"
+    if typing.get_origin(tp) is list:
+        return f"a list of {_type_word(typing.get_args(tp)[0]).removeprefix('an ').removeprefix('a ')}s"
+    return _TYPE_WORDS[tp]
+
+
+def _convert(value: Any, tp: Any, path: str) -> Any:
+    """``value`` as type ``tp`` or ``FieldProblem``. Ints pass as floats; bools never as numbers."""
+    if typing.get_origin(tp) is list:
+        if not isinstance(value, list):
+            raise FieldProblem(path, f"must be {_type_word(tp)}, got {describe(value)}")
+        item = typing.get_args(tp)[0]
+        return [_convert(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
+    ok = isinstance(value, tp) and not (isinstance(value, bool) and tp is not bool)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is float and ok and not math.isfinite(value):
+        raise FieldProblem(path, f"must be a finite number, got {describe(value)}")
+    if not ok:
+        raise FieldProblem(path, f"must be {_type_word(tp)}, got {describe(value)}")
+    if tp is dict and any(not isinstance(k, str) for k in value):
+        raise FieldProblem(path, "keys must be strings")
+    return value
+
+
+def _check_rules(value: Any, rules: dict, path: str) -> None:
+    if value is None:
+        return
+    if "choices" in rules and value not in rules["choices"]:
+        close = difflib.get_close_matches(str(value), rules["choices"], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise FieldProblem(path, f"unknown value {value!r}{hint}; choose one of {', '.join(rules['choices'])}")
+    if "min" in rules and value < rules["min"]:
+        raise FieldProblem(path, f"must be >= {rules['min']}, got {value!r}")
+    if "min_exclusive" in rules and value <= rules["min_exclusive"]:
+        raise FieldProblem(path, f"must be > {rules['min_exclusive']}, got {value!r}")
+    if "max" in rules and value > rules["max"]:
+        raise FieldProblem(path, f"must be <= {rules['max']}, got {value!r}")
+    if "length" in rules and len(value) != rules["length"]:
+        raise FieldProblem(path, f"must have exactly {rules['length']} entries, got {len(value)}")
+
+
+def unknown_key(path: str, key: str, allowed: list[str]) -> FieldProblem:
+    close = difflib.get_close_matches(str(key), allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return FieldProblem(_join(path, key), f"unknown field ({hint}allowed: {', '.join(allowed)})")
+
+
+def _section_default(spec: dataclasses.Field, kind: type) -> Any:
+    if spec.default_factory is not dataclasses.MISSING:
+        return spec.default_factory()
+    return kind()
+
+
+def build_section(cls: type, data: Any, path: str = "", base: Any = None) -> Any:
+    """An instance of the section dataclass ``cls`` from ``data`` (a mapping, or null = defaults).
+
+    Fields absent from ``data`` keep their value in ``base`` (default: ``cls()``'s defaults).
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise FieldProblem(path or "(top level)", f"must be a mapping (section), got {describe(data)}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            raise unknown_key(path, key, list(fields))
+    values = {}
+    for name, spec in fields.items():
+        where = _join(path, name)
+        kinds, nullable = _options(hints[name])
+        if name not in data:
+            if spec.metadata.get("required"):
+                raise FieldProblem(where, f"missing required field ({spec.metadata['help']})")
+            if dataclasses.is_dataclass(kinds[0]):
+                # A missing section is an empty one, so its own required fields are still asked for.
+                values[name] = build_section(kinds[0], None, where, _section_default(spec, kinds[0]))
+            continue  # the dataclass default applies
+        value = data[name]
+        if dataclasses.is_dataclass(kinds[0]):
+            values[name] = build_section(kinds[0], value, where, _section_default(spec, kinds[0]))
+            continue
+        if value is None:
+            if not nullable:
+                raise FieldProblem(where, f"must be {_type_word(kinds[0])}, got null")
+            values[name] = None
+            continue
+        values[name] = _convert(value, kinds[0], where)
+        _check_rules(values[name], spec.metadata, where)
+    return dataclasses.replace(base, **values) if base is not None else cls(**values)
+
+
+def field_help(cls: type = RecipeData, path: str = "") -> list[tuple[str, str]]:
+    """``(dotted field, help)`` for every field, depth first — for docs and ``--set`` hints."""
+    rows = []
+    hints = typing.get_type_hints(cls)
+    for spec in dataclasses.fields(cls):
+        where = _join(path, spec.name)
+        rows.append((where, spec.metadata["help"]))
+        kind = _options(hints[spec.name])[0][0]
+        if dataclasses.is_dataclass(kind):
+            rows.extend(field_help(kind, where))
+    return rows

@@ -1,0 +1,103 @@
+"""``show RUN``: a short text summary of a run folder, from its files alone.
+
+It reads ``recipe.yaml``, the ``allocation-c*.json`` files, ``comparison.json`` and notes which
+other files exist. It imports neither the search loop nor torch, so it is instant, and it works
+on a run that is still going (some files are simply not there yet).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from evolalloc.allocation import Allocation
+from evolalloc.errors import UserError
+from evolalloc.recipe_run import CHECKPOINT_FILE, COMPARISON_FILE, REPORT_FILE, STUDY_FILE, load_run_recipe
+from evolalloc.report.comparison import REFERENCE, load_comparison
+from evolalloc.report.markdown import fmt_p
+
+_ALLOCATION = re.compile(r"^allocation-c(\d+(?:\.\d+)?)\.json$")
+
+
+def allocation_files(run_dir: str | Path) -> dict[float, Path]:
+    """The evolved profiles in a run folder, by budget, smallest first."""
+    found = {}
+    for path in Path(run_dir).iterdir():
+        match = _ALLOCATION.match(path.name)
+        if match:
+            found[float(match.group(1))] = path
+    return dict(sorted(found.items()))
+
+
+def _profile_line(budget: float, path: Path) -> str:
+    try:
+        alloc = Allocation.load(path)
+    except UserError as err:
+        return f"  c = {budget:g}: unreadable ({err})"
+    per_layer = alloc.budgets.mean(axis=1)
+    facts = [f"layers {per_layer.min():g}–{per_layer.max():g} tokens", f"mean {alloc.mean_budget:.1f}"]
+    prov = alloc.provenance
+    if "expanded_from_target" in prov:
+        facts.append(f"expanded from c = {prov['expanded_from_target']:g}")
+    for key in ("fitness", "task_score"):
+        if isinstance(prov.get(key), (int, float)):
+            facts.append(f"{key.replace('_', ' ')} {prov[key]:.4f}")
+    if prov.get("evaluations") is not None:
+        facts.append(f"{prov['evaluations']} evaluations")
+    return f"  c = {budget:g} ({path.name}): " + ", ".join(facts)
+
+
+def _comparison_lines(path: Path) -> list[str]:
+    try:
+        rows, _ = load_comparison(path)
+    except UserError as err:
+        return [f"  unreadable ({err})"]
+    lines = []
+    for budget in sorted({row.budget for row in rows}):
+        cells = []
+        for row in (r for r in rows if r.budget == budget):
+            cell = f"{row.method} {row.score.mean:.3f} [{row.score.low:.2f}, {row.score.high:.2f}]"
+            if row.versus is not None:
+                cell += f" (p {fmt_p(row.versus.p_value)})"
+            cells.append(cell)
+        lines.append(f"  c = {budget:g}: " + "; ".join(cells))
+    return lines
+
+
+def _status(run_dir: Path, profiles: dict) -> str:
+    if profiles:
+        return "search finished"
+    if (run_dir / CHECKPOINT_FILE).exists():
+        return "search started, not finished (resume it)"
+    return "created, not searched yet"
+
+
+def show_run(run_dir: str | Path) -> str:
+    """A few lines on what the run searched, what it found and how it compared."""
+    run_dir = Path(run_dir)
+    recipe = load_run_recipe(run_dir)
+    profiles = allocation_files(run_dir)
+    lines = [
+        f"run {recipe.name} ({run_dir})",
+        f"  status: {_status(run_dir, profiles)}",
+        f"  model {recipe.model.spec}, task {recipe.task.name} (~{recipe.task.context_tokens} tokens), "
+        f"scorer {recipe.scorer.name}",
+        f"  budgets {', '.join(map(str, recipe.budgets))} (target {recipe.budget.target}), "
+        f"{recipe.search_space.name} group size {recipe.search_space.group_size}, optimizer {recipe.optimizer.name} "
+        f"x {recipe.optimizer.generations_per_group} generations per group",
+        f"  trial store: {recipe.storage or (run_dir / STUDY_FILE)}",
+    ]
+    if profiles:
+        lines.append("profiles:")
+        lines += [_profile_line(budget, path) for budget, path in profiles.items()]
+    comparison = run_dir / COMPARISON_FILE
+    if comparison.exists():
+        lines.append(f"held-out comparison (mean [95% CI], p vs {REFERENCE}):")
+        lines += _comparison_lines(comparison)
+    report = run_dir / REPORT_FILE
+    plots = sorted(p.name for p in run_dir.glob("*.png"))
+    if report.exists():
+        lines.append(f"report: {report}")
+    if plots:
+        lines.append(f"plots: {', '.join(plots)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,40 @@
+"""show RUN: a summary from the run folder's files alone."""
+
+import pytest
+
+from evolalloc.errors import UserError
+from evolalloc.recipe_run import create_run_folder
+from evolalloc.report.comparison import save_comparison
+from evolalloc.report.summary import allocation_files, show_run
+
+
+def test_a_fresh_run_is_reported_as_not_searched(recipe, tmp_path):
+    text = show_run(create_run_folder(recipe, runs_dir=tmp_path))
+    assert text.startswith("run demo") and "created, not searched yet" in text
+    assert "budgets 64, 128, 256 (target 64)" in text
+
+
+def test_a_finished_run_lists_its_profiles_and_comparison(recipe, profiles, rows, tmp_path):
+    folder = create_run_folder(recipe, runs_dir=tmp_path)
+    profiles["evolved"].save(folder / "allocation-c64.json")
+    profiles["evolved"].expand(128).save(folder / "allocation-c128.json")
+    save_comparison(rows, folder / "comparison.json")
+    (folder / "report.md").write_text("# report\n")
+    text = show_run(folder)
+    assert "search finished" in text
+    assert "c = 64 (allocation-c64.json): layers 34–120 tokens, mean 64.0, fitness 1.1000" in text
+    assert "expanded from c = 64" in text
+    assert "streaming 0.150" in text and "evolved 0.900" in text
+    assert f"report: {folder / 'report.md'}" in text
+
+
+def test_allocation_files_are_found_by_budget_in_order(tmp_path, profiles):
+    for c in (256, 64, 128):
+        profiles["evolved"].expand(c).save(tmp_path / f"allocation-c{c}.json")
+    (tmp_path / "uniform-c64.json").write_text("{}")
+    assert list(allocation_files(tmp_path)) == [64.0, 128.0, 256.0]
+
+
+def test_showing_a_folder_that_is_not_a_run_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="not a run folder"):
+        show_run(tmp_path)

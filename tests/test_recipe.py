@@ -1,0 +1,143 @@
+"""Recipes: defaults -> YAML -> --set overrides, resolved, round-tripped, and the run folder."""
+
+from pathlib import Path
+
+import pytest
+
+from evolalloc.errors import UserError
+from evolalloc.recipe import load_recipe, recipe_from_dict
+from evolalloc.recipe_run import (
+    CHECKPOINT_FILE, RECIPE_FILE, STUDY_FILE, allocation_filename, create_run_folder, load_run_recipe,
+)
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "runs" / "quickstart.yaml"
+MINIMAL = "task: {name: passkey}\nbudget: {target: 64}\n"
+
+
+def write(tmp_path, text, name="recipe.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_the_quickstart_recipe_is_valid_and_matches_the_readme_job():
+    recipe = load_recipe(QUICKSTART)
+    assert recipe.model.spec == "bundled:smollm2-135m-instruct"
+    assert recipe.task.name == "passkey" and 900 <= recipe.task.context_tokens <= 1100
+    assert recipe.budgets == [128, 256, 512]
+    assert recipe.search_space.name == "layer_groups" and recipe.search_space.group_size == 8
+    assert recipe.engine.kind == "local"
+    assert recipe.baselines == ["uniform", "pyramid", "streaming"]
+
+
+def test_a_minimal_recipe_takes_every_default_and_resolves_seeds_and_expansions(tmp_path):
+    recipe = load_recipe(write(tmp_path, MINIMAL + "seed: 7\n", "mini.yaml"), check_names=False)
+    assert recipe.name == "mini"
+    assert recipe.budget.expansions == [128, 256]
+    assert recipe.task.search.seed == recipe.task.heldout.seed == recipe.optimizer.seed == 7
+    assert recipe.task.heldout.n == 20 and recipe.task.search.n == 8
+    assert recipe.optimizer.sigma0 == 0.3 and recipe.optimizer.popsize is None
+    assert recipe.scorer.name == "snapkv" and recipe.storage is None
+
+
+def test_a_partial_section_keeps_the_defaults_of_its_other_fields(tmp_path):
+    text = "task: {name: passkey, heldout: {seed: 3}}\nbudget: {target: 64}\n"
+    recipe = load_recipe(write(tmp_path, text), check_names=False)
+    assert recipe.task.heldout.n == 20 and recipe.task.heldout.seed == 3
+
+
+def test_overrides_win_over_the_file_and_parse_values_as_yaml(tmp_path):
+    recipe = load_recipe(
+        QUICKSTART,
+        ["optimizer.generations_per_group=1", "budget.expansions=[512]", "task.params.depth=even", "name=try1"],
+        check_names=False,
+    )
+    assert recipe.optimizer.generations_per_group == 1
+    assert recipe.budgets == [128, 512]
+    assert recipe.task.params == {"depth": "even"}
+    assert recipe.name == "try1"
+
+
+def test_an_error_in_an_override_names_the_override_not_the_file():
+    with pytest.raises(UserError) as info:
+        load_recipe(QUICKSTART, ["optimizer.sigma0=-1"], check_names=False)
+    assert info.value.source == "--set optimizer.sigma0=-1" and info.value.field == "optimizer.sigma0"
+
+
+def test_the_resolved_yaml_loads_back_to_an_equal_recipe(tmp_path):
+    recipe = load_recipe(QUICKSTART, ["optimizer.popsize=6"])
+    again = load_recipe(write(tmp_path, recipe.to_yaml()))
+    assert again == recipe and again.to_dict() == recipe.to_dict()
+
+
+def test_search_kwargs_build_the_search_config_the_loop_runs():
+    from evolalloc.search.config import SearchConfig
+
+    recipe = load_recipe(QUICKSTART, ["search_space.ratio_bounds=[0.1, 3]"], check_names=False)
+    config = SearchConfig(num_layers=30, num_kv_heads=3, **recipe.search_kwargs())
+    assert config.generations == recipe.optimizer.generations_per_group
+    assert config.ratio_bounds == (0.1, 3.0) and config.target == 128.0
+    assert config.study_name == "quickstart" and config.storage is None
+    assert len(config.build_space().groups()) == 4
+
+
+def test_the_optimizer_names_a_recipe_accepts_are_the_registered_back_ends():
+    from evolalloc.recipe_schema import OPTIMIZERS
+    from evolalloc.search.optimizers import optimizer_names
+
+    assert sorted(OPTIMIZERS) == sorted(optimizer_names())
+
+
+def test_the_run_folder_names_agree_with_the_search_package():
+    from evolalloc.search.checkpoint import CHECKPOINT_NAME
+    from evolalloc.search.loop import STUDY_FILE as LOOP_STUDY_FILE
+
+    assert (STUDY_FILE, CHECKPOINT_FILE) == (LOOP_STUDY_FILE, CHECKPOINT_NAME)
+    assert allocation_filename(128) == "allocation-c128.json"
+    assert allocation_filename(256.0, "pyramid") == "pyramid-c256.json"
+
+
+def test_head_groups_means_head_granularity():
+    recipe = recipe_from_dict({"task": {"name": "passkey"}, "budget": {"target": 64},
+                               "search_space": {"name": "head_groups"}}, check_names=False)
+    assert recipe.granularity == "head"
+
+
+# -- the run folder ------------------------------------------------------------------------
+
+
+def test_a_new_run_folder_holds_the_resolved_recipe(tmp_path):
+    recipe = load_recipe(QUICKSTART, check_names=False)
+    folder = create_run_folder(recipe, runs_dir=tmp_path / "runs")
+    assert folder == tmp_path / "runs" / "quickstart"
+    assert sorted(p.name for p in folder.iterdir()) == [RECIPE_FILE]
+    assert load_run_recipe(folder) == recipe
+
+
+def test_an_existing_run_folder_is_never_overwritten(tmp_path):
+    recipe = load_recipe(QUICKSTART, check_names=False)
+    folder = create_run_folder(recipe, runs_dir=tmp_path, name="once")
+    (folder / "report.md").write_text("precious")
+    before = (folder / RECIPE_FILE).read_text()
+    with pytest.raises(UserError, match="already exists") as info:
+        create_run_folder(recipe, runs_dir=tmp_path, name="once")
+    assert info.value.source == str(folder)
+    assert (folder / "report.md").read_text() == "precious" and (folder / RECIPE_FILE).read_text() == before
+
+
+def test_even_an_empty_existing_folder_is_refused(tmp_path):
+    (tmp_path / "quickstart").mkdir()
+    with pytest.raises(UserError, match="already exists"):
+        create_run_folder(load_recipe(QUICKSTART, check_names=False), runs_dir=tmp_path)
+
+
+def test_a_run_name_with_a_path_separator_is_refused(tmp_path):
+    with pytest.raises(UserError) as info:
+        create_run_folder(load_recipe(QUICKSTART, check_names=False), runs_dir=tmp_path, name="../escape")
+    assert info.value.field == "name"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_loading_a_folder_that_is_not_a_run_says_so(tmp_path):
+    with pytest.raises(UserError, match="holds no recipe.yaml"):
+        load_run_recipe(tmp_path)

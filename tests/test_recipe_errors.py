@@ -1,0 +1,113 @@
+"""Malformed recipes: each gives one UserError naming the file and the field, and writes nothing."""
+
+import pytest
+
+from evolalloc.errors import UserError
+from evolalloc.recipe import load_recipe
+
+GOOD = """\
+name: demo
+task:
+  name: passkey
+  context_tokens: 1000
+budget:
+  target: 128
+"""
+
+# (recipe text, the field the message must name, a phrase the message must contain)
+MALFORMED = [
+    ("task: [unclosed\n", "line 2, column 1", "not valid YAML"),
+    ("task: {name: passkey}\ntask: {name: passkey}\nbudget: {target: 8}\n", "line 2, column 1", "given twice"),
+    ("- just\n- a list\n", "(top level)", "must be a mapping"),
+    (GOOD + "optimiser: {name: cma}\n", "optimiser", "did you mean 'optimizer'"),
+    (GOOD + "optimizer: {sigma: 0.3}\n", "optimizer.sigma", "did you mean 'sigma0'"),
+    ("task: {name: passkey}\n", "budget.target", "missing required field"),
+    ("budget: {target: 64}\n", "task.name", "missing required field"),
+    (GOOD.replace("target: 128", "target: lots"), "budget.target", "must be an integer, got a string"),
+    (GOOD.replace("target: 128", "target: 12.5"), "budget.target", "must be an integer, got a number"),
+    (GOOD.replace("target: 128", "target: 0"), "budget.target", "must be >= 1"),
+    (GOOD.replace("target: 128", "target: 2000"), "budget.target", "nothing to compress"),
+    (GOOD + "optimizer: {sigma0: 0}\n", "optimizer.sigma0", "must be > 0"),
+    (GOOD + "optimizer: {sigma0: .nan}\n", "optimizer.sigma0", "finite"),
+    (GOOD + "optimizer: {gamma: 1.5}\n", "optimizer.gamma", "must be <= 1"),
+    (GOOD + "optimizer: {popsize: 2}\n", "optimizer.popsize", "must be >= 3"),
+    (GOOD + "optimizer: {name: cmaes}\n", "optimizer.name", "did you mean 'cma'"),
+    (GOOD + "optimizer: {generations_per_group: true}\n", "optimizer.generations_per_group", "got a boolean"),
+    (GOOD + "model: {dtype: float16}\n", "model.dtype", "choose one of float32, bfloat16"),
+    (GOOD + "model: bundled\n", "model", "must be a mapping (section)"),
+    (GOOD + "engine: {kind: local, workers: 2}\n", "engine.workers", "kind: ray"),
+    (GOOD + "engine: {kind: slurm}\n", "engine.kind", "choose one of local, ray"),
+    (GOOD + "baselines: [uniform, pyramidkv]\n", "baselines[1]", "did you mean 'pyramid'"),
+    (GOOD + "baselines: [uniform, uniform]\n", "baselines[1]", "listed twice"),
+    (GOOD + "baselines: uniform\n", "baselines", "must be a list of strings"),
+    (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 128]"), "budget.expansions[1]", "listed twice"),
+    (GOOD.replace("target: 128", "target: 128\n  expansions: [256, x]"), "budget.expansions[1]", "must be an integer"),
+    (GOOD + "search_space: {ratio_bounds: [2, 1]}\n", "search_space.ratio_bounds", "0 <= lo < hi"),
+    (GOOD + "search_space: {ratio_bounds: [0.1]}\n", "search_space.ratio_bounds", "exactly 2 entries"),
+    (GOOD + "search_space: {name: layer_group}\n", "search_space.name", "did you mean 'layer_groups'"),
+    (GOOD + "search_space: {group_size: 0}\n", "search_space.group_size", "must be >= 1"),
+    (GOOD + "storage: study.db\n", "storage", "database URL"),
+    (GOOD + "seed: -1\n", "seed", "must be >= 0"),
+    (GOOD + "seed: null\n", "seed", "got null"),
+    (GOOD.replace("name: demo", "name: my run/1"), "name", "folder name"),
+    (GOOD.replace("name: passkey", "name: passkee"), "task.name", "did you mean 'passkey'"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  params: {dept: even}"), "task.params.dept",
+     "did you mean 'depth'"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {n: 0}"), "task.search.n", "must be >= 1"),
+    (GOOD + "scorer: {name: snap}\n", "scorer.name", "did you mean 'snapkv'"),
+    (GOOD + "scorer: {name: snapkv, params: {windw: 8}}\n", "scorer.params", "bad parameters"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  question_after_compression: maybe"),
+     "task.question_after_compression", "true or false"),
+]
+
+
+def test_there_are_at_least_fifteen_malformed_recipes():
+    assert len(MALFORMED) >= 15
+
+
+@pytest.mark.parametrize(("text", "field", "phrase"), MALFORMED, ids=[m[1] for m in MALFORMED])
+def test_a_malformed_recipe_gives_one_message_naming_file_and_field(tmp_path, text, field, phrase):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError) as info:
+        load_recipe(path)
+    err = info.value
+    assert err.source == str(path)
+    assert err.field == field
+    assert phrase in str(err)
+    assert str(err).startswith(f"{path}: {field}: ")
+    assert "\n" not in str(err) and "Traceback" not in str(err)
+    assert err.__cause__ is None and err.__suppress_context__  # nothing to chain a traceback to
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]  # nothing written
+
+
+def test_a_missing_recipe_file_names_the_file(tmp_path):
+    with pytest.raises(UserError, match="no such recipe file") as info:
+        load_recipe(tmp_path / "nope.yaml")
+    assert info.value.source == str(tmp_path / "nope.yaml")
+
+
+def test_an_empty_recipe_asks_for_the_first_required_field(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    with pytest.raises(UserError) as info:
+        load_recipe(path)
+    assert info.value.field == "task.name"
+
+
+@pytest.mark.parametrize(
+    ("override", "field", "phrase"),
+    [
+        ("optimizer", None, "expected KEY=VALUE"),
+        ("optimizer.sigma0=[1", "line 1, column 3", "not valid YAML"),
+        ("optimizer.nme=cma", "optimizer.nme", "did you mean 'name'"),
+        ("budget.target.value=3", "budget.target", "not a section"),
+    ],
+)
+def test_a_malformed_override_names_the_override(tmp_path, override, field, phrase):
+    path = tmp_path / "ok.yaml"
+    path.write_text(GOOD)
+    with pytest.raises(UserError) as info:
+        load_recipe(path, [override], check_names=False)
+    assert info.value.source.startswith("--set")
+    assert info.value.field == field and phrase in str(info.value)
