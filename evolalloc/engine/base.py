@@ -16,7 +16,7 @@ class InstanceOutcome:
     prediction: str
     metric: float  # the task's own metric value
     score: float  # common score in [0, 1]
-    seconds: float = 0.0
+    generated_tokens: int = 0
     error: str | None = None
 
 

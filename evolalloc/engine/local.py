@@ -71,7 +71,7 @@ class LocalEvaluator:
                 if gen is None:
                     continue
                 metric, score = self.task.score(self.instances[i], gen.text)
-                outcomes[a][i] = InstanceOutcome(self.instances[i].uid, gen.text, float(metric), float(score))
+                outcomes[a][i] = InstanceOutcome(self.instances[i].uid, gen.text, float(metric), float(score), generated_tokens=len(gen.token_ids))
         elapsed = time.perf_counter() - started
         results = []
         for a in range(len(budgets)):

@@ -1,0 +1,38 @@
+"""``evolalloc bench``: benchmarks that print their figures (ratios measured side by side)."""
+
+from __future__ import annotations
+
+import click
+
+from evolalloc.cli import main
+
+
+@main.group()
+def bench() -> None:
+    """Measure evolalloc's speed on this machine; every figure is printed, nothing is assumed."""
+
+
+@bench.command("eval")
+@click.option("--model", "model_spec", default="bundled:smollm2-135m-instruct", show_default=True, help="Model spec.")
+@click.option("--prompts", default=8, show_default=True, help="Passkey prompts.")
+@click.option("--context-tokens", default=2000, show_default=True, help="Prompt length in model tokens.")
+@click.option("--candidates", default=8, show_default=True, help="Random allocations at c = 128 evaluated from cached records.")
+@click.option("--reprefill-candidates", default=2, show_default=True, help="Candidates timed with a fresh prefill each (slow).")
+@click.option("--batch-size", default=16, show_default=True, help="Rows decoded per forward.")
+@click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
+@click.option("--seed", default=0, show_default=True)
+def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_candidates, batch_size, threads, seed):
+    """Per-candidate evaluation time: cached prefill records vs re-prefilling, and the decode floor."""
+    import torch
+
+    from evolalloc.bench import bench_eval
+    from evolalloc.runtime.model import load_model
+
+    if threads:
+        torch.set_num_threads(threads)
+    loaded = load_model(model_spec)
+    click.echo(f"model: {model_spec} ({loaded.geometry.num_layers} layers x {loaded.geometry.num_kv_heads} KV heads), torch threads: {torch.get_num_threads()}")
+    result = bench_eval(loaded, prompts=prompts, context_tokens=context_tokens, candidates=candidates,
+                        reprefill_candidates=reprefill_candidates, batch_size=batch_size, seed=seed)
+    for line in result.lines():
+        click.echo(line)
