@@ -1,0 +1,106 @@
+"""The settings of one group-wise search, validated in one place.
+
+Defaults are EvolKV's (§4.1): sigma0 = 0.3 on the ratio ``k_i / c``, lambda = 0.3, gamma = 0.2,
+group size 8, population ``4 + floor(3 ln n_g)``. The CLI/recipe layer fills this dataclass;
+the checkpoint stores it, so ``resume`` needs nothing but the run folder.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from searchspaces import SearchSpace, get_search_space
+
+from evolalloc.errors import UserError
+from evolalloc.objective import ObjectiveSettings
+from evolalloc.search.optimizers import check_optimizer_name
+
+CACHE_SCOPES = ("group", "allocation")
+
+
+def default_popsize(n_units: int) -> int:
+    """EvolKV's population size for a group of ``n_units``: ``4 + floor(3 ln n_g)``."""
+    return 4 + math.floor(3 * math.log(n_units))
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """One search. Geometry and target first, then EvolKV's knobs.
+
+    Attributes:
+        generations: ``M``, CMA-ES iterations per group.
+        popsize: candidates per generation; ``None`` = ``default_popsize(len(group))``, so a
+            smaller last group gets a smaller population, as the formula says.
+        cache_scope: whose mean budget ``k̄`` enters CacheScore. ``"group"`` (default) follows
+            Algorithm 1 literally, ``CacheScore(S_g, c)``: the mean over the units of the
+            group being searched, so every group is held near ``c`` on its own.
+            ``"allocation"`` uses the mean of the whole candidate allocation (Eq. 2 read
+            globally); a group's overspend is then diluted by the other groups.
+        storage: Optuna database URL for the trial store (or ``journal:<path>`` for a journal
+            file); ``None`` = SQLite in the run folder, ``sqlite:///<run>/study.db``.
+        study_name: name of the Optuna study in that database.
+    """
+
+    num_layers: int
+    num_kv_heads: int
+    target: float
+    search_space: str = "layer_groups"
+    group_size: int = 8
+    ratio_bounds: tuple[float, float] | None = None
+    min_budget: int = 1
+    max_budget: int | None = None
+    optimizer: str = "cma"
+    generations: int = 10
+    popsize: int | None = None
+    sigma0: float = 0.3
+    lam: float = 0.3
+    gamma: float = 0.2
+    cache_scope: str = "group"
+    seed: int = 0
+    storage: str | None = None
+    study_name: str = "evolalloc"
+
+    def __post_init__(self):
+        check_optimizer_name(self.optimizer)
+        if self.generations < 1:
+            raise UserError(f"must be >= 1, got {self.generations}", field="generations")
+        if self.popsize is not None and self.popsize < 3:
+            raise UserError(f"must be >= 3 (CMA-ES needs a population), got {self.popsize}", field="popsize")
+        if not (math.isfinite(self.sigma0) and self.sigma0 > 0):
+            raise UserError(f"must be a positive number, got {self.sigma0}", field="sigma0")
+        if self.cache_scope not in CACHE_SCOPES:
+            raise UserError(f"must be one of {', '.join(CACHE_SCOPES)}, got {self.cache_scope!r}", field="cache_scope")
+        if self.seed < 0:
+            raise UserError(f"must be >= 0, got {self.seed}", field="seed")
+        if not self.study_name:
+            raise UserError("must not be empty", field="study_name")
+        try:
+            self.objective()
+        except ValueError as err:
+            raise UserError(str(err), field="lam/gamma") from err
+        self.build_space()  # validates geometry, target, bounds
+
+    def objective(self) -> ObjectiveSettings:
+        return ObjectiveSettings(lam=self.lam, gamma=self.gamma)
+
+    def build_space(self) -> SearchSpace:
+        try:
+            return get_search_space(
+                self.search_space,
+                num_layers=self.num_layers,
+                num_kv_heads=self.num_kv_heads,
+                target=self.target,
+                group_size=self.group_size,
+                ratio_bounds=self.ratio_bounds,
+                min_budget=self.min_budget,
+                max_budget=self.max_budget,
+            )
+        except ValueError as err:
+            raise UserError(str(err), field="search_space") from err
+
+    def popsize_for(self, n_units: int) -> int:
+        return self.popsize if self.popsize is not None else default_popsize(n_units)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

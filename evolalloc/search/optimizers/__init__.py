@@ -1,0 +1,11 @@
+"""Ask/tell optimizer back-ends for the search loop: pycma ("cma"), Optuna CMA-ES, Optuna TPE."""
+
+from evolalloc.search.optimizers.base import (
+    AskTellOptimizer,
+    check_optimizer_name,
+    get_optimizer,
+    optimizer_names,
+    register_optimizer,
+)
+
+__all__ = ["AskTellOptimizer", "check_optimizer_name", "get_optimizer", "optimizer_names", "register_optimizer"]

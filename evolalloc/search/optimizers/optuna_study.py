@@ -1,0 +1,92 @@
+"""Shared ask/tell plumbing for the Optuna back-ends ("optuna-cma", "optuna-tpe").
+
+Each optimizer drives a *private* in-memory Optuna study (``study.ask`` / ``study.tell`` with
+one ``FloatDistribution`` per dimension). It is private because the run's trial store holds one
+study for all groups, whose parameters change from group to group; Optuna's samplers infer
+their search space from the trials of a study and would fall back to random sampling there.
+
+Failed candidates (told as ``None``) are told to Optuna as ``TrialState.FAIL``, Optuna's own
+notion of a failure. Both samplers only learn from COMPLETE trials, so a failure carries no
+value at all: for TPE it is simply absent from the model; Optuna's CMA-ES sampler completes
+its internal generation with later COMPLETE trials instead (in effect a re-sample of the
+failed point). So our generations and the sampler's internal ones can drift apart after a
+failure; that is Optuna's behaviour and is recorded, not hidden.
+
+State: the in-memory storage and the sampler (with its RNG) are pickled; the ``Study`` handle
+is rebuilt with ``optuna.load_study`` on restore.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Sequence
+
+import numpy as np
+import optuna
+from optuna.distributions import FloatDistribution
+from optuna.storages import InMemoryStorage
+from optuna.trial import TrialState
+
+from evolalloc.search.optimizers.base import AskTellOptimizer
+
+_STUDY_NAME = "evolalloc-optimizer"
+
+
+class OptunaOptimizer(AskTellOptimizer):
+    """Base of the Optuna back-ends; subclasses only choose the sampler."""
+
+    def __init__(self, x0, sigma0, bounds, popsize, seed):
+        super().__init__(x0, sigma0, bounds, popsize, seed)
+        self.param_names = [f"x{i}" for i in range(self.dim)]
+        self.distributions = {
+            name: FloatDistribution(float(lo), float(hi))
+            for name, lo, hi in zip(self.param_names, self.lower, self.upper)
+        }
+        self._storage = InMemoryStorage()
+        self._sampler = self._make_sampler()
+        # This study is an implementation detail: keep its "new study created" line out of the log.
+        verbosity = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(max(verbosity, optuna.logging.WARNING))
+        try:
+            self._study = optuna.create_study(
+                storage=self._storage, sampler=self._sampler, direction="minimize", study_name=_STUDY_NAME
+            )
+        finally:
+            optuna.logging.set_verbosity(verbosity)
+        self._pending: list[optuna.Trial] = []
+
+    @abstractmethod
+    def _make_sampler(self) -> optuna.samplers.BaseSampler:
+        """The seeded sampler that proposes the candidates."""
+
+    def x0_params(self) -> dict[str, float]:
+        return {name: float(np.clip(v, lo, hi)) for name, v, lo, hi in zip(self.param_names, self.x0, self.lower, self.upper)}
+
+    def ask(self) -> list[np.ndarray]:
+        if self._pending:
+            raise RuntimeError("ask() called twice without tell()")
+        self._pending = [self._study.ask(self.distributions) for _ in range(self.popsize)]
+        return [np.array([trial.params[n] for n in self.param_names], dtype=float) for trial in self._pending]
+
+    def tell(self, xs: Sequence[np.ndarray], losses: Sequence[float | None]) -> None:
+        self._check_tell(xs, losses)
+        if len(xs) != len(self._pending):
+            raise ValueError("tell() must receive the generation returned by the last ask()")
+        for trial, loss in zip(self._pending, losses):
+            if loss is None:
+                self._study.tell(trial, state=TrialState.FAIL)
+            else:
+                self._study.tell(trial, float(loss))
+        self._pending = []
+
+    def __getstate__(self) -> dict:
+        if self._pending:
+            # Pending trials would come back as RUNNING forever; checkpoints happen after tell().
+            raise RuntimeError("cannot save an Optuna optimizer between ask() and tell()")
+        state = self.__dict__.copy()
+        del state["_study"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._study = optuna.load_study(study_name=_STUDY_NAME, storage=self._storage, sampler=self._sampler)

@@ -1,0 +1,86 @@
+"""pycma back-end ("cma", the default): ``cma.CMAEvolutionStrategy`` with ask/tell.
+
+Failed candidates (told as ``None``). pycma's own ``tell`` silently replaces None/NaN with the
+*median* of the generation, which would tell CMA-ES that a crash is an average allocation. We
+never hand it a None. The rule, applied per generation:
+
+* If at least one candidate finished, every failed candidate is told
+  ``worst + margin`` with ``worst`` the largest finite loss of the generation and
+  ``margin = max(1.0, worst - best)``. CMA-ES only uses the *ranks* of the losses, so this
+  means exactly "a failure ranks below every success" (it gets the most negative active
+  weight and pushes the distribution away from where it failed); ties among failures keep
+  the order in which they were asked.
+* If every candidate failed, nothing is told: the distribution is left unchanged and the next
+  ``ask()`` draws a fresh generation from it.
+
+Randomness. By default pycma samples with ``np.random.randn``, a method of NumPy's *global*
+RandomState: other code using ``np.random`` would shift the search, and pickling the strategy
+copies that global generator at pickling time (the restored run then drifts from the original).
+We hand pycma the ``randn`` of a RandomState owned by this wrapper instead (pycma's ``randn``
+option), so the search is isolated and a pickle of the wrapper holds exactly one generator,
+shared by the strategy and its sampler, in the state it had.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import cma
+import numpy as np
+
+from evolalloc.search.optimizers.base import AskTellOptimizer, register_optimizer
+
+
+def failed_loss(losses: Sequence[float | None]) -> float | None:
+    """The loss a failed candidate is told: below every finished one; ``None`` if none finished."""
+    finite = [float(v) for v in losses if v is not None]
+    if not finite:
+        return None
+    worst, best = max(finite), min(finite)
+    return worst + max(1.0, worst - best)
+
+
+@register_optimizer("cma")
+class PycmaOptimizer(AskTellOptimizer):
+    """``cma.CMAEvolutionStrategy`` in box bounds (pycma's ``BoundTransform``), quiet, seeded."""
+
+    name = "cma"
+
+    def __init__(self, x0, sigma0, bounds, popsize, seed):
+        super().__init__(x0, sigma0, bounds, popsize, seed)
+        # Seed 0 would mean "from the clock" to pycma; we seed our own generator anyway.
+        self._rng = np.random.RandomState(self.seed % 2**32)
+        options = {
+            "bounds": [self.lower.tolist(), self.upper.tolist()],
+            "popsize": self.popsize,
+            "randn": self._rng.randn,
+            "seed": np.nan,  # pycma's own seeding only applies to np.random.randn; skip it
+            "verbose": -9,  # no console output
+            "verb_log": 0,  # no outcmaes/ files in the working directory
+            "verb_disp": 0,
+        }
+        self.es = cma.CMAEvolutionStrategy(self.x0.tolist(), self.sigma0, options)
+        self._asked: list[np.ndarray] | None = None
+
+    def ask(self) -> list[np.ndarray]:
+        xs = self.es.ask()
+        self._asked = list(xs)
+        # BoundTransform already maps into the box; the clip only removes float dust at the edges.
+        return [np.clip(np.asarray(x, dtype=float), self.lower, self.upper) for x in xs]
+
+    def tell(self, xs: Sequence[np.ndarray], losses: Sequence[float | None]) -> None:
+        self._check_tell(xs, losses)
+        if self._asked is None or len(xs) != len(self._asked):
+            raise ValueError("tell() must receive the generation returned by the last ask()")
+        substitute = failed_loss(losses)
+        asked = self._asked
+        self._asked = None
+        if substitute is None:
+            return  # every candidate failed: leave the distribution as it was
+        values = [substitute if v is None else float(v) for v in losses]
+        # pycma needs the unclipped points it handed out to find their genotypes.
+        self.es.tell(asked, values)
+
+    @property
+    def implementation(self) -> tuple[str, str]:
+        return ("cma", cma.__version__)
