@@ -1,0 +1,168 @@
+"""``search``, ``resume``, ``evaluate``, ``compare``, ``expand``, ``export``, ``show``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evolalloc.cli import main
+
+BASELINES = ("uniform", "pyramid", "streaming")
+set_option = click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Override a recipe value, e.g. --set optimizer.generations_per_group=1 (repeatable).",
+)
+progress_option = click.option("--progress/--no-progress", default=True, show_default=True, help="Show progress bars.")
+
+
+@main.command()
+@click.argument("recipe", type=click.Path(dir_okay=False, path_type=Path))
+@set_option
+@click.option("--name", default=None, help="Run folder name (default: the recipe's name).")
+@click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Where run folders go.")
+@progress_option
+def search(recipe, overrides, name, runs_dir, progress):
+    """Search a budget profile as RECIPE says, then compare it with the baselines and write a report.
+
+    Creates runs/<name>/ (never overwrites one). If the run is killed, `evolalloc resume` continues it.
+    """
+    from evolalloc.pipeline import search_run
+    from evolalloc.recipe import load_recipe
+    from evolalloc.recipe_run import create_run_folder
+
+    loaded = load_recipe(recipe, overrides)
+    run_dir = create_run_folder(loaded, runs_dir, name)
+    click.echo(f"run folder: {run_dir}")
+    report = search_run(run_dir, loaded, progress=progress)
+    click.echo(f"report: {report}")
+    from evolalloc.report.summary import show_run
+
+    click.echo(show_run(run_dir))
+
+
+@main.command()
+@click.argument("run", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@progress_option
+def resume(run, progress):
+    """Continue a killed run at the generation it was in (finished evaluations are re-used)."""
+    from evolalloc.pipeline import resume_run
+    from evolalloc.report.summary import show_run
+
+    report = resume_run(run, progress=progress)
+    click.echo(f"report: {report}")
+    click.echo(show_run(run))
+
+
+@main.command()
+@click.argument("allocation")
+@click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), help="Recipe giving model and task.")
+@click.option("--run", "run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path), help="Run folder whose recipe gives model and task.")
+@set_option
+@click.option("--split", type=click.Choice(["search", "heldout"]), default="heldout", show_default=True)
+@click.option("--budget", type=float, default=None, help="Target c for a baseline (default: the recipe's).")
+@progress_option
+def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progress):
+    """Score ALLOCATION (a JSON file, or uniform / pyramid / streaming) on a task split.
+
+    Prints the mean score with a 95% bootstrap interval and each instance's prediction.
+    """
+    from evolalloc.allocation import Allocation
+    from evolalloc.experiment import Experiment
+    from evolalloc.stats import bootstrap_mean
+
+    recipe = _recipe(recipe_path, run_dir, overrides)
+    experiment = Experiment(recipe, progress=progress)
+    if allocation in BASELINES:
+        chosen = experiment.baseline(allocation, budget or recipe.budget.target)
+    else:
+        chosen = Allocation.load(allocation, expect_geometry=experiment.geometry)
+    (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
+    if not result.ok:
+        raise click.ClickException(f"evaluation failed: {result.error}")
+    for outcome in result.instances:
+        click.echo(f"{outcome.uid:40s} score {outcome.score:.2f}  {outcome.prediction!r}")
+    interval = bootstrap_mean([o.score for o in result.instances], seed=recipe.seed)
+    click.echo(f"{allocation} (c = {chosen.target:g}, scorer {chosen.scorer}) on {recipe.task.name}/{split}: "
+               f"mean {interval.mean:.3f}, 95% CI [{interval.low:.3f}, {interval.high:.3f}], n = {interval.n}")
+
+
+@main.command()
+@click.argument("run", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@progress_option
+def compare(run, progress):
+    """Re-run the held-out comparison of RUN's profiles vs the baselines and rewrite its report."""
+    import time
+
+    from evolalloc.allocation import Allocation
+    from evolalloc.experiment import Experiment
+    from evolalloc.pipeline import compare as compare_profiles
+    from evolalloc.recipe_run import load_run_recipe
+    from evolalloc.report.summary import allocation_files, show_run
+
+    recipe = load_run_recipe(run)
+    experiment = Experiment(recipe, progress=progress)
+    files = allocation_files(run)
+    if not files:
+        raise click.ClickException(f"{run} has no allocation-c*.json yet: finish the search first (evolalloc resume {run})")
+    profiles = {budget: Allocation.load(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
+    compare_profiles(run, recipe, experiment, profiles)
+    click.echo(show_run(run))
+
+
+@main.command()
+@click.argument("allocation", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--to", "targets", type=float, multiple=True, required=True, help="New target average budget (repeatable).")
+@click.option("--min-budget", default=1, show_default=True, help="No budget goes below this.")
+@click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: beside ALLOCATION.")
+def expand(allocation, targets, min_budget, out_dir):
+    """Carry a profile to larger budgets by EvolKV's proportional rule (no new search)."""
+    from evolalloc.allocation import Allocation
+    from evolalloc.recipe_run import allocation_filename
+
+    source = Allocation.load(allocation)
+    for target in targets:
+        path = (out_dir or allocation.parent) / allocation_filename(target)
+        if path.exists():
+            raise click.ClickException(f"{path} exists; not overwriting it (use --out-dir)")
+        source.expand(target, min_budget=min_budget).save(path)
+        click.echo(f"wrote {path}")
+
+
+@main.command()
+@click.argument("allocation", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["json", "kvpress"]), default="kvpress", show_default=True)
+@click.option("--context-length", type=int, default=None, help="For kvpress: turn budgets into per-layer compression ratios at this length.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Default: print to stdout.")
+def export(allocation, fmt, context_length, output):
+    """Export a profile for a serving stack: evolalloc JSON, or a kvpress per-layer table."""
+    from evolalloc.allocation import Allocation
+    from evolalloc.export import export_allocation, export_text
+
+    source = Allocation.load(allocation)
+    if output is None:
+        click.echo(export_text(source, fmt, context_length=context_length))
+    else:
+        click.echo(f"wrote {export_allocation(source, fmt, output, context_length=context_length)}")
+
+
+@main.command()
+@click.argument("run", type=click.Path(file_okay=False, exists=True, path_type=Path))
+def show(run):
+    """Summarise a run folder: what was searched, the profiles, the comparison."""
+    from evolalloc.report.summary import show_run
+
+    click.echo(show_run(run))
+
+
+def _recipe(recipe_path, run_dir, overrides):
+    from evolalloc.recipe import load_recipe
+    from evolalloc.recipe_run import load_run_recipe
+
+    if bool(recipe_path) == bool(run_dir):
+        raise click.UsageError("give exactly one of --recipe or --run")
+    if recipe_path:
+        return load_recipe(recipe_path, overrides)
+    if overrides:
+        raise click.UsageError("--set goes with --recipe, not --run")
+    return load_run_recipe(run_dir)

@@ -1,0 +1,135 @@
+"""A whole run, as the ``search`` and ``resume`` commands drive it.
+
+1. search: group-wise CMA-ES on the search split (every evaluation a stored trial);
+2. ship: the best profile completed to the exact target total, expanded to each larger budget,
+   saved as ``allocation-c{N}.json``;
+3. compare: evolved vs the baselines at every budget on the held-out split, with bootstrap
+   intervals and paired tests (``comparison.json``);
+4. report: plots and ``report.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from evolalloc.allocation import Allocation
+from evolalloc.experiment import Experiment
+from evolalloc.recipe_run import COMPARISON_FILE, allocation_filename, load_run_recipe
+from evolalloc.search import SearchConfig, resume_search, run_search
+
+HELDOUT = "heldout"
+
+
+def search_config(recipe, experiment: Experiment) -> SearchConfig:
+    g = experiment.geometry
+    return SearchConfig(num_layers=g.num_layers, num_kv_heads=g.num_kv_heads, min_budget=experiment.min_budget(), **recipe.search_kwargs())
+
+
+def evolved_allocation(recipe, experiment: Experiment, result, config: SearchConfig) -> Allocation:
+    """The search's best profile as an Allocation, completed to the exact target total."""
+    best = Allocation(
+        model=recipe.model.spec,
+        geometry=experiment.geometry,
+        scorer=experiment.scorer.name,
+        scorer_params=experiment.scorer.params(),
+        target=recipe.budget.target,
+        granularity=recipe.granularity,
+        budgets=result.best_budgets,
+        provenance={
+            "method": "evolved",
+            "task": recipe.task.name,
+            "fitness": result.best_fitness,
+            "task_score": result.best_task_score,
+            "lam": config.lam,
+            "gamma": config.gamma,
+            "group_size": config.group_size,
+            "population": config.popsize,
+            "sigma0": config.sigma0,
+            "seed": config.seed,
+            "evaluations": len(result.history),
+            "optimizer": result.implementation[0],
+            "optimizer_version": result.implementation[1],
+        },
+    )
+    return best.complete(min_budget=experiment.min_budget())
+
+
+def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation) -> dict[float, Allocation]:
+    """Save the profile at the target and each expansion; return them by budget."""
+    profiles = {float(recipe.budget.target): evolved}
+    for budget in recipe.budget.expansions:
+        profiles[float(budget)] = evolved.expand(budget, min_budget=experiment.min_budget())
+    for budget, allocation in profiles.items():
+        allocation.save(run_dir / allocation_filename(budget))
+    return profiles
+
+
+def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float, Allocation]):
+    """Evolved vs baselines at every budget on the held-out split; writes comparison.json."""
+    from evolalloc.report.comparison import compare_scores, save_comparison
+
+    methods: dict[str, dict[float, Allocation]] = {"evolved": profiles}
+    for name in recipe.baselines:
+        methods[name] = {budget: experiment.baseline(name, budget) for budget in profiles}
+    scores: dict[str, dict[float, dict[str, float]]] = {}
+    for method, per_budget in methods.items():
+        scorer = experiment.scorer_for(next(iter(per_budget.values())))
+        evaluator = experiment.evaluator(HELDOUT, scorer)
+        results = evaluator.evaluate([a.budgets for a in per_budget.values()])
+        scores[method] = {}
+        for budget, result in zip(per_budget, results):
+            if not result.ok:
+                raise RuntimeError(f"held-out evaluation of {method} at c={budget:g} failed: {result.error}")
+            scores[method][budget] = {o.uid: o.score for o in result.instances}
+    rows = compare_scores(scores, reference="evolved", seed=recipe.seed)
+    save_comparison(rows, run_dir / COMPARISON_FILE, meta={"split": HELDOUT, "instances": recipe.task.heldout.n, "task": recipe.task.name})
+    return rows, methods
+
+
+def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float) -> Path:
+    from evolalloc.recipe_run import PLOT_FITNESS, PLOT_HEAD_BUDGETS, PLOT_LAYER_BUDGETS, PLOT_SCORE_VS_BUDGET
+    from evolalloc.report.markdown import write_report
+    from evolalloc.report.plots import plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget
+
+    target = float(recipe.budget.target)
+    profiles = {name: per_budget[target] for name, per_budget in methods.items() if name != "streaming"}
+    plots = {
+        "Budgets per layer at the target": plot_layer_budgets(profiles, run_dir / PLOT_LAYER_BUDGETS).name,
+        "Best fitness over evaluations": plot_fitness_history(result.history, run_dir / PLOT_FITNESS).name,
+        "Held-out score vs budget": plot_score_vs_budget(rows, run_dir / PLOT_SCORE_VS_BUDGET).name,
+    }
+    if recipe.granularity == "head":
+        plots["Budgets per KV head at the target"] = plot_head_budgets(methods["evolved"][target], run_dir / PLOT_HEAD_BUDGETS).name
+    best = {"fitness": result.best_fitness, "task_score": result.best_task_score,
+            "optimizer": "/".join(result.implementation), "evaluations": len(result.history)}
+    allocations = {budget: allocation_filename(budget) for budget in methods["evolved"]}
+    return write_report(run_dir, recipe, history=result.history, comparison=rows, allocations=allocations,
+                        plots=plots, best=best, wall_seconds=wall_seconds,
+                        comparison_meta={"split": HELDOUT, "instances": recipe.task.heldout.n})
+
+
+def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig, started: float) -> Path:
+    evolved = evolved_allocation(recipe, experiment, result, config)
+    profiles = ship(run_dir, recipe, experiment, evolved)
+    rows, methods = compare(run_dir, recipe, experiment, profiles)
+    return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started)
+
+
+def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
+    """Search, ship, compare and report in a fresh run folder; returns the report's path."""
+    started = time.perf_counter()
+    experiment = Experiment(recipe, progress=progress)
+    config = search_config(recipe, experiment)
+    result = run_search(run_dir, experiment.evaluator("search"), config, progress=progress)
+    return finish(run_dir, recipe, experiment, result, config, started)
+
+
+def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
+    """Continue a killed run where it stopped (finished trials re-used), then finish it."""
+    started = time.perf_counter()
+    recipe = load_run_recipe(run_dir)
+    experiment = Experiment(recipe, progress=progress)
+    config = search_config(recipe, experiment)
+    result = resume_search(run_dir, experiment.evaluator("search"), progress=progress)
+    return finish(run_dir, recipe, experiment, result, config, started)

@@ -1,0 +1,113 @@
+"""A whole run on a tiny random model (real tokenizer, real files): search, ship, compare, report,
+and the CLI around it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evolalloc.allocation import Allocation
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A 4-layer random Llama saved as a local HF folder, with the bundled model's tokenizer."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from evolalloc.runtime.model import load_tokenizer
+
+    tokenizer = load_tokenizer()
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_recipe(tmp_path: Path, model_dir: Path, **changes) -> Path:
+    recipe = {
+        "name": "tiny",
+        "model": {"spec": str(model_dir)},
+        "task": {"name": "passkey", "context_tokens": 200, "search": {"n": 2}, "heldout": {"n": 3}},
+        "scorer": {"name": "snapkv", "params": {"window": 8}},
+        "budget": {"target": 24, "expansions": [48]},
+        "search_space": {"name": "layer_groups", "group_size": 2},
+        "optimizer": {"name": "cma", "generations_per_group": 2, "popsize": 4},
+        "engine": {"kind": "local", "threads": 1, "batch_size": 8},
+        "seed": 0,
+    }
+    for key, value in changes.items():
+        recipe[key] = value
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def evolalloc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evolalloc", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
+    from evolalloc.pipeline import search_run
+    from evolalloc.recipe import load_recipe
+    from evolalloc.recipe_run import create_run_folder
+
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
+    run = create_run_folder(recipe, tmp_path / "runs")
+    search_run(run, recipe, progress=False)
+    names = {p.name for p in run.iterdir()}
+    for expected in ("recipe.yaml", "study.db", "search_checkpoint.pkl", "allocation-c24.json", "allocation-c48.json",
+                     "comparison.json", "report.md", "budgets-per-layer.png", "fitness-over-evaluations.png", "score-vs-budget.png"):
+        assert expected in names, expected
+    profile = Allocation.load(run / "allocation-c24.json")
+    assert profile.total == 24 * 4 * 2  # completed to the exact target total
+    assert profile.provenance["method"] == "evolved" and profile.provenance["evaluations"] == 2 * 2 * 4
+    assert Allocation.load(run / "allocation-c48.json").total == 48 * 4 * 2
+    comparison = json.loads((run / "comparison.json").read_text())
+    assert {row["method"] for row in comparison["rows"]} == {"evolved", "uniform", "pyramid", "streaming"}
+    assert "| evolved" in (run / "report.md").read_text()
+
+
+def test_the_cli_refuses_an_existing_run_folder_without_touching_it(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir)
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    (tmp_path / "runs" / "tiny" / "keep.txt").write_text("mine")
+    done = evolalloc("search", str(recipe), "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "already exists" in done.stderr and "Traceback" not in done.stderr
+    assert [p.name for p in (tmp_path / "runs" / "tiny").iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"budget": {"target": "lots"}}, "budget.target"),
+        ({"scorer": {"name": "snapkvv"}}, "scorer"),
+        ({"optimizer": {"name": "cma", "sigma": 0.3}}, "optimizer.sigma"),
+    ],
+)
+def test_a_bad_recipe_gives_one_line_naming_file_and_field_and_writes_nothing(tmp_path, tiny_model_dir, changes, field):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, **changes)
+    done = evolalloc("search", str(recipe), "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert str(recipe) in done.stderr and field in done.stderr
+    assert not (tmp_path / "runs" / "tiny").exists()
+
+
+def test_a_bad_allocation_file_gives_one_line_and_a_non_zero_exit(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "evolalloc.allocation", "version": 1, "budgets": [[1, -2]]')
+    done = evolalloc("export", str(bad), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and str(bad) in done.stderr
