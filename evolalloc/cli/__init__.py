@@ -21,7 +21,7 @@ def _register() -> None:
     # Each module adds its commands to ``main``; a missing optional module is not an error.
     import importlib
 
-    for name in ("bench", "tasks", "search_cmds"):
+    for name in ("bench", "tasks", "search_cmds", "scorer"):
         try:
             importlib.import_module(f"evolalloc.cli.{name}")
         except ModuleNotFoundError as exc:  # only tolerate the module itself being absent
@@ -36,6 +36,7 @@ def run() -> None:
     """Console entry point: user errors become one clear line and exit status 2."""
     from evolalloc.errors import UserError
 
+    _quiet_libraries()
     try:
         main(standalone_mode=False)
     except UserError as err:
@@ -49,3 +50,19 @@ def run() -> None:
         raise SystemExit(err.exit_code)
     except click.exceptions.Exit as err:
         raise SystemExit(err.exit_code)
+
+
+def _quiet_libraries() -> None:
+    """Our own progress bars say what is happening; silence the libraries' chatter."""
+    import logging
+    import os
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    logging.getLogger("optuna").setLevel(logging.WARNING)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass

@@ -34,8 +34,7 @@ def search(recipe, overrides, name, runs_dir, progress):
     loaded = load_recipe(recipe, overrides)
     run_dir = create_run_folder(loaded, runs_dir, name)
     click.echo(f"run folder: {run_dir}")
-    report = search_run(run_dir, loaded, progress=progress)
-    click.echo(f"report: {report}")
+    search_run(run_dir, loaded, progress=progress)
     from evolalloc.report.summary import show_run
 
     click.echo(show_run(run_dir))
@@ -49,8 +48,7 @@ def resume(run, progress):
     from evolalloc.pipeline import resume_run
     from evolalloc.report.summary import show_run
 
-    report = resume_run(run, progress=progress)
-    click.echo(f"report: {report}")
+    resume_run(run, progress=progress)
     click.echo(show_run(run))
 
 

@@ -41,7 +41,7 @@ def tokenizer(request, tmp_path_factory):
 
     gguf = _gguf_path()
     stamp = f"{os.path.getsize(gguf)}-{int(os.path.getmtime(gguf))}"
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
     root = Path(cache.mkdir("fitness-smollm2-tokenizer")) if cache is not None else tmp_path_factory.mktemp("tok")
     folder = root / stamp
     if not (folder / "tokenizer_config.json").is_file():
