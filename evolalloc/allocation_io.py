@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import tempfile
 import uuid
 from functools import lru_cache
 from importlib import resources
@@ -26,6 +24,7 @@ import jsonschema
 import numpy as np
 
 from evolalloc.allocation import FORMAT, FORMAT_VERSION, Allocation
+from evolalloc.fileio import write_atomic
 from evolalloc.errors import UserError
 from evolalloc.geometry import ModelGeometry
 
@@ -88,20 +87,8 @@ def to_json(alloc: Allocation) -> str:
 def save(alloc: Allocation, path: str | Path) -> Path:
     """Write via a temp file in the same folder and ``os.replace``: a crash leaves the old file
     or the new one, never half of one."""
-    path = Path(path)
-    text = to_json(alloc)  # serialise first: a bad value must not leave a temp file behind
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, to_json(alloc))  # serialised first: a bad value writes nothing
+
 
 
 # -- reading -------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ def export_text(allocation: Allocation, fmt: str, *, context_length: int | None 
 
 def export_allocation(allocation: Allocation, fmt: str, path: str | Path, *, context_length: int | None = None) -> Path:
     """Write ``export_text(...)`` to ``path`` atomically; returns the path."""
-    from evolalloc.recipe_run import write_atomic
+    from evolalloc.fileio import write_atomic
 
     text = export_text(allocation, fmt, context_length=context_length)
     path = Path(path)

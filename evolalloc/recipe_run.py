@@ -14,12 +14,11 @@ The names live here, below the search and report layers, so every command agrees
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from evolalloc.errors import UserError
+from evolalloc.fileio import write_atomic
 from evolalloc.recipe import Recipe, load_recipe
 
 RECIPE_FILE = "recipe.yaml"
@@ -38,22 +37,6 @@ def allocation_filename(budget: float, method: str = "evolved") -> str:
     label = int(budget) if float(budget).is_integer() else budget
     prefix = "allocation" if method == "evolved" else method
     return f"{prefix}-c{label}.json"
-
-
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` via a temp file in the same folder and ``os.replace``: never half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def create_run_folder(recipe: Recipe, runs_dir: str | Path = "runs", name: str | None = None) -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from evolalloc.errors import UserError
-from evolalloc.recipe_run import write_atomic
+from evolalloc.fileio import write_atomic
 from evolalloc.stats import RESAMPLES, Interval, PairedTest, align, bootstrap_mean, paired_test
 
 REFERENCE = "evolved"

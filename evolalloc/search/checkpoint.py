@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from evolalloc.search.config import SearchConfig
+from evolalloc.fileio import write_atomic
 
 CHECKPOINT_NAME = "search_checkpoint.pkl"
 FORMAT_VERSION = 1
@@ -57,18 +57,7 @@ def checkpoint_path(run_dir: str | os.PathLike) -> Path:
 
 def save_checkpoint(run_dir: str | os.PathLike, checkpoint: Checkpoint) -> Path:
     """Atomically replace ``<run_dir>/search_checkpoint.pkl``."""
-    path = checkpoint_path(run_dir)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            pickle.dump(checkpoint, handle, protocol=pickle.HIGHEST_PROTOCOL)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(checkpoint_path(run_dir), pickle.dumps(checkpoint, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def load_checkpoint(run_dir: str | os.PathLike) -> Checkpoint:

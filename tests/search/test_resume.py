@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pickle
+import evolalloc.fileio
 
 import numpy as np
 import pytest
@@ -116,11 +116,10 @@ def test_a_checkpoint_write_that_fails_leaves_the_previous_one_intact(tmp_path, 
     checkpoint = load_checkpoint(run_dir)
     checkpoint.generation = 99
 
-    def broken_dump(obj, handle, protocol=None):
-        handle.write(b"half a checkp")
-        raise OSError("disk full")
+    def broken_fsync(fd):
+        raise OSError("disk full")  # the temp file is written, then the disk fails
 
-    monkeypatch.setattr(pickle, "dump", broken_dump)
+    monkeypatch.setattr(evolalloc.fileio.os, "fsync", broken_fsync)
     with pytest.raises(OSError, match="disk full"):
         save_checkpoint(run_dir, checkpoint)
     assert checkpoint_path(run_dir).read_bytes() == before
