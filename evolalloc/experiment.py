@@ -10,7 +10,9 @@ from __future__ import annotations
 from functools import cached_property
 
 from evolalloc.allocation import Allocation
-from evolalloc.engine.local import LocalEvaluator, prefill_instances
+from evolalloc.engine.base import Evaluator
+from evolalloc.engine.factory import make_evaluator
+from evolalloc.engine.local import prefill_instances
 from evolalloc.errors import UserError
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
@@ -77,10 +79,9 @@ class Experiment:
             )
         return self._records[split]
 
-    def evaluator(self, split: str, scorer: Scorer | None = None) -> LocalEvaluator:
-        """An evaluator of ``split`` for ``scorer`` (default: the recipe's), on the shared records."""
-        return LocalEvaluator(self.loaded, self.task, self.instances(split), scorer or self.scorer,
-                              batch_size=self.recipe.engine.batch_size, records=self.records(split))
+    def evaluator(self, split: str, scorer: Scorer | None = None) -> Evaluator:
+        """An evaluator of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine."""
+        return make_evaluator(self, split, scorer)
 
     def scorer_for(self, allocation: Allocation) -> Scorer:
         try:

@@ -36,3 +36,22 @@ def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_ca
                         reprefill_candidates=reprefill_candidates, batch_size=batch_size, seed=seed)
     for line in result.lines():
         click.echo(line)
+
+
+@bench.command("workers")
+@click.option("--model", "model_spec", default="bundled:smollm2-135m-instruct", show_default=True, help="Model spec.")
+@click.option("--prompts", default=4, show_default=True, help="Passkey prompts (sharded across the Ray workers).")
+@click.option("--context-tokens", default=1000, show_default=True, help="Prompt length in model tokens.")
+@click.option("--candidates", default=8, show_default=True, help="Random allocations at c = 128 in the population.")
+@click.option("--batch-size", default=16, show_default=True, help="Rows decoded per forward.")
+@click.option("--repeats", default=3, show_default=True, help="Timed populations per engine (the best counts).")
+@click.option("--seed", default=0, show_default=True)
+def bench_workers_cmd(model_spec, prompts, context_tokens, candidates, batch_size, repeats, seed):
+    """Candidate evaluations per minute: local (1 thread) vs Ray 1 x 1 thread vs Ray 2 x 1 thread."""
+    from evolalloc.bench_workers import bench_workers
+
+    result = bench_workers(model_spec, prompts=prompts, context_tokens=context_tokens, candidates=candidates,
+                           batch_size=batch_size, repeats=repeats, seed=seed, log=lambda m: click.echo(m, err=True))
+    click.echo(f"model: {model_spec}")
+    for line in result.lines():
+        click.echo(line)

@@ -1,0 +1,97 @@
+"""The state of one Ray worker: a model, its shard's prefill records, and local evaluators on them.
+
+A worker is built from a ``WorkerSpec`` — names, parameters and the shard's instance texts — so
+it loads the model and prefills its instances itself: no weights or records ever travel. Once
+built it answers ``evaluate(budgets, scorer)`` for whole populations, like ``LocalEvaluator``
+(which does the work), for as long as it lives. A restarted worker is simply built again.
+
+This module imports Ray nowhere: ``EvalWorker`` is a plain class that the pool wraps with
+``ray.remote``, so tests can subclass it to inject faults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from evolalloc.engine.base import EvalResult
+
+
+def instance_to_wire(instance) -> dict:
+    """An ``Instance`` as plain data: its frozen ``metadata`` (a mappingproxy) does not pickle."""
+    data = {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)}
+    data["metadata"] = dict(instance.metadata)
+    return data
+
+
+def instance_from_wire(data: dict):
+    from fitness.instance import Instance
+
+    return Instance(**data)  # __post_init__ freezes the metadata again
+
+
+@dataclass
+class WorkerSpec:
+    """Everything a worker needs to rebuild its part of an experiment (all small, all picklable).
+
+    ``instances`` are the shard's instances as ``instance_to_wire`` dicts; ``scorers`` are every
+    scorer whose ranking the records must hold (evaluations may use any of them).
+    """
+
+    model: str
+    dtype: str
+    threads: int
+    task: str
+    task_params: dict
+    instances: list[dict]
+    scorers: list = field(default_factory=list)
+    question_after_compression: bool = False
+    batch_size: int = 16
+
+
+class EvalWorker:
+    """Loads the model once, prefills its shard once, then evaluates populations on it."""
+
+    def __init__(self, spec: WorkerSpec):
+        import torch
+
+        from evolalloc.engine.local import prefill_instances
+        from evolalloc.runtime.model import load_model
+        from fitness import get_task
+
+        # A worker owns its threads: torch's default (all cores) would oversubscribe the
+        # machine as soon as two workers share it.
+        torch.set_num_threads(spec.threads)
+        self.spec = spec
+        self.loaded = load_model(spec.model, dtype=spec.dtype)
+        self.task = get_task(spec.task, **spec.task_params)
+        self.instances = [instance_from_wire(d) for d in spec.instances]
+        self.records = prefill_instances(self.loaded, self.instances, spec.scorers,
+                                         question_after_compression=spec.question_after_compression)
+        self._evaluators: dict[str, object] = {}
+
+    def ready(self) -> int:
+        """Number of records held; returning at all means construction (load + prefill) is done."""
+        return len(self.records)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def evaluate(self, budgets: Sequence[np.ndarray], scorer) -> list[EvalResult]:
+        """One result per budget array ``[num_layers, num_kv_heads]``, on this worker's shard."""
+        return self._evaluator(scorer).evaluate(budgets)
+
+    def _evaluator(self, scorer):
+        from evolalloc.engine.local import LocalEvaluator
+
+        if scorer.key not in self._evaluators:
+            if scorer.key not in self.records[0].rankings:
+                raise ValueError(f"the records hold no ranking for scorer {scorer.key!r}; "
+                                 f"they hold: {', '.join(self.records[0].rankings)}")
+            self._evaluators[scorer.key] = LocalEvaluator(
+                self.loaded, self.task, self.instances, scorer, batch_size=self.spec.batch_size, records=self.records)
+        return self._evaluators[scorer.key]

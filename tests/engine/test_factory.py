@@ -1,0 +1,51 @@
+"""``Experiment.evaluator`` picks the engine the recipe names; a Ray experiment keeps one live pool."""
+
+from __future__ import annotations
+
+import pytest
+
+from evolalloc.engine.local import LocalEvaluator
+from evolalloc.experiment import Experiment
+from evolalloc.recipe import recipe_from_dict
+from tests.engine.conftest import CONTEXT_TOKENS, allocations
+
+
+def recipe(model_dir, **engine):
+    return recipe_from_dict({
+        "model": {"spec": str(model_dir)},
+        "task": {"name": "passkey", "context_tokens": CONTEXT_TOKENS, "search": {"n": 2}, "heldout": {"n": 1}},
+        "scorer": {"name": "snapkv", "params": {"window": 8}},
+        "budget": {"target": 24},
+        "engine": {"threads": 1, "batch_size": 8, **engine},
+    })
+
+
+def scores(results):
+    return [(r.task_score, [(o.uid, o.prediction) for o in r.instances]) for r in results]
+
+
+def test_the_local_engine_is_the_default_and_needs_no_ray(tiny_model_dir):
+    evaluator = Experiment(recipe(tiny_model_dir), progress=False).evaluator("search")
+    assert isinstance(evaluator, LocalEvaluator)
+
+
+def test_a_ray_recipe_evaluates_on_workers_reusing_a_split_pool_and_replacing_it_for_another_split(ray_session, tiny_model_dir):
+    from evolalloc.engine.ray_engine import RayEvaluator
+
+    local = Experiment(recipe(tiny_model_dir), progress=False)
+    # One worker keeps this test cheap; sharding across workers is tested in test_ray_engine.py.
+    remote = Experiment(recipe(tiny_model_dir, kind="ray", workers=1), progress=False)
+    search = remote.evaluator("search")
+    assert isinstance(search, RayEvaluator) and len(search.pool.actors) == 1
+    assert scores(search.evaluate(allocations())) == scores(local.evaluator("search").evaluate(allocations()))
+    # compare asks once per method: same split, same workers, another scorer's ranking.
+    streaming = remote.scorer_for(remote.baseline("streaming", 24))
+    assert remote.evaluator("search", streaming).pool is search.pool
+    # Another split frees the search workers first (on a GPU cluster they hold the GPUs).
+    heldout = remote.evaluator("heldout")
+    assert search.pool.closed and not heldout.pool.closed
+    [result] = heldout.evaluate(allocations()[:1])
+    assert result.ok and len(result.instances) == 1
+    with pytest.raises(RuntimeError, match="closed"):
+        search.evaluate(allocations()[:1])
+    heldout.close()
