@@ -9,10 +9,8 @@ import torch
 
 from evolalloc.runtime.decode import DecodeSettings, generate
 from evolalloc.runtime.prefill import prefill
-from evolalloc.runtime.scorers import get_scorer, list_scorers
+from evolalloc.runtime.scorers import get_scorer
 from tests.runtime.conftest import random_prompt, tiny_model
-
-ALL_SCORERS = [get_scorer(name) for name in list_scorers()]
 
 
 def reference_generation(model, ids: torch.Tensor, steps: int):
@@ -24,12 +22,12 @@ def reference_generation(model, ids: torch.Tensor, steps: int):
 
 
 @pytest.mark.parametrize("architecture", ["llama", "mistral", "qwen2"])
-def test_full_budgets_reproduce_the_stock_model_for_every_scorer(architecture):
+def test_full_budgets_reproduce_the_stock_model_for_every_scorer(architecture, scorers):
     model, stock = tiny_model(architecture), tiny_model(architecture, attn="sdpa")
     ids = random_prompt(90, seed=1)
     tokens, logits = reference_generation(stock, ids, steps=8)
-    record = prefill(model, ids, ALL_SCORERS)
-    for scorer in ALL_SCORERS:
+    record = prefill(model, ids, scorers)
+    for scorer in scorers:
         budgets = np.full((3, 2), 200)  # more than the prompt: nothing is evicted
         (gen,) = generate(model, [(record, budgets)], scorer, DecodeSettings(max_new_tokens=8, keep_logits=True))
         assert gen.token_ids == tokens, scorer.name

@@ -29,13 +29,16 @@ def kept_positions(cache, record, layer: int, head: int) -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def record(llama):
-    return prefill(llama, random_prompt(80, seed=3), [get_scorer(n) for n in list_scorers()])
+def record(llama, scorers):
+    return prefill(llama, random_prompt(80, seed=3), scorers)
 
 
-@pytest.mark.parametrize("name", list_scorers())
-def test_kept_positions_are_exactly_the_top_of_the_ranking_and_nested(record, name):
-    scorer = get_scorer(name)
+@pytest.fixture(params=list_scorers())
+def scorer(request, scorers):
+    return next(s for s in scorers if s.name == request.param)
+
+
+def test_kept_positions_are_exactly_the_top_of_the_ranking_and_nested(record, scorer):
     budgets = np.array([[36, 50], [40, 40], [70, 33]])
     previous = None
     for extra in (0, 1, 2):
@@ -53,9 +56,7 @@ def test_kept_positions_are_exactly_the_top_of_the_ranking_and_nested(record, na
         previous = kept
 
 
-@pytest.mark.parametrize("name", list_scorers())
-def test_always_kept_tokens_lead_every_ranking(record, name):
-    scorer = get_scorer(name)
+def test_always_kept_tokens_lead_every_ranking(record, scorer):
     ranking = record.rankings[scorer.key]
     length = record.length
     forced = set(range(scorer.sinks)) | set(range(length - scorer.window, length))

@@ -1,0 +1,134 @@
+"""``evolalloc scorer``: trace a corpus, train the learned scorer (KV Policy), evaluate it honestly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from evolalloc.cli import main
+from evolalloc.errors import UserError
+
+_MODEL = click.option("--model", "model_spec", default="bundled:smollm2-135m-instruct", show_default=True, help="Model spec.")
+_THREADS = click.option("--threads", type=int, default=1, show_default=True, help="torch threads (the machine is shared).")
+
+
+def _csv(kind):
+    return lambda ctx, param, value: tuple(kind(v.strip()) for v in value.split(",") if v.strip())
+
+
+def _setup(threads: int):
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+@main.group()
+def scorer() -> None:
+    """The learned per-token scorer: trace -> train -> eval."""
+
+
+@scorer.command("trace")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@_MODEL
+@click.option("--tasks", default="passkey,niah_single", show_default=True, callback=_csv(str), help="Comma-separated task names.")
+@click.option("--lengths", default="1024", show_default=True, callback=_csv(int), help="Comma-separated context lengths (tokens).")
+@click.option("--count", default=16, show_default=True, help="Prompts in total (spread over tasks x lengths).")
+@click.option("--split", type=click.Choice(["search", "heldout"]), default="search", show_default=True, help="Task split to draw prompts from.")
+@click.option("--future", default=32, show_default=True, help="Future queries whose attention defines importance.")
+@click.option("--splits-per-trace", default=3, show_default=True, help="Split points per prompt (the prompt end is one).")
+@click.option("--seed", default=0, show_default=True)
+@_THREADS
+def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_per_trace, seed, threads):
+    """Run the model over task prompts and store keys, values and future-attention importance."""
+    _setup(threads)
+    from evolalloc.learned.traces import TraceSettings, write_traces
+    from evolalloc.runtime.model import load_model
+    from evolalloc.runtime.policy import model_identity
+
+    loaded = load_model(model_spec)
+    settings = TraceSettings(tasks=tasks, lengths=lengths, count=count, split=split, seed=seed, future=future,
+                             splits_per_trace=splits_per_trace)
+    try:
+        folder = write_traces(loaded, out_dir, settings, identity=model_identity(model_spec, loaded.model))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    size = sum(p.stat().st_size for p in Path(folder).iterdir()) / 2**20
+    click.echo(f"wrote {count} traces to {folder} ({size:.1f} MiB)")
+
+
+@scorer.command("train")
+@click.argument("traces_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Checkpoint file to write.")
+@click.option("--steps", default=1000, show_default=True)
+@click.option("--permutations", default=16, show_default=True, help="K permutations per step (RLOO group).")
+@click.option("--lr", default=1e-3, show_default=True)
+@click.option("--warmup", default=100, show_default=True)
+@click.option("--hidden", default=256, show_default=True)
+@click.option("--depth", default=2, show_default=True, help="Hidden layers per MLP.")
+@click.option("--max-tokens", type=int, default=None, help="Rank a random subset of this many tokens per step (speed).")
+@click.option("--sinks", default=4, show_default=True)
+@click.option("--window", default=16, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@_THREADS
+def train_cmd(traces_dir, out_path, steps, permutations, lr, warmup, hidden, depth, max_tokens, sinks, window, seed, threads):
+    """Train one MLP per KV head with RLOO; writes the checkpoint and a JSONL log beside it."""
+    _setup(threads)
+    from evolalloc.learned.traces import load_traces
+    from evolalloc.learned.train import TrainConfig, train
+    from evolalloc.runtime.policy import save_policy
+
+    try:
+        traces = load_traces(traces_dir)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    config = TrainConfig(steps=steps, permutations=permutations, lr=lr, warmup=warmup, hidden=hidden, depth=depth,
+                         max_tokens=max_tokens, sinks=sinks, window=window, seed=seed)
+    log_path = Path(out_path).with_suffix(".log.jsonl")
+    policy, summary = train(traces, config, log_path=log_path)
+    save_policy(out_path, policy, model=traces.index["model"], geometry=traces.index["geometry"], training=summary)
+    click.echo(f"trained {policy.config.heads} head policies in {summary['seconds']} s "
+               f"(final training normalised cost {summary['final_train_cost']:.3f}); wrote {out_path} and {log_path}")
+
+
+@scorer.command("eval")
+@click.argument("checkpoint", type=click.Path(exists=True, dir_okay=False))
+@click.option("--traces", "traces_dir", required=True, type=click.Path(exists=True, file_okay=False), help="Held-out trace folder.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder for the table, JSON and PNG.")
+@_MODEL
+@click.option("--scorers", default="learned,snapkv,h2o,tova,keydiff,knorm,streaming,random", show_default=True, callback=_csv(str))
+@click.option("--task", default="passkey", show_default=True, help="Downstream task ('' to skip).")
+@click.option("--budgets", default="64,128,256", show_default=True, callback=_csv(int), help="Downstream uniform budgets.")
+@click.option("--seeds", default=5, show_default=True, help="Downstream instance seeds.")
+@click.option("--per-seed", default=4, show_default=True, help="Downstream instances per seed.")
+@click.option("--context-tokens", default=1024, show_default=True)
+@_THREADS
+def eval_cmd(checkpoint, traces_dir, out_dir, model_spec, scorers, task, budgets, seeds, per_seed, context_tokens, threads):
+    """Held-out normalised eviction cost per budget, and downstream scores with 95% intervals."""
+    _setup(threads)
+    from evolalloc.learned.evaluate import downstream, heldout_costs, plot_costs, render_tables
+    from evolalloc.learned.traces import load_traces
+    from evolalloc.runtime.model import load_model
+    from evolalloc.runtime.policy import load_policy, model_identity
+    from evolalloc.runtime.scorers import get_scorer
+
+    loaded = load_model(model_spec)
+    try:
+        load_policy(checkpoint, geometry=loaded.geometry.to_dict(), model=model_identity(model_spec, loaded.model))
+        built = [get_scorer(name, checkpoint=checkpoint) if name == "learned" else get_scorer(name) for name in scorers]
+        traces = load_traces(traces_dir, geometry=loaded.geometry.to_dict())
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    costs = heldout_costs(loaded, traces, built)
+    result = {"checkpoint": checkpoint, "traces": traces_dir, "costs": costs}
+    if task:
+        result["downstream"] = downstream(loaded, task, built, budgets, seeds=seeds, per_seed=per_seed, context_tokens=context_tokens)
+    (out / "results.json").write_text(json.dumps(result, indent=1))
+    plot_costs(costs, out / "eviction-cost.png")
+    table = render_tables(result)
+    (out / "results.md").write_text(table)
+    click.echo(table)
+    click.echo(f"wrote {out / 'results.json'}, {out / 'results.md'}, {out / 'eviction-cost.png'}")

@@ -1,0 +1,188 @@
+"""The learned scorer's network: one small MLP per KV head, batched over heads, and its checkpoint.
+
+The KV Policy paper ("Learning to evict from key-value cache", §3.1, App. A.2) scores a cached
+token from its key, value and position only: ``f(k, v, pos)``, one MLP per KV head. Here every
+head of the model is one slice of a single batched module, so a forward over all heads is a few
+``bmm`` calls instead of ``layers x kv_heads`` small ones.
+
+Features of a token at position ``i`` among ``n`` cached ones: ``[key (D), value (D), i / n]``,
+standardised per head with a mean and standard deviation measured on the training traces
+(stored in the checkpoint, so inference sees exactly what training saw).
+
+Checkpoint (``torch.save`` of a plain dict, loaded with ``weights_only=True``)::
+
+    format: "evolalloc-policy", version: 1
+    model: {"spec", "model_type", "fingerprint"}   # which model the traces came from
+    geometry: ModelGeometry.to_dict()              # layers, KV heads, head_dim ... checked on load
+    config: PolicyConfig fields (hidden, depth)
+    training: free-form provenance (steps, seed, sinks, window, seconds, ...)
+    state_dict: the module's tensors
+
+``load_policy`` refuses a file of another format or version, or one whose geometry or model
+does not match what the caller expects, with a ``ValueError`` naming both sides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from evolalloc.fileio import write_atomic
+
+FORMAT = "evolalloc-policy"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """``hidden`` units per hidden layer; ``depth`` hidden layers (2 x 256 as in the paper)."""
+
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    hidden: int = 256
+    depth: int = 2
+
+    @property
+    def heads(self) -> int:
+        return self.num_layers * self.num_kv_heads
+
+    @property
+    def features(self) -> int:
+        return 2 * self.head_dim + 1
+
+
+class HeadPolicies(nn.Module):
+    """``heads`` independent MLPs ``features -> hidden (-> hidden)* -> 1``, evaluated together.
+
+    Head ``h`` is (layer ``h // num_kv_heads``, KV head ``h % num_kv_heads``).
+    """
+
+    def __init__(self, config: PolicyConfig):
+        super().__init__()
+        if config.depth < 1 or config.hidden < 1:
+            raise ValueError(f"policy depth and hidden must be >= 1, got depth={config.depth}, hidden={config.hidden}")
+        self.config = config
+        sizes = [config.features] + [config.hidden] * config.depth + [1]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+            bound = fan_in**-0.5  # the default nn.Linear scale, per head
+            self.weights.append(nn.Parameter(torch.empty(config.heads, fan_in, fan_out).uniform_(-bound, bound)))
+            self.biases.append(nn.Parameter(torch.zeros(config.heads, 1, fan_out)))
+        # Feature standardisation, fitted on traces (identity until then).
+        self.register_buffer("feature_mean", torch.zeros(config.heads, 1, config.features))
+        self.register_buffer("feature_std", torch.ones(config.heads, 1, config.features))
+
+    @staticmethod
+    def features(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor | None = None, length: int | None = None) -> torch.Tensor:
+        """keys, values ``[H, m, D]`` -> ``[H, m, 2D + 1]`` float32.
+
+        ``positions`` ``[m]`` of the tokens in a cache of ``length`` (default: all of ``0..m-1``);
+        the position feature is ``position / length``.
+        """
+        heads, m, _ = keys.shape
+        if positions is None:
+            positions, length = torch.arange(m, device=keys.device), m
+        position = (positions.to(keys.device, torch.float32) / max(int(length), 1)).expand(heads, m)
+        return torch.cat([keys.float(), values.float(), position[..., None]], dim=-1)
+
+    def forward(self, features: torch.Tensor, heads: slice | torch.Tensor | None = None) -> torch.Tensor:
+        """features ``[h, n, F]`` for the heads selected by ``heads`` (all when ``None``) -> scores ``[h, n]``."""
+        select = slice(None) if heads is None else heads
+        x = (features - self.feature_mean[select]) / self.feature_std[select]
+        last = len(self.weights) - 1
+        for i, (weight, bias) in enumerate(zip(self.weights, self.biases)):
+            x = torch.baddbmm(bias[select], x, weight[select])
+            if i < last:
+                x = torch.nn.functional.gelu(x)
+        return x[..., 0]
+
+    def layer_heads(self, layer: int) -> slice:
+        """The head slice of one model layer."""
+        k = self.config.num_kv_heads
+        return slice(layer * k, (layer + 1) * k)
+
+    @torch.no_grad()
+    def fit_standardisation(self, features: torch.Tensor) -> None:
+        """Set the feature mean/std from a sample ``[heads, n, F]`` (n tokens per head)."""
+        self.feature_mean.copy_(features.mean(dim=1, keepdim=True))
+        self.feature_std.copy_(features.std(dim=1, keepdim=True).clamp_min(1e-4))
+
+
+def model_identity(spec: str, model) -> dict:
+    """What identifies the model a policy was trained for: its spec, type and a weight fingerprint.
+
+    The fingerprint hashes layer 0's key projection, so a renamed copy of the same model matches
+    and a different model with the same shape does not.
+    """
+    weight = model.model.layers[0].self_attn.k_proj.weight.detach().float().cpu().contiguous()
+    digest = hashlib.sha256(weight.numpy().tobytes()).hexdigest()[:16]
+    return {"spec": spec, "model_type": model.config.model_type, "fingerprint": digest}
+
+
+def save_policy(path: str | Path, policy: HeadPolicies, *, model: dict, geometry: dict, training: dict) -> Path:
+    """Write a versioned checkpoint atomically (``fileio.write_atomic``)."""
+    config = asdict(policy.config)
+    payload = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": dict(model),
+        "geometry": dict(geometry),
+        "config": {"hidden": config["hidden"], "depth": config["depth"]},
+        "training": dict(training),
+        "state_dict": {k: v.detach().cpu() for k, v in policy.state_dict().items()},
+    }
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return write_atomic(path, buffer.getvalue())
+
+
+@dataclass
+class LoadedPolicy:
+    policy: HeadPolicies
+    model: dict
+    geometry: dict
+    training: dict
+
+
+def load_policy(path: str | Path, *, geometry: dict | None = None, model: dict | None = None) -> LoadedPolicy:
+    """Load a checkpoint; ``geometry`` / ``model`` (when given) must match what it was trained for.
+
+    Raises ``ValueError`` for a missing or foreign file, another version, or a mismatch.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no policy checkpoint at {str(path)!r}; train one with `evolalloc scorer train`")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a corrupt or non-torch file: say which file
+        raise ValueError(f"{path}: not a readable policy checkpoint ({type(exc).__name__}: {exc})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise ValueError(f"{path}: not an evolalloc policy checkpoint (format {payload.get('format') if isinstance(payload, dict) else None!r})")
+    if payload.get("version") != VERSION:
+        raise ValueError(f"{path}: policy checkpoint version {payload.get('version')!r}, this evolalloc reads version {VERSION}")
+    stored = payload["geometry"]
+    if geometry is not None:
+        keys = ("num_layers", "num_query_heads", "num_kv_heads", "head_dim")
+        wrong = {k: (stored.get(k), geometry.get(k)) for k in keys if stored.get(k) != geometry.get(k)}
+        if wrong:
+            detail = ", ".join(f"{k}: checkpoint {a} vs model {b}" for k, (a, b) in wrong.items())
+            raise ValueError(f"{path}: the policy was trained for another model geometry ({detail})")
+    if model is not None:
+        for key in ("model_type", "fingerprint"):
+            if payload["model"].get(key) != model.get(key):
+                raise ValueError(
+                    f"{path}: the policy was trained on model {payload['model'].get('spec')!r} "
+                    f"({key} {payload['model'].get(key)!r}), not on {model.get('spec')!r} ({key} {model.get(key)!r})"
+                )
+    config = PolicyConfig(num_layers=stored["num_layers"], num_kv_heads=stored["num_kv_heads"], head_dim=stored["head_dim"], **payload["config"])
+    policy = HeadPolicies(config)
+    policy.load_state_dict(payload["state_dict"])
+    policy.eval()
+    return LoadedPolicy(policy=policy, model=payload["model"], geometry=stored, training=payload.get("training", {}))

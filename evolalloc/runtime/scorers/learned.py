@@ -1,0 +1,71 @@
+"""Learned (KV Policy, "Learning to evict from key-value cache", §3): a per-KV-head MLP ranks tokens.
+
+Query-free: a token's score is ``MLP_(layer, head)(key, value, i / n)``; no attention, no query.
+The ranking is therefore computed once at prefill, like every other scorer, and the kept set at
+budget ``b`` is its top-``b`` prefix. The first ``sinks`` and last ``window`` tokens are always
+kept and were excluded from ranking in training (paper, App. A.2: first 4 and last 16).
+
+The checkpoint is loaded on first use (not at import) and cached per path and modification time.
+Train one with ``evolalloc scorer train``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from evolalloc.runtime.scorers import register_scorer
+from evolalloc.runtime.scorers.base import LayerStats, Scorer
+
+_CACHE: dict[tuple[str, float], object] = {}
+
+
+def _load(path: str):
+    from evolalloc.runtime.policy import load_policy  # deferred: importing the registry stays cheap
+
+    resolved = Path(path).expanduser()
+    mtime = resolved.stat().st_mtime if resolved.is_file() else -1.0
+    key = (str(resolved.resolve()), mtime)
+    if key not in _CACHE:
+        _CACHE[key] = load_policy(resolved)
+    return _CACHE[key]
+
+
+@register_scorer
+@dataclass
+class Learned(Scorer):
+    name = "learned"
+    checkpoint: str = ""
+    sinks: int = 4
+    window: int = 16
+
+    def __post_init__(self):
+        if not self.checkpoint:
+            raise ValueError("scorer 'learned' needs checkpoint=PATH, a policy trained with `evolalloc scorer train`")
+
+    @property
+    def key(self) -> str:
+        # The base compares with a default instance, which this scorer cannot build (no checkpoint).
+        changed = {"checkpoint": self.checkpoint}
+        if self.sinks != 4:
+            changed["sinks"] = self.sinks
+        if self.window != 16:
+            changed["window"] = self.window
+        return self.name + "(" + ",".join(f"{k}={v}" for k, v in sorted(changed.items())) + ")"
+
+    def score(self, stats: LayerStats) -> torch.Tensor:
+        loaded = _load(self.checkpoint)
+        policy = loaded.policy
+        heads, _, dim = stats.keys.shape
+        config = policy.config
+        if heads != config.num_kv_heads or dim != config.head_dim or stats.layer_idx >= config.num_layers:
+            raise ValueError(
+                f"policy {self.checkpoint!r} was trained for {config.num_layers} layers x {config.num_kv_heads} KV heads "
+                f"x head_dim {config.head_dim}; got layer {stats.layer_idx} with {heads} KV heads x head_dim {dim}"
+            )
+        features = policy.features(stats.keys, stats.values)  # [Hkv, L, 2D + 1]
+        with torch.no_grad():
+            policy.to(stats.keys.device)
+            return policy(features, policy.layer_heads(stats.layer_idx))  # [Hkv, L]
