@@ -111,3 +111,34 @@ def test_a_bad_allocation_file_gives_one_line_and_a_non_zero_exit(tmp_path):
     done = evolalloc("export", str(bad), cwd=tmp_path)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and str(bad) in done.stderr
+
+
+def test_a_run_killed_mid_search_resumes_and_finishes_with_every_evaluation_once(tmp_path, tiny_model_dir, monkeypatch):
+    import optuna
+
+    from evolalloc.engine.local import LocalEvaluator
+    from evolalloc.pipeline import resume_run, search_run
+    from evolalloc.recipe import load_recipe
+    from evolalloc.recipe_run import create_run_folder
+
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
+    run = create_run_folder(recipe, tmp_path / "runs")
+    real_evaluate, calls = LocalEvaluator.evaluate, {"n": 0}
+
+    def killed_at_third_generation(self, budgets):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # what Ctrl-C or a kill does in the middle of a generation
+        return real_evaluate(self, budgets)
+
+    monkeypatch.setattr(LocalEvaluator, "evaluate", killed_at_third_generation)
+    with pytest.raises(KeyboardInterrupt):
+        search_run(run, recipe, progress=False)
+    assert not (run / "allocation-c24.json").exists()
+    monkeypatch.setattr(LocalEvaluator, "evaluate", real_evaluate)
+    resume_run(run, progress=False)
+    study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{run / 'study.db'}")
+    keys = [(t.user_attrs["group"], t.user_attrs["generation"], t.user_attrs["candidate"]) for t in study.trials]
+    assert len(keys) == len(set(keys)) == 2 * 2 * 4  # every evaluation stored exactly once
+    assert Allocation.load(run / "allocation-c24.json").total == 24 * 4 * 2
+    assert (run / "report.md").exists()
