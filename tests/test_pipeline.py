@@ -142,3 +142,33 @@ def test_a_run_killed_mid_search_resumes_and_finishes_with_every_evaluation_once
     assert len(keys) == len(set(keys)) == 2 * 2 * 4  # every evaluation stored exactly once
     assert Allocation.load(run / "allocation-c24.json").total == 24 * 4 * 2
     assert (run / "report.md").exists()
+
+
+def test_the_commands_around_a_finished_run(tmp_path, tiny_model_dir):
+    """show, export, expand, evaluate and compare, as a user runs them on a run folder."""
+    runs = tmp_path / "runs"
+    done = evolalloc("search", str(tiny_recipe(tmp_path, tiny_model_dir)), "--runs-dir", str(runs), "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run = runs / "tiny"
+
+    shown = evolalloc("show", str(run), cwd=tmp_path)
+    assert shown.returncode == 0 and "c = 24" in shown.stdout and "held-out comparison" in shown.stdout
+
+    exported = evolalloc("export", str(run / "allocation-c24.json"), "--format", "kvpress", "--context-length", "200", cwd=tmp_path)
+    table = json.loads(exported.stdout)
+    assert len(table["budgets"]) == 4 and len(table["compression_ratios"]) == 4
+
+    expanded = evolalloc("expand", str(run / "allocation-c24.json"), "--to", "96", cwd=tmp_path)
+    assert expanded.returncode == 0, expanded.stderr
+    assert Allocation.load(run / "allocation-c96.json").total == 96 * 4 * 2
+    again = evolalloc("expand", str(run / "allocation-c24.json"), "--to", "96", cwd=tmp_path)
+    assert again.returncode != 0 and "not overwriting" in again.stderr
+
+    scored = evolalloc("evaluate", "uniform", "--run", str(run), "--split", "heldout", "--no-progress", cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
+    assert "uniform (c = 24, scorer snapkv) on passkey/heldout: mean" in scored.stdout
+    assert len([line for line in scored.stdout.splitlines() if line.startswith("passkey/heldout/")]) == 3
+
+    compared = evolalloc("compare", str(run), "--no-progress", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    assert "c = 96" in compared.stdout  # the expansion made above is compared too
