@@ -5,27 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from evolalloc.runtime.model import load_tokenizer
-
-    tokenizer = load_tokenizer()
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def evolalloc(*args: str) -> subprocess.CompletedProcess:
@@ -57,8 +37,8 @@ def test_trace_train_and_eval_write_their_files(tmp_path, tiny_model_dir):
 def test_eval_refuses_a_policy_trained_for_another_model(tmp_path, tiny_model_dir):
     from evolalloc.runtime.policy import HeadPolicies, PolicyConfig, save_policy
 
-    geometry = {"num_layers": 2, "num_query_heads": 4, "num_kv_heads": 2, "head_dim": 16, "max_positions": 2048, "dtype_bytes": 4}
-    ckpt = save_policy(tmp_path / "p.pt", HeadPolicies(PolicyConfig(2, 2, 16, hidden=4)),
+    geometry = {"num_layers": 4, "num_query_heads": 4, "num_kv_heads": 2, "head_dim": 16, "max_positions": 2048, "dtype_bytes": 4}
+    ckpt = save_policy(tmp_path / "p.pt", HeadPolicies(PolicyConfig(4, 2, 16, hidden=4)),
                        model={"spec": "x", "model_type": "llama", "fingerprint": "not-this-one"}, geometry=geometry, training={})
     (tmp_path / "held").mkdir()
     result = subprocess.run([sys.executable, "-m", "evolalloc", "scorer", "eval", str(ckpt), "--traces", str(tmp_path / "held"),
