@@ -44,7 +44,8 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
             "lam": config.lam,
             "gamma": config.gamma,
             "group_size": config.group_size,
-            "population": config.popsize,
+            # The recipe may leave popsize to EvolKV's formula: record the population really used.
+            "population": config.popsize_for(config.group_size),
             "sigma0": config.sigma0,
             "seed": config.seed,
             "evaluations": len(result.history),
@@ -116,9 +117,17 @@ def finish(run_dir: Path, recipe, experiment: Experiment, result, config: Search
     return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started)
 
 
+def _quiet_optuna() -> None:
+    """The study is our storage; its INFO lines ("A new study created") are noise to a user."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
 def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     """Search, ship, compare and report in a fresh run folder; returns the report's path."""
     started = time.perf_counter()
+    _quiet_optuna()
     experiment = Experiment(recipe, progress=progress)
     config = search_config(recipe, experiment)
     result = run_search(run_dir, experiment.evaluator("search"), config, progress=progress)
@@ -128,6 +137,7 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
 def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     """Continue a killed run where it stopped (finished trials re-used), then finish it."""
     started = time.perf_counter()
+    _quiet_optuna()
     recipe = load_run_recipe(run_dir)
     experiment = Experiment(recipe, progress=progress)
     config = search_config(recipe, experiment)

@@ -22,7 +22,7 @@ def tiny_recipe(tmp_path: Path, model_dir: Path, **changes) -> Path:
         "scorer": {"name": "snapkv", "params": {"window": 8}},
         "budget": {"target": 24, "expansions": [48]},
         "search_space": {"name": "layer_groups", "group_size": 2},
-        "optimizer": {"name": "cma", "generations_per_group": 2, "popsize": 4},
+        "optimizer": {"name": "cma", "generations_per_group": 2},  # popsize: EvolKV's 4 + floor(3 ln 2) = 6
         "engine": {"kind": "local", "threads": 1, "batch_size": 8},
         "seed": 0,
     }
@@ -51,7 +51,8 @@ def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
         assert expected in names, expected
     profile = Allocation.load(run / "allocation-c24.json")
     assert profile.total == 24 * 4 * 2  # completed to the exact target total
-    assert profile.provenance["method"] == "evolved" and profile.provenance["evaluations"] == 2 * 2 * 4
+    assert profile.provenance["method"] == "evolved" and profile.provenance["evaluations"] == 2 * 2 * 6
+    assert profile.provenance["population"] == 6
     assert Allocation.load(run / "allocation-c48.json").total == 48 * 4 * 2
     comparison = json.loads((run / "comparison.json").read_text())
     assert {row["method"] for row in comparison["rows"]} == {"evolved", "uniform", "pyramid", "streaming"}
@@ -120,7 +121,7 @@ def test_a_run_killed_mid_search_resumes_and_finishes_with_every_evaluation_once
     resume_run(run, progress=False)
     study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{run / 'study.db'}")
     keys = [(t.user_attrs["group"], t.user_attrs["generation"], t.user_attrs["candidate"]) for t in study.trials]
-    assert len(keys) == len(set(keys)) == 2 * 2 * 4  # every evaluation stored exactly once
+    assert len(keys) == len(set(keys)) == 2 * 2 * 6  # every evaluation stored exactly once
     assert Allocation.load(run / "allocation-c24.json").total == 24 * 4 * 2
     assert (run / "report.md").exists()
 
