@@ -61,7 +61,7 @@ def random_allocations(n: int, num_layers: int, num_kv_heads: int, target: int, 
     return out
 
 
-def _floor_decode_seconds(model, rows, steps: list[int], batch_size: int) -> float:
+def _floor_decode_seconds(model, rows, steps: list[int], batch_size: int, scorer) -> float:
     """Stock decode: sdpa attention on a ``DynamicCache`` of the same kept tokens, same steps."""
     from transformers import DynamicCache
 
@@ -75,7 +75,7 @@ def _floor_decode_seconds(model, rows, steps: list[int], batch_size: int) -> flo
             # Uniform budgets of the same mean: the stock cache needs one length per layer.
             records = [r for r, _ in chunk]
             uniform = [(r, np.full_like(b, int(round(b.mean())))) for r, b in chunk]
-            evicted = compress_batch(uniform, _floor_scorer(), room=0)
+            evicted = compress_batch(uniform, scorer, room=0)
             cache = DynamicCache()
             for layer, (k, v) in enumerate(zip(evicted.keys, evicted.values)):
                 cache.update(k.clone(), v.clone(), layer)
@@ -101,12 +101,6 @@ def _floor_decode_seconds(model, rows, steps: list[int], batch_size: int) -> flo
 
         use_evolalloc_attention(model)
     return total
-
-
-def _floor_scorer():
-    from evolalloc.runtime.scorers import get_scorer
-
-    return get_scorer("snapkv")
 
 
 def bench_eval(loaded, *, prompts: int = 8, context_tokens: int = 2000, candidates: int = 8, reprefill_candidates: int = 2, batch_size: int = 16, seed: int = 0, progress=True) -> EvalBenchResult:
@@ -141,7 +135,7 @@ def bench_eval(loaded, *, prompts: int = 8, context_tokens: int = 2000, candidat
         for record, outcome in zip(records, result.instances):
             rows.append((record, budgets))
             steps.append(outcome.generated_tokens)
-    floor = _floor_decode_seconds(loaded.model, rows, steps, batch_size) / candidates
+    floor = _floor_decode_seconds(loaded.model, rows, steps, batch_size, scorer) / candidates
     return EvalBenchResult(
         prompts=prompts,
         prompt_tokens=float(np.mean([r.length for r in records])),

@@ -22,6 +22,7 @@ class Experiment:
         self.recipe = recipe
         self.progress = progress
         self._records: dict[str, list] = {}
+        self._instances: dict[str, list] = {}
 
     @cached_property
     def loaded(self):
@@ -62,13 +63,18 @@ class Experiment:
         return scorers
 
     def instances(self, split: str):
+        """A split's instances, generated once (generation tokenizes to hit the context length)."""
         from fitness import FitnessError
 
-        section = self.recipe.task.search if split == "search" else self.recipe.task.heldout
-        try:
-            return self.task.instances(split, section.n, section.seed, self.recipe.task.context_tokens, self.loaded.tokenizer)
-        except FitnessError as err:
-            raise UserError(str(err), source=self.recipe.source, field=f"task.{split}") from None
+        if split not in self._instances:
+            section = self.recipe.task.search if split == "search" else self.recipe.task.heldout
+            try:
+                self._instances[split] = self.task.instances(
+                    split, section.n, section.seed, self.recipe.task.context_tokens, self.loaded.tokenizer
+                )
+            except FitnessError as err:
+                raise UserError(str(err), source=self.recipe.source, field=f"task.{split}") from None
+        return self._instances[split]
 
     def records(self, split: str) -> list:
         """Prefill records of a split, made once, holding every scorer's ranking."""
