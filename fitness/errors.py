@@ -1,6 +1,6 @@
 """Errors raised by ``fitness``. All are ``ValueError`` subclasses: bad names, bad params, bad data.
 
-``fitness`` is a leaf package and cannot use ``evolalloc.errors.UserError``; the CLI converts a
+``fitness`` is a leaf package and cannot use ``evolalloc.core.errors.UserError``; the CLI converts a
 ``FitnessError`` into one. ``str(err)`` is the whole, one-line message.
 """
 

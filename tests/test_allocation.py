@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from evolalloc.allocation import Allocation, complete_budgets, pyramid_layer_budgets
-from evolalloc.geometry import ModelGeometry
+from evolalloc.core.allocation import Allocation, complete_budgets, pyramid_layer_budgets
+from evolalloc.core.geometry import ModelGeometry
 
 SMOLLM = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=8192)
 

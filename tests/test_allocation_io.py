@@ -3,10 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from evolalloc.allocation import Allocation
-from evolalloc.allocation_io import schema
-from evolalloc.errors import UserError
-from evolalloc.geometry import ModelGeometry
+from evolalloc.core.allocation import Allocation
+from evolalloc.core.allocation_file import allocation_to_json, load_allocation, save_allocation, schema
+from evolalloc.core.errors import UserError
+from evolalloc.core.geometry import ModelGeometry
 
 SMOLLM = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=8192)
 TINY = ModelGeometry(num_layers=3, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=128)
@@ -29,8 +29,8 @@ def searched():
 
 def test_save_then_load_gives_back_the_same_allocation(tmp_path):
     original = searched()
-    path = original.save(tmp_path / "runs" / "alloc.json")
-    loaded = Allocation.load(path, expect_geometry=SMOLLM)
+    path = save_allocation(original, tmp_path / "runs" / "alloc.json")
+    loaded = load_allocation(path, expect_geometry=SMOLLM)
     assert loaded.budgets.dtype == np.int64
     assert np.array_equal(loaded.budgets, original.budgets)
     for name in ("model", "geometry", "scorer", "scorer_params", "target", "granularity", "provenance"):
@@ -40,12 +40,12 @@ def test_save_then_load_gives_back_the_same_allocation(tmp_path):
 
 def test_every_baseline_survives_a_round_trip(tmp_path):
     for alloc in (Allocation.uniform(TINY, 10), Allocation.pyramid(TINY, 10), Allocation.streaming(TINY, 10)):
-        loaded = Allocation.load(alloc.save(tmp_path / "a.json"))
+        loaded = load_allocation(save_allocation(alloc, tmp_path / "a.json"))
         assert np.array_equal(loaded.budgets, alloc.budgets) and loaded.provenance == alloc.provenance
 
 
 def test_the_file_is_versioned_and_has_one_budget_row_per_line(tmp_path):
-    text = searched().to_json()
+    text = allocation_to_json(searched())
     data = json.loads(text)
     assert (data["format"], data["version"]) == ("evolalloc.allocation", 1)
     assert data["target"] == 128 and isinstance(data["target"], int)
@@ -58,24 +58,24 @@ def test_the_published_schema_is_draft_2020_12_and_accepts_what_we_write():
     published = schema()
     assert published["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     jsonschema.Draft202012Validator.check_schema(published)
-    jsonschema.Draft202012Validator(published).validate(json.loads(searched().to_json()))
+    jsonschema.Draft202012Validator(published).validate(json.loads(allocation_to_json(searched())))
 
 
 def test_save_replaces_the_file_and_leaves_no_temp_file(tmp_path):
     path = tmp_path / "alloc.json"
-    Allocation.uniform(TINY, 10).save(path)
-    Allocation.uniform(TINY, 20).save(path)
-    assert Allocation.load(path).target == 20
+    save_allocation(Allocation.uniform(TINY, 10), path)
+    save_allocation(Allocation.uniform(TINY, 20), path)
+    assert load_allocation(path).target == 20
     assert [p.name for p in tmp_path.iterdir()] == ["alloc.json"]
 
 
 def test_a_value_json_cannot_hold_fails_the_save_and_keeps_the_old_file(tmp_path):
     path = tmp_path / "alloc.json"
-    Allocation.uniform(TINY, 10).save(path)
+    save_allocation(Allocation.uniform(TINY, 10), path)
     broken = Allocation.uniform(TINY, 20, provenance={"fitness": float("nan")})
     with pytest.raises(ValueError):
-        broken.save(path)
-    assert Allocation.load(path).target == 10
+        save_allocation(broken, path)
+    assert load_allocation(path).target == 10
     assert [p.name for p in tmp_path.iterdir()] == ["alloc.json"]
 
 
@@ -83,7 +83,7 @@ def test_a_value_json_cannot_hold_fails_the_save_and_keeps_the_old_file(tmp_path
 
 
 def good_document() -> dict:
-    return json.loads(Allocation.uniform(TINY, 10, model="tiny").to_json())
+    return json.loads(allocation_to_json(Allocation.uniform(TINY, 10, model="tiny")))
 
 
 def edit(change):
@@ -143,7 +143,7 @@ def test_a_malformed_file_gives_one_message_naming_the_file_and_the_field(tmp_pa
     path = tmp_path / "broken.json"
     path.write_text(make_text())
     with pytest.raises(UserError) as err:
-        Allocation.load(path)
+        load_allocation(path)
     assert err.value.source == str(path)
     assert err.value.field == field
     assert str(path) in str(err.value)
@@ -154,24 +154,24 @@ def test_a_malformed_file_gives_one_message_naming_the_file_and_the_field(tmp_pa
 
 
 def test_a_profile_for_another_geometry_says_what_it_was_made_for(tmp_path):
-    path = searched().save(tmp_path / "alloc.json")
+    path = save_allocation(searched(), tmp_path / "alloc.json")
     other = ModelGeometry(num_layers=24, num_query_heads=32, num_kv_heads=8, head_dim=64, max_positions=8192)
     with pytest.raises(UserError) as err:
-        Allocation.load(path, expect_geometry=other)
+        load_allocation(path, expect_geometry=other)
     assert err.value.field == "$.geometry"
     assert "made for 30 layers × 3 KV heads, this model has 24 × 8" in str(err.value)
 
 
 def test_a_profile_for_another_head_dim_is_refused_but_another_dtype_is_not(tmp_path):
-    path = searched().save(tmp_path / "alloc.json")
+    path = save_allocation(searched(), tmp_path / "alloc.json")
     wider = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=128, max_positions=8192)
     with pytest.raises(UserError) as err:
-        Allocation.load(path, expect_geometry=wider)
+        load_allocation(path, expect_geometry=wider)
     assert err.value.field == "$.geometry.head_dim"
     bf16 = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=4096, dtype_bytes=2)
-    assert Allocation.load(path, expect_geometry=bf16).geometry == SMOLLM
+    assert load_allocation(path, expect_geometry=bf16).geometry == SMOLLM
 
 
 def test_a_missing_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="no such file"):
-        Allocation.load(tmp_path / "nope.json")
+        load_allocation(tmp_path / "nope.json")

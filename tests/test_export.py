@@ -5,10 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from evolalloc.allocation import Allocation
-from evolalloc.errors import UserError
-from evolalloc.export import compression_ratios, export_allocation, export_json, export_kvpress, export_text
-from evolalloc.geometry import ModelGeometry
+from evolalloc.core.allocation import Allocation
+from evolalloc.core.allocation_file import load_allocation
+from evolalloc.core.errors import UserError
+from evolalloc.export.formats import compression_ratios, export_allocation, export_json, export_kvpress, export_text
+from evolalloc.core.geometry import ModelGeometry
 
 GEOMETRY = ModelGeometry(num_layers=4, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096)
 
@@ -63,7 +64,7 @@ def test_the_json_export_loads_back_as_the_same_allocation(tmp_path):
     original = head_profile()
     path = tmp_path / "out.json"
     path.write_text(export_json(original))
-    assert np.array_equal(Allocation.load(path).budgets, original.budgets)
+    assert np.array_equal(load_allocation(path).budgets, original.budgets)
 
 
 def test_export_allocation_writes_the_file_it_names(tmp_path):

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from evolalloc.objective import ObjectiveSettings, cache_score, fitness_value
+from evolalloc.core.objective import ObjectiveSettings, cache_score, fitness_value
 
 
 def test_cache_score_is_one_exactly_at_the_target():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evolalloc.allocation import Allocation
+from evolalloc.core.allocation_file import load_allocation
 
 
 def tiny_recipe(tmp_path: Path, model_dir: Path, **changes) -> Path:
@@ -38,9 +38,9 @@ def evolalloc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
-    from evolalloc.pipeline import search_run
-    from evolalloc.recipe import load_recipe
-    from evolalloc.recipe_run import create_run_folder
+    from evolalloc.pipeline.run import search_run
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.config.run_folder import create_run_folder
 
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
     run = create_run_folder(recipe, tmp_path / "runs")
@@ -49,11 +49,11 @@ def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
     for expected in ("recipe.yaml", "study.db", "search_checkpoint.pkl", "allocation-c24.json", "allocation-c48.json",
                      "comparison.json", "report.md", "budgets-per-layer.png", "fitness-over-evaluations.png", "score-vs-budget.png"):
         assert expected in names, expected
-    profile = Allocation.load(run / "allocation-c24.json")
+    profile = load_allocation(run / "allocation-c24.json")
     assert profile.total == 24 * 4 * 2  # completed to the exact target total
     assert profile.provenance["method"] == "evolved" and profile.provenance["evaluations"] == 2 * 2 * 6
     assert profile.provenance["population"] == 6
-    assert Allocation.load(run / "allocation-c48.json").total == 48 * 4 * 2
+    assert load_allocation(run / "allocation-c48.json").total == 48 * 4 * 2
     comparison = json.loads((run / "comparison.json").read_text())
     assert {row["method"] for row in comparison["rows"]} == {"evolved", "uniform", "pyramid", "streaming"}
     assert "| evolved" in (run / "report.md").read_text()
@@ -99,9 +99,9 @@ def test_a_run_killed_mid_search_resumes_and_finishes_with_every_evaluation_once
     import optuna
 
     from evolalloc.engine.local import LocalEvaluator
-    from evolalloc.pipeline import resume_run, search_run
-    from evolalloc.recipe import load_recipe
-    from evolalloc.recipe_run import create_run_folder
+    from evolalloc.pipeline.run import resume_run, search_run
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.config.run_folder import create_run_folder
 
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
     run = create_run_folder(recipe, tmp_path / "runs")
@@ -122,7 +122,7 @@ def test_a_run_killed_mid_search_resumes_and_finishes_with_every_evaluation_once
     study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{run / 'study.db'}")
     keys = [(t.user_attrs["group"], t.user_attrs["generation"], t.user_attrs["candidate"]) for t in study.trials]
     assert len(keys) == len(set(keys)) == 2 * 2 * 6  # every evaluation stored exactly once
-    assert Allocation.load(run / "allocation-c24.json").total == 24 * 4 * 2
+    assert load_allocation(run / "allocation-c24.json").total == 24 * 4 * 2
     assert (run / "report.md").exists()
 
 
@@ -142,7 +142,7 @@ def test_the_commands_around_a_finished_run(tmp_path, tiny_model_dir):
 
     expanded = evolalloc("expand", str(run / "allocation-c24.json"), "--to", "96", cwd=tmp_path)
     assert expanded.returncode == 0, expanded.stderr
-    assert Allocation.load(run / "allocation-c96.json").total == 96 * 4 * 2
+    assert load_allocation(run / "allocation-c96.json").total == 96 * 4 * 2
     again = evolalloc("expand", str(run / "allocation-c24.json"), "--to", "96", cwd=tmp_path)
     assert again.returncode != 0 and "not overwriting" in again.stderr
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from evolalloc.errors import UserError
-from evolalloc.recipe import load_recipe, recipe_from_dict
-from evolalloc.recipe_run import (
+from evolalloc.core.errors import UserError
+from evolalloc.config.recipe import load_recipe, recipe_from_dict
+from evolalloc.config.run_folder import (
     CHECKPOINT_FILE, RECIPE_FILE, STUDY_FILE, allocation_filename, create_run_folder, load_run_recipe,
 )
 
@@ -82,7 +82,7 @@ def test_search_kwargs_build_the_search_config_the_loop_runs():
 
 
 def test_the_optimizer_names_a_recipe_accepts_are_the_registered_back_ends():
-    from evolalloc.recipe_schema import OPTIMIZERS
+    from evolalloc.config.schema import OPTIMIZERS
     from evolalloc.search.optimizers import optimizer_names
 
     assert sorted(OPTIMIZERS) == sorted(optimizer_names())

@@ -2,8 +2,8 @@
 
 import pytest
 
-from evolalloc.errors import UserError
-from evolalloc.recipe import load_recipe
+from evolalloc.core.errors import UserError
+from evolalloc.config.recipe import load_recipe
 
 GOOD = """\
 name: demo

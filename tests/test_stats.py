@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from evolalloc.stats import align, bootstrap_mean, paired_test
+from evolalloc.report.stats import align, bootstrap_mean, paired_test
 
 
 def test_the_interval_contains_the_mean_and_narrows_with_more_instances():

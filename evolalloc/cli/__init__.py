@@ -34,7 +34,7 @@ _register()
 
 def run() -> None:
     """Console entry point: user errors become one clear line and exit status 2."""
-    from evolalloc.errors import UserError
+    from evolalloc.core.errors import UserError
 
     _quiet_libraries()
     try:

@@ -25,7 +25,7 @@ def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_ca
     """Per-candidate evaluation time: cached prefill records vs re-prefilling, and the decode floor."""
     import torch
 
-    from evolalloc.bench import bench_eval
+    from evolalloc.bench.eval import bench_eval
     from evolalloc.runtime.model import load_model
 
     if threads:
@@ -48,7 +48,7 @@ def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_ca
 @click.option("--seed", default=0, show_default=True)
 def bench_workers_cmd(model_spec, prompts, context_tokens, candidates, batch_size, repeats, seed):
     """Candidate evaluations per minute: local (1 thread) vs Ray 1 x 1 thread vs Ray 2 x 1 thread."""
-    from evolalloc.bench_workers import bench_workers
+    from evolalloc.bench.workers import bench_workers
 
     result = bench_workers(model_spec, prompts=prompts, context_tokens=context_tokens, candidates=candidates,
                            batch_size=batch_size, repeats=repeats, seed=seed, log=lambda m: click.echo(m, err=True))

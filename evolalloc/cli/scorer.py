@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from evolalloc.cli import main
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 
 _MODEL = click.option("--model", "model_spec", default="bundled:smollm2-135m-instruct", show_default=True, help="Model spec.")
 _THREADS = click.option("--threads", type=int, default=1, show_default=True, help="torch threads (the machine is shared).")

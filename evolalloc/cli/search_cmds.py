@@ -27,9 +27,9 @@ def search(recipe, overrides, name, runs_dir, progress):
 
     Creates runs/<name>/ (never overwrites one). If the run is killed, `evolalloc resume` continues it.
     """
-    from evolalloc.pipeline import search_run
-    from evolalloc.recipe import load_recipe
-    from evolalloc.recipe_run import create_run_folder
+    from evolalloc.pipeline.run import search_run
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.config.run_folder import create_run_folder
 
     loaded = load_recipe(recipe, overrides)
     run_dir = create_run_folder(loaded, runs_dir, name)
@@ -45,7 +45,7 @@ def search(recipe, overrides, name, runs_dir, progress):
 @progress_option
 def resume(run, progress):
     """Continue a killed run at the generation it was in (finished evaluations are re-used)."""
-    from evolalloc.pipeline import resume_run
+    from evolalloc.pipeline.run import resume_run
     from evolalloc.report.summary import show_run
 
     resume_run(run, progress=progress)
@@ -65,16 +65,16 @@ def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progres
 
     Prints the mean score with a 95% bootstrap interval and each instance's prediction.
     """
-    from evolalloc.allocation import Allocation
-    from evolalloc.experiment import Experiment
-    from evolalloc.stats import bootstrap_mean
+    from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.report.stats import bootstrap_mean
 
     recipe = _recipe(recipe_path, run_dir, overrides)
     experiment = Experiment(recipe, progress=progress)
     if allocation in BASELINES:
         chosen = experiment.baseline(allocation, budget or recipe.budget.target)
     else:
-        chosen = Allocation.load(allocation, expect_geometry=experiment.geometry)
+        chosen = load_allocation(allocation, expect_geometry=experiment.geometry)
     (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
     if not result.ok:
         raise click.ClickException(f"evaluation failed: {result.error}")
@@ -90,12 +90,12 @@ def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progres
 @progress_option
 def compare(run, progress):
     """Re-run the held-out comparison of RUN's profiles vs the baselines and rewrite its report."""
-    import time
 
-    from evolalloc.allocation import Allocation
-    from evolalloc.experiment import Experiment
-    from evolalloc.pipeline import compare as compare_profiles
-    from evolalloc.recipe_run import load_run_recipe
+
+    from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.run import compare as compare_profiles
+    from evolalloc.config.run_folder import load_run_recipe
     from evolalloc.report.summary import allocation_files, show_run
 
     recipe = load_run_recipe(run)
@@ -103,7 +103,7 @@ def compare(run, progress):
     files = allocation_files(run)
     if not files:
         raise click.ClickException(f"{run} has no allocation-c*.json yet: finish the search first (evolalloc resume {run})")
-    profiles = {budget: Allocation.load(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
+    profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
     compare_profiles(run, recipe, experiment, profiles)
     click.echo(show_run(run))
 
@@ -115,15 +115,15 @@ def compare(run, progress):
 @click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: beside ALLOCATION.")
 def expand(allocation, targets, min_budget, out_dir):
     """Carry a profile to larger budgets by EvolKV's proportional rule (no new search)."""
-    from evolalloc.allocation import Allocation
-    from evolalloc.recipe_run import allocation_filename
+    from evolalloc.core.allocation_file import load_allocation, save_allocation
+    from evolalloc.config.run_folder import allocation_filename
 
-    source = Allocation.load(allocation)
+    source = load_allocation(allocation)
     for target in targets:
         path = (out_dir or allocation.parent) / allocation_filename(target)
         if path.exists():
             raise click.ClickException(f"{path} exists; not overwriting it (use --out-dir)")
-        source.expand(target, min_budget=min_budget).save(path)
+        save_allocation(source.expand(target, min_budget=min_budget), path)
         click.echo(f"wrote {path}")
 
 
@@ -134,10 +134,10 @@ def expand(allocation, targets, min_budget, out_dir):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Default: print to stdout.")
 def export(allocation, fmt, context_length, output):
     """Export a profile for a serving stack: evolalloc JSON, or a kvpress per-layer table."""
-    from evolalloc.allocation import Allocation
-    from evolalloc.export import export_allocation, export_text
+    from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.export.formats import export_allocation, export_text
 
-    source = Allocation.load(allocation)
+    source = load_allocation(allocation)
     if output is None:
         click.echo(export_text(source, fmt, context_length=context_length))
     else:
@@ -154,8 +154,8 @@ def show(run):
 
 
 def _recipe(recipe_path, run_dir, overrides):
-    from evolalloc.recipe import load_recipe
-    from evolalloc.recipe_run import load_run_recipe
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.config.run_folder import load_run_recipe
 
     if bool(recipe_path) == bool(run_dir):
         raise click.UsageError("give exactly one of --recipe or --run")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from evolalloc.cli import main
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 
 PROMPT_HEAD = 700
 PROMPT_TAIL = 500

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 
 # experiment -> (split, pool). Weak, so a dropped experiment does not keep actors alive here.
 _POOLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from evolalloc.learned.reward import cost_per_budget, optimal_cost, ranking_cost
 from evolalloc.learned.traces import TraceSet
 from evolalloc.runtime.prefill import prefill
-from evolalloc.stats import bootstrap_mean, paired_test
+from evolalloc.report.stats import bootstrap_mean, paired_test
 
 CURVE_BUDGETS = (8, 16, 32, 64, 128, 256, 512)
 FAMILIES = ("early layers", "middle layers", "late layers")

@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping
 
-from evolalloc.errors import UserError
-from evolalloc.fileio import write_atomic
-from evolalloc.stats import RESAMPLES, Interval, PairedTest, align, bootstrap_mean, paired_test
+from evolalloc.core.errors import UserError
+from evolalloc.core.fileio import write_atomic
+from evolalloc.report.stats import RESAMPLES, Interval, PairedTest, align, bootstrap_mean, paired_test
 
 REFERENCE = "evolved"
 # Baselines first in a fixed order so tables and plots read the same in every run.

@@ -11,8 +11,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from evolalloc.fileio import write_atomic
-from evolalloc.recipe_run import REPORT_FILE
+from evolalloc.core.fileio import write_atomic
+from evolalloc.config.run_folder import REPORT_FILE
 from evolalloc.report.comparison import REFERENCE, ComparisonRow
 from evolalloc.report.plots import best_so_far
 from evolalloc.report.plots import record_field as _get

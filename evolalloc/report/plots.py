@@ -19,7 +19,7 @@ matplotlib.use("Agg")  # headless: no display on servers, and no GUI event loop 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from evolalloc.allocation import Allocation  # noqa: E402
+from evolalloc.core.allocation import Allocation  # noqa: E402
 from evolalloc.report.comparison import ComparisonRow  # noqa: E402
 
 # One colour per method in every plot, so a reader learns them once.

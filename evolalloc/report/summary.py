@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from evolalloc.allocation import Allocation
-from evolalloc.errors import UserError
-from evolalloc.recipe_run import CHECKPOINT_FILE, COMPARISON_FILE, REPORT_FILE, STUDY_FILE, load_run_recipe
+from evolalloc.core.allocation_file import load_allocation
+from evolalloc.core.errors import UserError
+from evolalloc.config.run_folder import CHECKPOINT_FILE, COMPARISON_FILE, REPORT_FILE, STUDY_FILE, load_run_recipe
 from evolalloc.report.comparison import REFERENCE, load_comparison
 from evolalloc.report.markdown import fmt_p
 
@@ -31,7 +31,7 @@ def allocation_files(run_dir: str | Path) -> dict[float, Path]:
 
 def _profile_line(budget: float, path: Path) -> str:
     try:
-        alloc = Allocation.load(path)
+        alloc = load_allocation(path)
     except UserError as err:
         return f"  c = {budget:g}: unreadable ({err})"
     per_layer = alloc.budgets.mean(axis=1)

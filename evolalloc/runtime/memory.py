@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evolalloc.geometry import ModelGeometry
+from evolalloc.core.geometry import ModelGeometry
 
 
 @dataclass(frozen=True)

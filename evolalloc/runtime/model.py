@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from evolalloc.errors import UserError
-from evolalloc.geometry import ModelGeometry
+from evolalloc.core.errors import UserError
+from evolalloc.core.geometry import ModelGeometry
 
 log = logging.getLogger(__name__)
 

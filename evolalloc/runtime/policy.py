@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from evolalloc.fileio import write_atomic
+from evolalloc.core.fileio import write_atomic
 
 FORMAT = "evolalloc-policy"
 VERSION = 1

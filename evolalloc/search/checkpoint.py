@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from evolalloc.search.config import SearchConfig
-from evolalloc.fileio import write_atomic
+from evolalloc.core.fileio import write_atomic
 
 CHECKPOINT_NAME = "search_checkpoint.pkl"
 FORMAT_VERSION = 1

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 
 from searchspaces import SearchSpace, get_search_space
 
-from evolalloc.errors import UserError
-from evolalloc.objective import ObjectiveSettings
+from evolalloc.core.errors import UserError
+from evolalloc.core.objective import ObjectiveSettings
 from evolalloc.search.optimizers import check_optimizer_name
 
 CACHE_SCOPES = ("group", "allocation")

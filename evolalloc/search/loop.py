@@ -26,7 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from evolalloc.engine.base import EvalResult, Evaluator
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 from evolalloc.search.checkpoint import Checkpoint, checkpoint_path, load_checkpoint, save_checkpoint
 from evolalloc.search.config import SearchConfig
 from evolalloc.search.optimizers import AskTellOptimizer, get_optimizer

@@ -28,7 +28,7 @@ import optuna
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 
 _KEYS = ("group", "generation", "candidate")
 JOURNAL_PREFIX = "journal:"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evolalloc.engine.local import LocalEvaluator
-from evolalloc.experiment import Experiment
-from evolalloc.recipe import recipe_from_dict
+from evolalloc.pipeline.experiment import Experiment
+from evolalloc.config.recipe import recipe_from_dict
 from tests.engine.conftest import CONTEXT_TOKENS, allocations
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 from evolalloc.report.comparison import compare_scores, load_comparison, save_comparison
 
 

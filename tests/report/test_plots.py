@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from evolalloc.allocation import Allocation
+from evolalloc.core.allocation import Allocation
 from evolalloc.report.plots import (
     best_so_far, plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget,
 )

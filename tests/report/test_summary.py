@@ -2,8 +2,9 @@
 
 import pytest
 
-from evolalloc.errors import UserError
-from evolalloc.recipe_run import create_run_folder
+from evolalloc.core.errors import UserError
+from evolalloc.core.allocation_file import save_allocation
+from evolalloc.config.run_folder import create_run_folder
 from evolalloc.report.comparison import save_comparison
 from evolalloc.report.summary import allocation_files, show_run
 
@@ -16,8 +17,8 @@ def test_a_fresh_run_is_reported_as_not_searched(recipe, tmp_path):
 
 def test_a_finished_run_lists_its_profiles_and_comparison(recipe, profiles, rows, tmp_path):
     folder = create_run_folder(recipe, runs_dir=tmp_path)
-    profiles["evolved"].save(folder / "allocation-c64.json")
-    profiles["evolved"].expand(128).save(folder / "allocation-c128.json")
+    save_allocation(profiles["evolved"], folder / "allocation-c64.json")
+    save_allocation(profiles["evolved"].expand(128), folder / "allocation-c128.json")
     save_comparison(rows, folder / "comparison.json")
     (folder / "report.md").write_text("# report\n")
     text = show_run(folder)
@@ -30,7 +31,7 @@ def test_a_finished_run_lists_its_profiles_and_comparison(recipe, profiles, rows
 
 def test_allocation_files_are_found_by_budget_in_order(tmp_path, profiles):
     for c in (256, 64, 128):
-        profiles["evolved"].expand(c).save(tmp_path / f"allocation-c{c}.json")
+        save_allocation(profiles["evolved"].expand(c), tmp_path / f"allocation-c{c}.json")
     (tmp_path / "uniform-c64.json").write_text("{}")
     assert list(allocation_files(tmp_path)) == [64.0, 128.0, 256.0]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 from evolalloc.runtime.compress import compress
 from evolalloc.runtime.memory import cache_memory
 from evolalloc.runtime.model import load_model
@@ -50,7 +50,7 @@ def test_an_unknown_dtype_is_refused(tmp_path):
 
 
 def test_a_local_folder_loads_in_bfloat16_and_decodes(tmp_path):
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     from evolalloc.runtime.decode import DecodeSettings, generate
     from tests.runtime.conftest import TINY

@@ -9,8 +9,8 @@ import numpy as np
 import optuna
 import pytest
 
-from evolalloc.errors import UserError
-from evolalloc.objective import cache_score, fitness_value
+from evolalloc.core.errors import UserError
+from evolalloc.core.objective import cache_score, fitness_value
 from evolalloc.search import default_popsize, run_search
 from evolalloc.search.optimizers.pycma import PycmaOptimizer
 from tests.search.fakes import HEADS, LAYERS, TARGET, MoreCacheIsBetter, ProfileEvaluator, profile_error, small_config

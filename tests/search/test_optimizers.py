@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 from evolalloc.search.optimizers import AskTellOptimizer, get_optimizer
 from evolalloc.search.optimizers.pycma import PycmaOptimizer, failed_loss
 

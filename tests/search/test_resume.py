@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import evolalloc.fileio
+import evolalloc.core.fileio
 
 import numpy as np
 import pytest
 
 import evolalloc.search.loop as loop
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 from evolalloc.search import resume_search, run_search
 from evolalloc.search.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from tests.search.fakes import ProfileEvaluator, SimulatedKill, small_config
@@ -119,7 +119,7 @@ def test_a_checkpoint_write_that_fails_leaves_the_previous_one_intact(tmp_path, 
     def broken_fsync(fd):
         raise OSError("disk full")  # the temp file is written, then the disk fails
 
-    monkeypatch.setattr(evolalloc.fileio.os, "fsync", broken_fsync)
+    monkeypatch.setattr(evolalloc.core.fileio.os, "fsync", broken_fsync)
     with pytest.raises(OSError, match="disk full"):
         save_checkpoint(run_dir, checkpoint)
     assert checkpoint_path(run_dir).read_bytes() == before

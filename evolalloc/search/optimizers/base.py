@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 
 
 class AskTellOptimizer(ABC):

@@ -6,7 +6,7 @@
 
 Every problem (unreadable file, bad YAML, unknown or missing key, wrong type, bad value, an
 unknown task or scorer) raises one ``UserError(message, source=<file or --set>, field=<dotted
-key>)`` before anything is written. The sections and their defaults are in ``recipe_schema``.
+key>)`` before anything is written. The sections and their defaults are in ``evolalloc.config.schema``.
 
 A loaded ``Recipe`` is *resolved*: seeds left null take the recipe's ``seed``, expansions left
 null become ``[2c, 4c]`` and the name defaults to the file's stem, so ``to_yaml()`` writes down
@@ -24,8 +24,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from evolalloc.errors import UserError
-from evolalloc.recipe_schema import BASELINES, FieldProblem, RecipeData, build_section, describe, unknown_key
+from evolalloc.core.errors import UserError
+from evolalloc.config.schema import BASELINES, FieldProblem, RecipeData, build_section, describe, unknown_key
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")

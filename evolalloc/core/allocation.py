@@ -2,7 +2,7 @@
 
 This is what a search produces and what the eviction runtime loads. In memory the budgets are
 an int64 array ``[num_layers, num_kv_heads]``; on disk they are nested lists inside a versioned
-JSON document (see ``allocation_io`` and ``schema/allocation.schema.json``).
+JSON document (see ``allocation_file`` and ``schema/allocation.schema.json``).
 
 Budget arithmetic lives here too, as pure functions on arrays:
 
@@ -15,12 +15,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from pathlib import Path
 
 import numpy as np
 
 from evolalloc import __version__
-from evolalloc.geometry import ModelGeometry
+from evolalloc.core.geometry import ModelGeometry
 
 FORMAT = "evolalloc.allocation"
 FORMAT_VERSION = 1
@@ -317,35 +316,3 @@ class Allocation:
             scorer_params={"sinks": sinks, **(scorer_params or {})}, provenance=provenance,
         )
         return replace(uniform, provenance=dict(uniform.provenance, method="streaming"))
-
-    # -- files ---------------------------------------------------------------------------
-
-    def to_dict(self) -> dict:
-        """The JSON document as plain Python objects (budgets as nested lists)."""
-        from evolalloc import allocation_io
-
-        return allocation_io.to_dict(self)
-
-    def to_json(self) -> str:
-        from evolalloc import allocation_io
-
-        return allocation_io.to_json(self)
-
-    def save(self, path: str | Path) -> Path:
-        """Write atomically (temp file + ``os.replace``); returns the path."""
-        from evolalloc import allocation_io
-
-        return allocation_io.save(self, path)
-
-    @classmethod
-    def from_json(cls, text: str, *, source: str = "<string>", expect_geometry: ModelGeometry | None = None) -> Allocation:
-        from evolalloc import allocation_io
-
-        return allocation_io.parse(text, source=source, expect_geometry=expect_geometry)
-
-    @classmethod
-    def load(cls, path: str | Path, expect_geometry: ModelGeometry | None = None) -> Allocation:
-        """Read and validate a file; ``UserError`` naming the file and field on any problem."""
-        from evolalloc import allocation_io
-
-        return allocation_io.load(path, expect_geometry=expect_geometry)

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from evolalloc.allocation import Allocation
-from evolalloc.errors import UserError
+from evolalloc.core.allocation import Allocation
+from evolalloc.core.allocation_file import allocation_to_json
+from evolalloc.core.errors import UserError
 
 FORMATS = ("json", "kvpress")
 KVPRESS_FORMAT = "evolalloc.kvpress"
@@ -75,8 +76,8 @@ def export_kvpress(allocation: Allocation, context_length: int | None = None) ->
 
 
 def export_json(allocation: Allocation) -> str:
-    """The allocation file itself (``evolalloc.allocation``), as the runtime loads it."""
-    return allocation.to_json()
+    """The allocation file itself (``evolalloc.core.allocation``), as the runtime loads it."""
+    return allocation_to_json(allocation)
 
 
 def export_text(allocation: Allocation, fmt: str, *, context_length: int | None = None) -> str:
@@ -95,7 +96,7 @@ def export_text(allocation: Allocation, fmt: str, *, context_length: int | None 
 
 def export_allocation(allocation: Allocation, fmt: str, path: str | Path, *, context_length: int | None = None) -> Path:
     """Write ``export_text(...)`` to ``path`` atomically; returns the path."""
-    from evolalloc.fileio import write_atomic
+    from evolalloc.core.fileio import write_atomic
 
     text = export_text(allocation, fmt, context_length=context_length)
     path = Path(path)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from evolalloc.errors import UserError
-from evolalloc.fileio import write_atomic
-from evolalloc.recipe import Recipe, load_recipe
+from evolalloc.core.errors import UserError
+from evolalloc.core.fileio import write_atomic
+from evolalloc.config.recipe import Recipe, load_recipe
 
 RECIPE_FILE = "recipe.yaml"
 STUDY_FILE = "study.db"

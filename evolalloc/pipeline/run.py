@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from evolalloc.allocation import Allocation
-from evolalloc.experiment import Experiment
-from evolalloc.recipe_run import COMPARISON_FILE, allocation_filename, load_run_recipe
+from evolalloc.core.allocation import Allocation
+from evolalloc.core.allocation_file import save_allocation
+from evolalloc.pipeline.experiment import Experiment
+from evolalloc.config.run_folder import COMPARISON_FILE, allocation_filename, load_run_recipe
 from evolalloc.search import SearchConfig, resume_search, run_search
 
 HELDOUT = "heldout"
@@ -62,7 +63,7 @@ def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation) -> 
     for budget in recipe.budget.expansions:
         profiles[float(budget)] = evolved.expand(budget, min_budget=experiment.min_budget())
     for budget, allocation in profiles.items():
-        allocation.save(run_dir / allocation_filename(budget))
+        save_allocation(allocation, run_dir / allocation_filename(budget))
     return profiles
 
 
@@ -89,7 +90,7 @@ def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float,
 
 
 def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float) -> Path:
-    from evolalloc.recipe_run import PLOT_FITNESS, PLOT_HEAD_BUDGETS, PLOT_LAYER_BUDGETS, PLOT_SCORE_VS_BUDGET
+    from evolalloc.config.run_folder import PLOT_FITNESS, PLOT_HEAD_BUDGETS, PLOT_LAYER_BUDGETS, PLOT_SCORE_VS_BUDGET
     from evolalloc.report.markdown import write_report
     from evolalloc.report.plots import plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget
 

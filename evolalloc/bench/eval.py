@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from evolalloc.allocation import complete_budgets
+from evolalloc.core.allocation import complete_budgets
 
 
 @dataclass

@@ -71,7 +71,7 @@ def bench_workers(model_spec: str, *, prompts: int = 4, context_tokens: int = 10
     import ray
     import torch
 
-    from evolalloc.bench import random_allocations
+    from evolalloc.bench.eval import random_allocations
     from evolalloc.engine.local import LocalEvaluator
     from evolalloc.engine.ray_cluster import start_local_ray
     from evolalloc.engine.ray_engine import RayEvaluator, RayWorkerPool

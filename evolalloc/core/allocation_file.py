@@ -23,10 +23,10 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 
-from evolalloc.allocation import FORMAT, FORMAT_VERSION, Allocation
-from evolalloc.fileio import write_atomic
-from evolalloc.errors import UserError
-from evolalloc.geometry import ModelGeometry
+from evolalloc.core.allocation import FORMAT, FORMAT_VERSION, Allocation
+from evolalloc.core.fileio import write_atomic
+from evolalloc.core.errors import UserError
+from evolalloc.core.geometry import ModelGeometry
 
 # Fields of the geometry an allocation must share with the model it is loaded for. dtype_bytes
 # and max_positions are left out on purpose: a profile searched in fp32 applies unchanged in
@@ -37,7 +37,7 @@ _MATCHED_GEOMETRY = ("num_layers", "num_kv_heads", "num_query_heads", "head_dim"
 @lru_cache(maxsize=1)
 def schema() -> dict:
     """The published JSON Schema of an allocation file."""
-    text = resources.files("evolalloc").joinpath("schema/allocation.schema.json").read_text(encoding="utf-8")
+    text = resources.files("evolalloc.core").joinpath("schema/allocation.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 
@@ -53,7 +53,7 @@ def _plain(value):
     raise TypeError(f"cannot write {type(value).__name__} to an allocation file: {value!r}")
 
 
-def to_dict(alloc: Allocation) -> dict:
+def allocation_to_dict(alloc: Allocation) -> dict:
     """The document as plain objects, keys in the order a reader wants them."""
     target = alloc.target
     return {
@@ -70,12 +70,12 @@ def to_dict(alloc: Allocation) -> dict:
     }
 
 
-def to_json(alloc: Allocation) -> str:
+def allocation_to_json(alloc: Allocation) -> str:
     """Indented JSON with one budget row (layer) per line, so a diff shows which layer changed.
 
     Raises ``ValueError`` for NaN or infinity anywhere (they are not JSON).
     """
-    data = to_dict(alloc)
+    data = allocation_to_dict(alloc)
     rows = data["budgets"]
     marker = f"@budgets-{uuid.uuid4().hex}@"
     data["budgets"] = marker
@@ -84,10 +84,10 @@ def to_json(alloc: Allocation) -> str:
     return text.replace(json.dumps(marker), "[\n" + body + "\n  ]") + "\n"
 
 
-def save(alloc: Allocation, path: str | Path) -> Path:
+def save_allocation(alloc: Allocation, path: str | Path) -> Path:
     """Write via a temp file in the same folder and ``os.replace``: a crash leaves the old file
     or the new one, never half of one."""
-    return write_atomic(path, to_json(alloc))  # serialised first: a bad value writes nothing
+    return write_atomic(path, allocation_to_json(alloc))  # serialised first: a bad value writes nothing
 
 
 
@@ -214,7 +214,7 @@ def check_geometry(alloc: Allocation, expected: ModelGeometry, source: str) -> N
             )
 
 
-def from_dict(data, *, source: str, expect_geometry: ModelGeometry | None = None) -> Allocation:
+def allocation_from_dict(data, *, source: str, expect_geometry: ModelGeometry | None = None) -> Allocation:
     """Validate a decoded document and build the ``Allocation``."""
     if not isinstance(data, dict):
         raise UserError(f"expected a JSON object at the top level, got {_json_type(data)}", source=source, field="$")
@@ -243,7 +243,7 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def parse(text: str, *, source: str = "<string>", expect_geometry: ModelGeometry | None = None) -> Allocation:
+def parse_allocation(text: str, *, source: str = "<string>", expect_geometry: ModelGeometry | None = None) -> Allocation:
     """Decode and validate JSON text; ``source`` names it in errors."""
     try:
         data = json.loads(text, parse_constant=_reject_constant)
@@ -252,10 +252,10 @@ def parse(text: str, *, source: str = "<string>", expect_geometry: ModelGeometry
                         field=f"line {err.lineno}, column {err.colno}") from None
     except ValueError as err:  # NaN / Infinity, which Python's json would otherwise accept
         raise UserError(f"not valid JSON: {err}", source=source) from None
-    return from_dict(data, source=source, expect_geometry=expect_geometry)
+    return allocation_from_dict(data, source=source, expect_geometry=expect_geometry)
 
 
-def load(path: str | Path, expect_geometry: ModelGeometry | None = None) -> Allocation:
+def load_allocation(path: str | Path, expect_geometry: ModelGeometry | None = None) -> Allocation:
     """Read and validate an allocation file."""
     source = str(path)
     try:
@@ -264,4 +264,4 @@ def load(path: str | Path, expect_geometry: ModelGeometry | None = None) -> Allo
         raise UserError("no such file", source=source) from None
     except (OSError, UnicodeDecodeError) as err:
         raise UserError(f"cannot read: {err}", source=source) from None
-    return parse(text, source=source, expect_geometry=expect_geometry)
+    return parse_allocation(text, source=source, expect_geometry=expect_geometry)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from evolalloc.allocation import Allocation
+from evolalloc.core.allocation import Allocation
 from evolalloc.engine.base import Evaluator
 from evolalloc.engine.factory import make_evaluator
 from evolalloc.engine.local import prefill_instances
-from evolalloc.errors import UserError
+from evolalloc.core.errors import UserError
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
 

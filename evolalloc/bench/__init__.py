@@ -1,0 +1,1 @@
+"""Benchmarks that print a figure (never timed tests): ``evolalloc bench eval|workers``."""

@@ -1,0 +1,1 @@
+"""Run recipes (YAML sections, defaults, validation in one place) and run folders."""

@@ -1,0 +1,1 @@
+"""Export a budget profile for other tools (``evolalloc export --format NAME``)."""
