@@ -1,0 +1,101 @@
+"""A job's progress, read from what its worker leaves: the trial store and the run folder.
+
+The search writes every finished evaluation to its Optuna study (``evolalloc.search.store``)
+and the config it searches with into the study's ``config`` attribute, so evaluations done,
+evaluations planned and the best fitness so far all come from there; the run folder tells the
+phase (search -> compare -> done). Nothing here imports torch (optuna does not).
+
+A SQLite or journal store that does not exist yet is not opened: opening would create it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evolalloc.config.run_folder import REPORT_FILE
+from evolalloc.search.checkpoint import checkpoint_path
+from evolalloc.search.loop import STUDY_FILE
+from evolalloc.service.recipes import _MEMORY, storage_file
+
+_storages: dict[str, object] = {}
+_storages_lock = threading.Lock()
+
+
+@dataclass
+class Progress:
+    done: int = 0
+    planned: int | None = None
+    best_fitness: float | None = None
+    phase: str | None = None
+    history: list[dict] = field(default_factory=list)  # one entry per stored evaluation, search order
+    best_budgets: list[list[int]] | None = None  # [layers][kv_heads] of the best evaluation so far
+
+
+def study_url(run_dir: Path, storage: str | None) -> str:
+    """The trial store's URL, as ``evolalloc.search.loop.storage_url`` computes it."""
+    return storage or f"sqlite:///{(run_dir.resolve() / STUDY_FILE).as_posix()}"
+
+
+def _storage(url: str):
+    from evolalloc.search.store import open_storage
+
+    with _storages_lock:
+        if url not in _storages:
+            import optuna
+
+            opened = open_storage(url)
+            _storages[url] = optuna.storages.RDBStorage(opened) if isinstance(opened, str) else opened
+        return _storages[url]
+
+
+def phase_of(run_dir: Path) -> str | None:
+    if (run_dir / REPORT_FILE).exists():
+        return "done"
+    if any(run_dir.glob("allocation-c*.json")):
+        return "compare"
+    if checkpoint_path(run_dir).exists():
+        return "search"
+    return "starting" if run_dir.exists() else None
+
+
+def read_progress(run_dir: Path, storage: str | None, study_name: str, *, with_history: bool = False) -> Progress:
+    """Progress of the run in ``run_dir`` (zeros when its study does not exist yet)."""
+    import optuna
+
+    from evolalloc.search.config import SearchConfig
+    from evolalloc.search.store import TrialStore
+
+    progress = Progress(phase=phase_of(run_dir))
+    url = study_url(run_dir, storage)
+    path = storage_file(url)
+    if path is _MEMORY or (path is not None and not Path(path).exists()):
+        return progress
+    try:
+        study = optuna.load_study(study_name=study_name, storage=_storage(url))
+    except KeyError:  # the study is not created yet
+        return progress
+    config_dict = study.user_attrs.get("config")
+    if not config_dict:
+        return progress
+    config = SearchConfig(**{**config_dict, "ratio_bounds": tuple(config_dict["ratio_bounds"])
+                             if config_dict.get("ratio_bounds") else None})
+    space = config.build_space()
+    progress.planned = sum(config.generations * config.popsize_for(len(units)) for units in space.groups())
+    records = TrialStore(study, space.ratio_bounds).records()
+    progress.done = len(records)
+    best = None
+    for record in records:
+        if record.ok and (best is None or record.fitness > best.fitness):
+            best = record
+        if with_history:
+            progress.history.append({
+                "group": record.group, "generation": record.generation, "candidate": record.candidate,
+                "state": record.state, "fitness": record.fitness, "task_score": record.task_score,
+                "mean_budget": record.mean_budget, "best_fitness": best.fitness if best else None,
+            })
+    if best is not None:
+        progress.best_fitness = best.fitness
+        progress.best_budgets = best.budgets
+    return progress
