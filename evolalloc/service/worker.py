@@ -30,7 +30,7 @@ import time
 import traceback
 from pathlib import Path
 
-LOCK_WAIT_SECONDS = 120.0
+LOCK_WAIT_SECONDS = float(os.environ.get("EVOLALLOC_WORKER_LOCK_WAIT", "120"))  # tests shorten it
 EXIT_USER_ERROR = 2
 EXIT_LOCKED = 75  # another worker still holds the job after LOCK_WAIT_SECONDS
 
