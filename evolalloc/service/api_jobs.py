@@ -11,7 +11,12 @@ from evolalloc.core.errors import UserError
 from evolalloc.service.db import ACTIVE_STATES, JOB_STATES, Job, Profile
 from evolalloc.service.jobs import JobError
 from evolalloc.service.progress import read_progress
-from evolalloc.service.recipes import SOURCE, check_confinement, check_schema, parse_body
+from evolalloc.service.recipes import (
+    SOURCE,
+    check_confinement,
+    check_schema,
+    parse_body,
+)
 
 router = APIRouter(tags=["jobs"])
 

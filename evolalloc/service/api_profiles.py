@@ -28,7 +28,7 @@ def get_profiles(request: Request, model: str | None = None, task: str | None = 
 @router.get("/profiles/{profile_id}")
 def get_profile(request: Request, profile_id: int,
                 budget: float | None = Query(None, gt=0, description="carry the profile to this average budget"),
-                format: str | None = Query(None, description="an export format (default: the allocation JSON)"),  # noqa: A002
+                format: str | None = Query(None, description="an export format (default: the allocation JSON)"),
                 context_length: int | None = Query(None, gt=0, description="prompt length, for ratio formats"),
                 min_budget: int | None = Query(None, ge=0, description="budget floor when expanding"),
                 download: bool = Query(False, description="ask the browser to save it as a file")):

@@ -28,8 +28,8 @@ from sqlalchemy import select, update
 
 import evolalloc
 from evolalloc.service.db import ACTIVE_STATES, Job, utcnow
-from evolalloc.service.progress import read_progress
 from evolalloc.service.profiles import register_run
+from evolalloc.service.progress import read_progress
 from evolalloc.service.settings import ServiceSettings
 from evolalloc.service.worker import EXIT_LOCKED, EXIT_USER_ERROR
 
@@ -183,7 +183,7 @@ class JobRunner:
                 self._update_progress(job)
                 try:
                     register_run(session, run_dir, job.id, min_budget=_min_budget(self.jobs_dir, job.id))
-                except Exception as err:  # noqa: BLE001 - a bad file is this job's failure, not the service's
+                except Exception as err:
                     log.exception("job %d: registering its profiles failed", job.id)
                     job.status, job.error = "failed", f"registering the profiles failed: {err}"
                 else:
@@ -213,7 +213,7 @@ class JobRunner:
         recipe = yaml.safe_load(job.recipe)
         try:
             progress = read_progress(self.settings.runs_dir / job.name, recipe.get("storage"), job.name)
-        except Exception:  # noqa: BLE001 - a study being created can be half there; try next tick
+        except Exception:
             log.debug("job %d: progress not readable yet", job.id, exc_info=True)
             return
         job.evaluations_done = progress.done

@@ -17,7 +17,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.core.allocation_file import allocation_to_dict, allocation_to_json, parse_allocation
+from evolalloc.core.allocation_file import (
+    allocation_to_dict,
+    allocation_to_json,
+    parse_allocation,
+)
 from evolalloc.core.errors import UserError
 from evolalloc.service.db import Profile
 from evolalloc.service.exporting import export_profile

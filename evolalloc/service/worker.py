@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         args.error_file.write_text(str(err), encoding="utf-8")
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except BaseException as err:  # a crash: the log keeps the traceback, the job row one line
+    except BaseException as err:  # noqa: BLE001 - a crash: the log keeps the traceback, the job row one line
         traceback.print_exc()
         line = f"{type(err).__name__}: {err}".splitlines()[0] if str(err) else type(err).__name__
         args.error_file.write_text(line, encoding="utf-8")

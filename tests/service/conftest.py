@@ -37,7 +37,7 @@ class ServiceProcess:
         self.process: subprocess.Popen | None = None
         self.log = runs_dir.parent / f"service-{self.port}.log"
 
-    def start(self) -> "ServiceProcess":
+    def start(self) -> ServiceProcess:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
         env.pop("EVOLALLOC_SERVICE_TOKEN", None)
         if self.token:
@@ -113,3 +113,23 @@ def service_factory(tmp_path):
     yield make
     for service in started:
         service.stop()
+
+
+@pytest.fixture(scope="session")
+def two_jobs(tmp_path_factory, tiny_model_dir):
+    """A service with --max-jobs 1 and two tiny jobs submitted at once; both run to the end."""
+    service = ServiceProcess(tmp_path_factory.mktemp("jobs") / "runs", max_jobs=1).start()
+    with service.client() as http:
+        first = http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "first")).json()
+        second = http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "second")).json()
+        seen_second_waiting_while_first_ran = False
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            a, b = http.get(f"/jobs/{first['id']}").json(), http.get(f"/jobs/{second['id']}").json()
+            if a["status"] == "running" and b["status"] == "queued":
+                seen_second_waiting_while_first_ran = True
+                break
+            time.sleep(0.2)
+    jobs = (service.wait_for(first["id"]), service.wait_for(second["id"]))
+    yield service, jobs, seen_second_waiting_while_first_ran
+    service.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,7 +167,7 @@ def test_the_http_process_never_imports_torch(queue_only, tmp_path):
         http.post("/jobs", content=tiny_recipe_text(tmp_path, "torchless"), params={"name": "torchless"})
         http.get("/jobs")
         http.get("/profiles")
-    maps = open(f"/proc/{queue_only.process.pid}/maps").read()
+    maps = Path(f"/proc/{queue_only.process.pid}/maps").read_text()
     assert "libtorch" not in maps and "libtorch" in _maps_of_a_torch_process()
 
 

@@ -11,31 +11,10 @@ from datetime import datetime
 
 import numpy as np
 import optuna
-import pytest
 
 from evolalloc.core.allocation_file import load_allocation, parse_allocation
 
 from .conftest import REPO, ServiceProcess, tiny_recipe_text
-
-
-@pytest.fixture(scope="module")
-def two_jobs(tmp_path_factory, tiny_model_dir):
-    """A service with --max-jobs 1 and two tiny jobs submitted at once; both run to the end."""
-    service = ServiceProcess(tmp_path_factory.mktemp("jobs") / "runs", max_jobs=1).start()
-    with service.client() as http:
-        first = http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "first")).json()
-        second = http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "second")).json()
-        seen_second_waiting_while_first_ran = False
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            a, b = http.get(f"/jobs/{first['id']}").json(), http.get(f"/jobs/{second['id']}").json()
-            if a["status"] == "running" and b["status"] == "queued":
-                seen_second_waiting_while_first_ran = True
-                break
-            time.sleep(0.2)
-    jobs = (service.wait_for(first["id"]), service.wait_for(second["id"]))
-    yield service, jobs, seen_second_waiting_while_first_ran
-    service.stop()
 
 
 def test_with_max_jobs_1_the_second_job_waits_then_runs(two_jobs):
@@ -72,7 +51,7 @@ def test_a_finished_job_reports_its_progress_and_registers_its_profiles(two_jobs
 
 
 def test_the_cli_pulls_a_profile_expanded_and_exported(two_jobs, tmp_path):
-    service, (first, _), _ = two_jobs
+    service, _, _ = two_jobs
     profile_id = next(p["id"] for p in service.client().get("/profiles").json()["profiles"] if p["target"] == 24)
     out = tmp_path / "pulled.json"
     done = subprocess.run([sys.executable, "-m", "evolalloc", "profiles", "pull", str(profile_id), "--budget", "96",

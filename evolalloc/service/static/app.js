@@ -76,6 +76,7 @@ function fitnessChart(el, evaluations) {
   return new uPlot({
     width: el.clientWidth || 520, height: 260,
     scales: { x: { time: false } },
+    legend: { live: false },
     axes: [{ label: "evaluation" }, { label: "fitness" }],
     series: [{ label: "evaluation" },
       { label: "candidate", stroke: "#94a3b8", width: 0, points: { show: true, size: 5, fill: "#94a3b8" } },
@@ -88,8 +89,9 @@ function budgetsChart(el, budgets) {
   const mean = budgets.map((row) => row.reduce((a, b) => a + b, 0) / row.length);
   return new uPlot({
     width: el.clientWidth || 520, height: 260,
-    scales: { x: { time: false, range: [-0.5, budgets.length - 0.5] } },
-    axes: [{ label: "layer" }, { label: "tokens kept (mean over KV heads)" }],
+    scales: { x: { time: false, range: [-0.5, budgets.length - 0.5] }, y: { range: (u, min, max) => [0, max * 1.05] } },
+    legend: { live: false },
+    axes: [{ label: "layer" }, { label: "tokens kept" }],
     series: [{ label: "layer" },
       { label: "budget", stroke: "#0f766e", fill: "rgba(15,118,110,0.35)", paths: uPlot.paths.bars({ size: [0.7, 60] }), points: { show: false } }],
   }, [layers, mean], el);
@@ -123,13 +125,23 @@ async function renderJob(id) {
     </dl></div>
     <div class="charts">
       <div class="card"><h3>Fitness over evaluations</h3><div id="fitness-chart"></div></div>
-      <div class="card"><h3>Budgets per layer (best so far)</h3><div id="budgets-chart"></div></div>
+      <div class="card"><h3 id="budgets-title">Budgets per layer (best so far)</h3><div id="budgets-chart"></div></div>
     </div>
     <h2>Held-out comparison</h2>
     ${comparisonTable(evals.comparison)}`;
   if (evals.evaluations.length) charts.push(fitnessChart(document.getElementById("fitness-chart"), evals.evaluations));
   else document.getElementById("fitness-chart").innerHTML = `<p class="muted">No evaluation finished yet.</p>`;
-  if (evals.best_budgets) charts.push(budgetsChart(document.getElementById("budgets-chart"), evals.best_budgets));
+  // A finished job shows its shipped profile at the target (completed to the exact total);
+  // a running one the best candidate so far.
+  let budgets = evals.best_budgets;
+  const listed = job.profiles.length ? (await api("/profiles")).profiles : [];
+  const shipped = listed.find((p) => p.job_id === job.id && p.target === job.recipe.budget.target);
+  if (shipped) {
+    const profile = await api(`/profiles/${shipped.id}`);
+    budgets = profile.budgets;
+    document.getElementById("budgets-title").textContent = `Budgets per layer (evolved profile, c = ${profile.target})`;
+  }
+  if (budgets) charts.push(budgetsChart(document.getElementById("budgets-chart"), budgets));
   else document.getElementById("budgets-chart").innerHTML = `<p class="muted">No budgets yet.</p>`;
   return job.status === "queued" || job.status === "running";
 }
