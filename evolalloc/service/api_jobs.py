@@ -1,6 +1,13 @@
-"""``/jobs``: submit a recipe, list and read jobs, their evaluations, cancel."""
+"""``/jobs``: submit a recipe, list and read jobs, their evaluations, cancel.
+
+The polled reads (``GET /jobs``, ``GET /jobs/{id}``) are ``async``: one indexed row read is cheaper
+than the hop to a thread; the rest run in the thread pool (validation, study reads, signals).
+"""
 
 from __future__ import annotations
+
+import copy
+from functools import lru_cache
 
 import yaml
 from fastapi import APIRouter, Query, Request
@@ -19,6 +26,12 @@ from evolalloc.service.recipes import (
 )
 
 router = APIRouter(tags=["jobs"])
+
+
+@lru_cache(maxsize=512)
+def _recipe_dict(job_id: int, text: str) -> dict:
+    """A job's stored recipe as data (it never changes once submitted; parsing YAML is slow)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders only
 
 RECIPE_BODY = {"requestBody": {"required": True, "content": {
     "application/yaml": {"schema": {"type": "string"}, "example": "task: {name: passkey}\nbudget: {target: 128}\n"},
@@ -64,7 +77,7 @@ def _submit(service, body: bytes, content_type: str | None, name: str | None) ->
 
 
 @router.get("/jobs")
-def list_jobs(request: Request, status: str | None = Query(None, description="only jobs in this state")):
+async def list_jobs(request: Request, status: str | None = Query(None, description="only jobs in this state")):
     """Every job, newest first."""
     if status is not None and status not in JOB_STATES:
         raise UserError(f"unknown status {status!r}; choose one of {', '.join(JOB_STATES)}", field="status")
@@ -76,13 +89,13 @@ def list_jobs(request: Request, status: str | None = Query(None, description="on
 
 
 @router.get("/jobs/{job_id}")
-def get_job(request: Request, job_id: int):
+async def get_job(request: Request, job_id: int):
     """State, progress (evaluations done / planned, best fitness so far), timings, error."""
     with _service(request).sessions() as session:
         job = _job(session, job_id)
         result = job.to_dict()
         result["profiles"] = [p.id for p in session.scalars(select(Profile).where(Profile.job_id == job_id).order_by(Profile.target))]
-        result["recipe"] = yaml.safe_load(job.recipe)
+        result["recipe"] = copy.deepcopy(_recipe_dict(job.id, job.recipe))
         return result
 
 
@@ -95,7 +108,7 @@ def job_evaluations(request: Request, job_id: int):
     service = _service(request)
     with service.sessions() as session:
         job = _job(session, job_id)
-        name, storage = job.name, yaml.safe_load(job.recipe).get("storage")
+        name, storage = job.name, _recipe_dict(job.id, job.recipe).get("storage")
     run_dir = service.settings.runs_dir / name
     progress = read_progress(run_dir, storage, name, with_history=True)
     comparison = None

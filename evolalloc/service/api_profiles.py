@@ -17,7 +17,7 @@ ALLOCATION_BODY = {"requestBody": {"required": True, "content": {"application/js
 
 
 @router.get("/profiles")
-def get_profiles(request: Request, model: str | None = None, task: str | None = None, scorer: str | None = None,
+async def get_profiles(request: Request, model: str | None = None, task: str | None = None, scorer: str | None = None,
                  granularity: str | None = None):
     """Registered profiles, oldest first, filtered by any of model, task, scorer, granularity."""
     filters = {"model": model, "task": task, "scorer": scorer, "granularity": granularity}
@@ -26,7 +26,7 @@ def get_profiles(request: Request, model: str | None = None, task: str | None = 
 
 
 @router.get("/profiles/{profile_id}")
-def get_profile(request: Request, profile_id: int,
+async def get_profile(request: Request, profile_id: int,
                 budget: float | None = Query(None, gt=0, description="carry the profile to this average budget"),
                 format: str | None = Query(None, description="an export format (default: the allocation JSON)"),
                 context_length: int | None = Query(None, gt=0, description="prompt length, for ratio formats"),

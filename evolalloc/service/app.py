@@ -124,7 +124,7 @@ def create_app(service: Service) -> FastAPI:
         return FileResponse(str(static.joinpath("index.html")), media_type="text/html")
 
     @app.get("/health", tags=["service"])
-    def health():
+    async def health():
         """Liveness, version, and whether writes need a token."""
         return {"status": "ok", "version": __version__, "max_jobs": service.settings.max_jobs,
                 "token_required": service.settings.token is not None}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from pathlib import Path
 
 from sqlalchemy import select
@@ -89,6 +90,24 @@ def list_profiles(session: Session, filters: dict[str, str | None]) -> list[Prof
     return list(session.scalars(query))
 
 
+@lru_cache(maxsize=256)
+def _parsed(content_hash: str, document: str) -> Allocation:
+    """A registered document, validated once: documents never change under their hash."""
+    return parse_allocation(document, source=f"profile {content_hash[:12]}")
+
+
+@lru_cache(maxsize=1024)
+def _variant(content_hash: str, document: str, floor: int, budget: float | None, fmt: str,
+             context_length: int | None) -> tuple[str, str]:
+    allocation = _parsed(content_hash, document)
+    if budget is not None:
+        try:
+            allocation = allocation.expand(budget, min_budget=floor)
+        except ValueError as err:
+            raise UserError(str(err), field="budget") from None
+    return export_profile(allocation, fmt, context_length=context_length)
+
+
 def render(profile: Profile, *, budget: float | None, fmt: str | None, context_length: int | None,
            min_budget: int | None) -> tuple[str, str, str]:
     """``(text, media type, etag)`` of a profile, carried to ``budget`` and exported as ``fmt``.
@@ -98,13 +117,7 @@ def render(profile: Profile, *, budget: float | None, fmt: str | None, context_l
     """
     if budget is None and fmt in (None, "json") and context_length is None:
         return profile.document, "application/json", f'"{profile.content_hash}"'
-    allocation = parse_allocation(profile.document, source=f"profile {profile.id}")
-    if budget is not None:
-        floor = profile.min_budget if min_budget is None else min_budget
-        try:
-            allocation = allocation.expand(budget, min_budget=floor)
-        except ValueError as err:
-            raise UserError(str(err), field="budget") from None
-    text, media_type = export_profile(allocation, fmt or "json", context_length=context_length)
+    floor = profile.min_budget if min_budget is None else min_budget
+    text, media_type = _variant(profile.content_hash, profile.document, floor, budget, fmt or "json", context_length)
     key = json.dumps([profile.content_hash, budget, fmt or "json", context_length, min_budget])
     return text, media_type, f'"{hashlib.sha256(key.encode()).hexdigest()[:40]}"'
