@@ -5,7 +5,11 @@ and the config it searches with into the study's ``config`` attribute, so evalua
 evaluations planned and the best fitness so far all come from there; the run folder tells the
 phase (search -> compare -> done). Nothing here imports torch (optuna does not).
 
-A SQLite or journal store that does not exist yet is not opened: opening would create it.
+The service only ever *reads* a trial store, and only once the worker has finished creating it:
+the study is opened after the run's first checkpoint exists (``run_search`` writes it right after
+creating the study), never creating tables (``skip_table_creation``), and a SQLite file is opened
+read-only. (Opening it earlier raced the worker's schema creation: both inserted Optuna's
+``alembic_version`` row and the worker failed.)
 """
 
 from __future__ import annotations
@@ -46,7 +50,12 @@ def _storage(url: str):
             import optuna
 
             opened = open_storage(url)
-            _storages[url] = optuna.storages.RDBStorage(opened) if isinstance(opened, str) else opened
+            if isinstance(opened, str):
+                path = storage_file(url)
+                if path is not None:  # SQLite: read-only, through SQLite's URI form
+                    opened = f"sqlite:///file:{Path(path).resolve().as_posix()}?mode=ro&uri=true"
+                opened = optuna.storages.RDBStorage(opened, skip_table_creation=True, skip_compatibility_check=True)
+            _storages[url] = opened
         return _storages[url]
 
 
@@ -69,9 +78,8 @@ def read_progress(run_dir: Path, storage: str | None, study_name: str, *, with_h
 
     progress = Progress(phase=phase_of(run_dir))
     url = study_url(run_dir, storage)
-    path = storage_file(url)
-    if path is _MEMORY or (path is not None and not Path(path).exists()):
-        return progress
+    if not checkpoint_path(run_dir).exists() or storage_file(url) is _MEMORY:
+        return progress  # the worker may still be creating the study: do not touch it
     try:
         study = optuna.load_study(study_name=study_name, storage=_storage(url))
     except KeyError:  # the study is not created yet
