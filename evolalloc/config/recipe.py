@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+from named_registry import UnknownNameError
 
 from evolalloc.core.errors import UserError
 from evolalloc.config.schema import BASELINES, FieldProblem, RecipeData, build_section, describe, unknown_key
@@ -234,34 +235,32 @@ def _check(recipe: Recipe) -> None:
                                              "use engine.kind: ray for more")
     if recipe.storage is not None and not _URL.match(recipe.storage):
         raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
-    from searchspaces import list_search_spaces  # a leaf package of plain numpy: cheap
+    from searchspaces import SEARCH_SPACES  # a leaf package of plain numpy: cheap
 
-    if recipe.search_space.name not in list_search_spaces():
-        raise _unknown_name("search_space.name", "search space", recipe.search_space.name, list_search_spaces())
+    _check_registered("search_space.name", SEARCH_SPACES, recipe.search_space.name)
 
 
-def _unknown_name(field: str, kind: str, name: str, valid: list[str]) -> FieldProblem:
-    close = difflib.get_close_matches(name, valid, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return FieldProblem(field, f"unknown {kind} {name!r}{hint}; valid names: {', '.join(valid)}")
+def _check_registered(field: str, registry, name: str) -> None:
+    """A ``FieldProblem`` (did-you-mean and the valid names) unless ``registry`` knows ``name``."""
+    try:
+        registry.check_name(name)
+    except UnknownNameError as err:
+        raise FieldProblem(field, str(err)) from None
 
 
 def _check_names(recipe: Recipe) -> None:
     """Task and scorer names and parameter names, against their registries."""
-    import fitness
-    from fitness.registry import task_parameters
+    from fitness.registry import TASKS, task_parameters
 
-    if recipe.task.name not in fitness.list_tasks():
-        raise _unknown_name("task.name", "task", recipe.task.name, fitness.list_tasks())
+    _check_registered("task.name", TASKS, recipe.task.name)
     valid = task_parameters(recipe.task.name)
     for key in recipe.task.params:
         if key not in valid:
             raise unknown_key("task.params", key, valid)
 
-    from evolalloc.runtime.scorers import get_scorer, list_scorers
+    from evolalloc.runtime.scorers import SCORERS, get_scorer
 
-    if recipe.scorer.name not in list_scorers():
-        raise _unknown_name("scorer.name", "scorer", recipe.scorer.name, list_scorers())
+    _check_registered("scorer.name", SCORERS, recipe.scorer.name)
     try:
         get_scorer(recipe.scorer.name, **recipe.scorer.params)
     except ValueError as err:
