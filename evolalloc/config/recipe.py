@@ -46,8 +46,11 @@ class Recipe(RecipeData):
 
     @property
     def granularity(self) -> str:
-        """``"head"`` when the search space gives each KV head its own budget, else ``"layer"``."""
-        return "head" if self.search_space.name == "head_groups" else "layer"
+        """``"head"`` when the search space gives each KV head its own budget, else ``"layer"``
+        (what the space declares; see ``searchspaces``)."""
+        from searchspaces import search_space_granularity  # a leaf package of plain numpy: cheap
+
+        return search_space_granularity(self.search_space.name)
 
     def to_dict(self) -> dict:
         """The resolved recipe as plain YAML-able objects, sections in reading order."""
