@@ -40,6 +40,7 @@ MALFORMED = [
     (GOOD + "baselines: [uniform, pyramidkv]\n", "baselines[1]", "did you mean 'pyramid'"),
     (GOOD + "baselines: [uniform, uniform]\n", "baselines[1]", "listed twice"),
     (GOOD + "baselines: uniform\n", "baselines", "must be a list of strings"),
+    (GOOD.replace("target: 128", "target: 3"), "budget.target", "baseline 'streaming' needs a target >= 4"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 128]"), "budget.expansions[1]", "listed twice"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, x]"), "budget.expansions[1]", "must be an integer"),
     (GOOD + "search_space: {ratio_bounds: [2, 1]}\n", "search_space.ratio_bounds", "0 <= lo < hi"),

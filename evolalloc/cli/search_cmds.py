@@ -8,7 +8,6 @@ import click
 
 from evolalloc.cli import main
 
-BASELINES = ("uniform", "pyramid", "streaming")
 set_option = click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE",
     help="Override a recipe value, e.g. --set optimizer.generations_per_group=1 (repeatable).",
@@ -61,17 +60,18 @@ def resume(run, progress):
 @click.option("--budget", type=float, default=None, help="Target c for a baseline (default: the recipe's).")
 @progress_option
 def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progress):
-    """Score ALLOCATION (a JSON file, or uniform / pyramid / streaming) on a task split.
+    """Score ALLOCATION (a JSON file, or the name of a registered baseline, e.g. uniform) on a task split.
 
     Prints the mean score with a 95% bootstrap interval and each instance's prediction.
     """
     from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.core.baselines import BASELINES
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.report.stats import bootstrap_mean
 
     recipe = _recipe(recipe_path, run_dir, overrides)
     experiment = Experiment(recipe, progress=progress)
-    if allocation in BASELINES:
+    if allocation in BASELINES.load_all():
         chosen = experiment.baseline(allocation, budget or recipe.budget.target)
     else:
         chosen = load_allocation(allocation, expect_geometry=experiment.geometry)

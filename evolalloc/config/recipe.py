@@ -16,7 +16,6 @@ exactly what ran and loading that file again gives an equal recipe.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,9 @@ from typing import Any, Iterable
 import yaml
 from named_registry import UnknownNameError
 
+from evolalloc.core.baselines import BASELINES, make_baseline
 from evolalloc.core.errors import UserError
-from evolalloc.config.schema import BASELINES, FieldProblem, RecipeData, build_section, describe, unknown_key
+from evolalloc.config.schema import FieldProblem, RecipeData, build_section, describe, unknown_key
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -225,14 +225,12 @@ def _check(recipe: Recipe) -> None:
     if bounds is not None and not (0 <= bounds[0] < bounds[1]):
         raise FieldProblem("search_space.ratio_bounds", f"must be [lo, hi] with 0 <= lo < hi, got {bounds}")
     for i, name in enumerate(recipe.baselines):
-        if name not in BASELINES:
-            close = difflib.get_close_matches(name, BASELINES, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise FieldProblem(f"baselines[{i}]", f"unknown baseline {name!r}{hint}; choose from {', '.join(BASELINES)}")
+        _check_registered(f"baselines[{i}]", BASELINES, name)
         if name in recipe.baselines[:i]:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
-    if "streaming" in recipe.baselines and target < 4:
-        raise FieldProblem("budget.target", f"streaming keeps 4 sink tokens, so the target must be >= 4, got {target}")
+        least = make_baseline(name).min_target  # e.g. streaming's sink tokens
+        if target < least:
+            raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")
     if recipe.engine.kind == "local" and recipe.engine.workers > 1:
         raise FieldProblem("engine.workers", f"the local engine runs one worker, got {recipe.engine.workers}; "
                                              "use engine.kind: ray for more")

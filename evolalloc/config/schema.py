@@ -18,6 +18,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
+from evolalloc.core.baselines import baseline_names
+
 DEFAULT_MODEL = "bundled:smollm2-135m-instruct"  # same as evolalloc.runtime.model.DEFAULT_MODEL
 DTYPES = ("float32", "bfloat16")
 # Kept as literals so that checking a recipe never imports optuna; a test compares them with the
@@ -25,7 +27,6 @@ DTYPES = ("float32", "bfloat16")
 OPTIMIZERS = ("cma", "optuna-cma", "optuna-tpe")
 CACHE_SCOPES = ("group", "allocation")
 ENGINES = ("local", "ray")
-BASELINES = ("uniform", "pyramid", "streaming")
 
 
 def _rule(default: Any = dataclasses.MISSING, *, help: str, factory: Callable | None = None, **rules) -> Any:
@@ -114,7 +115,8 @@ class RecipeData:
     optimizer: OptimizerSection = _rule(help="the optimizer and EvolKV's objective", factory=OptimizerSection)
     engine: EngineSection = _rule(help="where candidates are evaluated", factory=EngineSection)
     storage: str | None = _rule(None, help="Optuna storage URL; null = sqlite:///<run>/study.db")
-    baselines: list[str] = _rule(help="baselines `compare` evaluates", factory=lambda: list(BASELINES))
+    baselines: list[str] = _rule(help="baselines `compare` evaluates; default: every registered one",
+                                 factory=lambda: baseline_names())
     seed: int = _rule(0, min=0, help="default for every seed left null")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from evolalloc.core.allocation import Allocation
+from evolalloc.core.baselines import make_baseline
 from evolalloc.engine.base import Evaluator
 from evolalloc.engine.factory import make_evaluator
 from evolalloc.engine.local import prefill_instances
@@ -56,11 +57,15 @@ class Experiment:
 
     @cached_property
     def scorers(self) -> list[Scorer]:
-        """Every scorer the run needs rankings for: the recipe's, and streaming for its baseline."""
-        scorers = [self.scorer]
-        if "streaming" in self.recipe.baselines and self.scorer.name != "streaming":
-            scorers.append(get_scorer("streaming"))
-        return scorers
+        """Every scorer the run needs rankings for: the recipe's, and each one a baseline declares
+        (streaming ranks with StreamingLLM's), once per distinct ``key``."""
+        scorers = {self.scorer.key: self.scorer}
+        for name in self.recipe.baselines:
+            declared = make_baseline(name).scorer
+            if declared is not None:
+                extra = get_scorer(declared[0], **declared[1])
+                scorers.setdefault(extra.key, extra)
+        return list(scorers.values())
 
     def instances(self, split: str):
         """A split's instances, generated once (generation tokenizes to hit the context length)."""
@@ -96,17 +101,14 @@ class Experiment:
             raise UserError(str(err), field="scorer") from None
 
     def baseline(self, method: str, target: float) -> Allocation:
-        """A baseline allocation at ``target`` for this model."""
-        common = dict(model=self.recipe.model.spec)
-        if method == "uniform":
-            return Allocation.uniform(self.geometry, target, scorer=self.scorer.name, scorer_params=self.scorer.params(), **common)
-        if method == "pyramid":
-            # PyramidKV's observation window sits on top of its pyramid: reserve the always-kept tokens.
-            return Allocation.pyramid(self.geometry, target, reserved=self.scorer.always_kept, scorer=self.scorer.name,
-                                      scorer_params=self.scorer.params(), **common)
-        if method == "streaming":
-            return Allocation.streaming(self.geometry, target, **common)
-        raise UserError(f"unknown baseline {method!r}; baselines: uniform, pyramid, streaming", field="baselines")
+        """Baseline ``method`` at ``target`` for this model, ranking with the run's scorer unless
+        the baseline declares its own; ``reserved`` is the run scorer's always-kept tokens."""
+        try:
+            baseline = make_baseline(method)
+            return baseline.allocation(self.geometry, target, model=self.recipe.model.spec, scorer=self.scorer.name,
+                                       scorer_params=self.scorer.params(), reserved=self.scorer.always_kept)
+        except ValueError as err:  # an unknown name (with did-you-mean) or a target it cannot hold
+            raise UserError(str(err), field="baselines") from None
 
     def min_budget(self) -> int:
         return max(1, self.scorer.always_kept)
