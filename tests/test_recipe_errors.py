@@ -36,7 +36,7 @@ MALFORMED = [
     (GOOD + "model: {dtype: float16}\n", "model.dtype", "choose one of float32, bfloat16"),
     (GOOD + "model: bundled\n", "model", "must be a mapping (section)"),
     (GOOD + "engine: {kind: local, workers: 2}\n", "engine.workers", "kind: ray"),
-    (GOOD + "engine: {kind: slurm}\n", "engine.kind", "choose one of local, ray"),
+    (GOOD + "engine: {kind: slurm}\n", "engine.kind", "unknown engine 'slurm'; valid names: local, ray"),
     (GOOD + "baselines: [uniform, pyramidkv]\n", "baselines[1]", "did you mean 'pyramid'"),
     (GOOD + "baselines: [uniform, uniform]\n", "baselines[1]", "listed twice"),
     (GOOD + "baselines: uniform\n", "baselines", "must be a list of strings"),

@@ -70,12 +70,12 @@ def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progres
     from evolalloc.report.stats import bootstrap_mean
 
     recipe = _recipe(recipe_path, run_dir, overrides)
-    experiment = Experiment(recipe, progress=progress)
-    if allocation in BASELINES.load_all():
-        chosen = experiment.baseline(allocation, budget or recipe.budget.target)
-    else:
-        chosen = load_allocation(allocation, expect_geometry=experiment.geometry)
-    (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
+    with Experiment(recipe, progress=progress) as experiment:
+        if allocation in BASELINES.load_all():
+            chosen = experiment.baseline(allocation, budget or recipe.budget.target)
+        else:
+            chosen = load_allocation(allocation, expect_geometry=experiment.geometry)
+        (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
     if not result.ok:
         raise click.ClickException(f"evaluation failed: {result.error}")
     for outcome in result.instances:
@@ -99,12 +99,12 @@ def compare(run, progress):
     from evolalloc.report.summary import allocation_files, show_run
 
     recipe = load_run_recipe(run)
-    experiment = Experiment(recipe, progress=progress)
     files = allocation_files(run)
     if not files:
         raise click.ClickException(f"{run} has no allocation-c*.json yet: finish the search first (evolalloc resume {run})")
-    profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
-    compare_profiles(run, recipe, experiment, profiles)
+    with Experiment(recipe, progress=progress) as experiment:
+        profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
+        compare_profiles(run, recipe, experiment, profiles)
     click.echo(show_run(run))
 
 

@@ -259,6 +259,13 @@ def _check_names(recipe: Recipe) -> None:
         if key not in valid:
             raise unknown_key("task.params", key, valid)
 
+    from evolalloc.engine.base import ENGINES
+
+    takes = [p for p in ENGINES.parameters(recipe.engine.kind) if p != "experiment"]
+    for key in recipe.engine.options:
+        if key not in takes:
+            raise unknown_key("engine.options", key, takes)
+
     from evolalloc.runtime.scorers import SCORERS, get_scorer
 
     _check_registered("scorer.name", SCORERS, recipe.scorer.name)

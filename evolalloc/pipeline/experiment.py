@@ -3,6 +3,9 @@
 It is what ``search``, ``evaluate`` and ``compare`` share: the model is loaded once, each split's
 instances are generated once, and the prefill records of a split are made once and re-used by
 every allocation and baseline evaluated on it.
+
+It owns the recipe's engine (``ENGINES``) and closes it: use it as a context manager,
+``with Experiment(recipe) as experiment: ...``, or call ``close()``.
 """
 
 from __future__ import annotations
@@ -11,8 +14,7 @@ from functools import cached_property
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines import make_baseline
-from evolalloc.engine.base import Evaluator
-from evolalloc.engine.factory import make_evaluator
+from evolalloc.engine.base import ENGINES, Engine, Evaluator
 from evolalloc.engine.local import prefill_instances
 from evolalloc.core.errors import UserError
 from evolalloc.runtime.scorers import Scorer, get_scorer
@@ -24,6 +26,31 @@ class Experiment:
         self.progress = progress
         self._records: dict[str, list] = {}
         self._instances: dict[str, list] = {}
+        self._engine: Engine | None = None
+
+    def __enter__(self) -> "Experiment":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the engine (stops Ray workers) and drop the prefill records; harmless twice."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+        self._records.clear()
+
+    @property
+    def engine(self) -> Engine:
+        """The recipe's engine, built on first use with ``engine.options``."""
+        if self._engine is None:
+            section = self.recipe.engine
+            try:
+                self._engine = ENGINES.create(section.kind, self, **section.options)
+            except ValueError as err:  # an unknown engine or option (the registry's message)
+                raise UserError(str(err), source=self.recipe.source, field="engine") from None
+        return self._engine
 
     @cached_property
     def loaded(self):
@@ -92,7 +119,7 @@ class Experiment:
 
     def evaluator(self, split: str, scorer: Scorer | None = None) -> Evaluator:
         """An evaluator of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine."""
-        return make_evaluator(self, split, scorer)
+        return self.engine.evaluator(split, scorer or self.scorer)
 
     def scorer_for(self, allocation: Allocation) -> Scorer:
         try:

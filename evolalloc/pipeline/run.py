@@ -130,10 +130,10 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     """Search, ship, compare and report in a fresh run folder; returns the report's path."""
     started = time.perf_counter()
     _quiet_optuna()
-    experiment = Experiment(recipe, progress=progress)
-    config = search_config(recipe, experiment)
-    result = run_search(run_dir, experiment.evaluator("search"), config, progress=progress)
-    return finish(run_dir, recipe, experiment, result, config, started)
+    with Experiment(recipe, progress=progress) as experiment:
+        config = search_config(recipe, experiment)
+        result = run_search(run_dir, experiment.evaluator("search"), config, progress=progress)
+        return finish(run_dir, recipe, experiment, result, config, started)
 
 
 def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
@@ -141,7 +141,7 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     started = time.perf_counter()
     _quiet_optuna()
     recipe = load_run_recipe(run_dir)
-    experiment = Experiment(recipe, progress=progress)
-    config = search_config(recipe, experiment)
-    result = resume_search(run_dir, experiment.evaluator("search"), progress=progress)
-    return finish(run_dir, recipe, experiment, result, config, started)
+    with Experiment(recipe, progress=progress) as experiment:
+        config = search_config(recipe, experiment)
+        result = resume_search(run_dir, experiment.evaluator("search"), progress=progress)
+        return finish(run_dir, recipe, experiment, result, config, started)
