@@ -46,7 +46,7 @@ def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
     run = create_run_folder(recipe, tmp_path / "runs")
     search_run(run, recipe, progress=False)
     names = {p.name for p in run.iterdir()}
-    for expected in ("recipe.yaml", "study.db", "search_checkpoint.pkl", "allocation-c24.json", "allocation-c48.json",
+    for expected in ("recipe.yaml", "study.db", "search_checkpoint.json", "allocation-c24.json", "allocation-c48.json",
                      "comparison.json", "report.md", "budgets-per-layer.png", "fitness-over-evaluations.png", "score-vs-budget.png"):
         assert expected in names, expected
     profile = load_allocation(run / "allocation-c24.json")

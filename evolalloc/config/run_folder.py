@@ -4,7 +4,7 @@ A run folder (``runs/<name>/``) holds::
 
     recipe.yaml               the resolved recipe, written first
     study.db                  the Optuna trial store (unless storage is another URL)
-    search_checkpoint.pkl     the search checkpoint (evolalloc.search.checkpoint)
+    search_checkpoint.json    how far the search got (evolalloc.search.checkpoint; JSON, no pickle)
     allocation-c{N}.json      the evolved profile at the target and at each expansion
     comparison.json           held-out scores per method and budget (``compare``)
     report.md, *.png          the report and its plots
@@ -23,7 +23,7 @@ from evolalloc.config.recipe import Recipe, load_recipe
 
 RECIPE_FILE = "recipe.yaml"
 STUDY_FILE = "study.db"
-CHECKPOINT_FILE = "search_checkpoint.pkl"
+CHECKPOINT_FILE = "search_checkpoint.json"
 COMPARISON_FILE = "comparison.json"
 REPORT_FILE = "report.md"
 PLOT_LAYER_BUDGETS = "budgets-per-layer.png"

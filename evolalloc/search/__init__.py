@@ -3,7 +3,7 @@
 Model-free: it talks to an ``evolalloc.engine.base.Evaluator``. Entry points::
 
     run_search(run_dir, evaluator, SearchConfig(...)) -> SearchResult
-    resume_search(run_dir, evaluator) -> SearchResult
+    resume_search(run_dir, evaluator[, config=...]) -> SearchResult   (replays the stored trials)
 """
 
 from evolalloc.search.config import SearchConfig, default_popsize
