@@ -25,19 +25,20 @@ progress_option = click.option("--progress/--no-progress", default=True, show_de
 def search(recipe, overrides, name, runs_dir, progress):
     """Search a budget profile as RECIPE says, then compare it with the baselines and write a report.
 
-    Creates runs/<name>/ (never overwrites one). If the run is killed, `evolalloc resume` continues it.
+    Checks the recipe, model, datasets and trial store first, then creates runs/<name>/ (never
+    overwrites one; a refused start writes nothing). If the run is killed, `evolalloc resume`
+    continues it.
     """
-    from evolalloc.pipeline.run import search_run
     from evolalloc.config.recipe import load_recipe
-    from evolalloc.config.run_folder import create_run_folder
-
-    loaded = load_recipe(recipe, overrides)
-    run_dir = create_run_folder(loaded, runs_dir, name)
-    click.echo(f"run folder: {run_dir}")
-    search_run(run_dir, loaded, progress=progress)
+    from evolalloc.pipeline.run import run_prepared
+    from evolalloc.pipeline.start import prepare_run
     from evolalloc.report.summary import show_run
 
-    click.echo(show_run(run_dir))
+    loaded = load_recipe(recipe, overrides)
+    prepared = prepare_run(loaded, runs_dir, name, progress=progress)  # writes nothing unless the run can start
+    click.echo(f"run folder: {prepared.run_dir}")
+    run_prepared(prepared, progress=progress)
+    click.echo(show_run(prepared.run_dir))
 
 
 @main.command()

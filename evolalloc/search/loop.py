@@ -109,14 +109,25 @@ def run_search(
     return GroupwiseSearch(Path(run_dir), evaluator, Checkpoint(config=config), store, progress=progress).run()
 
 
-def resume_search(
-    run_dir: str | os.PathLike, evaluator: Evaluator, *, config: SearchConfig | None = None, progress: bool = True
-) -> SearchResult:
-    """Continue the search in ``run_dir``: replay the stored trials, then evaluate what is missing.
+@dataclass
+class OpenedSearch:
+    """A search whose checkpoint and trial store were read and checked, ready to continue."""
+
+    run_dir: Path
+    checkpoint: Checkpoint
+    store: TrialStore
+
+    def run(self, evaluator: Evaluator, *, progress: bool = True) -> SearchResult:
+        return GroupwiseSearch(self.run_dir, evaluator, self.checkpoint, self.store, progress=progress).run()
+
+
+def open_search(run_dir: str | os.PathLike, config: SearchConfig | None = None) -> OpenedSearch:
+    """Read and check ``run_dir``'s checkpoint and open its trial store (``UserError`` on any problem).
 
     ``config`` (the run's recipe says it) lets a search be rebuilt from the trial store alone when
     the checkpoint is missing (a kill between creating the study and writing it, or a damaged
-    checkpoint the user deleted). Without it the checkpoint must be there.
+    checkpoint the user deleted); if the checkpoint is there, it must hold the same settings.
+    Without ``config`` the checkpoint must be there.
     """
     run_dir = Path(run_dir)
     if checkpoint_path(run_dir).exists():
@@ -135,7 +146,15 @@ def resume_search(
         checkpoint = Checkpoint(config=config)
     config = checkpoint.config
     store = TrialStore.open(storage_url(run_dir, config), config.study_name, config.build_space().ratio_bounds)
-    return GroupwiseSearch(run_dir, evaluator, checkpoint, store, progress=progress).run()
+    return OpenedSearch(run_dir, checkpoint, store)
+
+
+def resume_search(
+    run_dir: str | os.PathLike, evaluator: Evaluator, *, config: SearchConfig | None = None, progress: bool = True
+) -> SearchResult:
+    """Continue the search in ``run_dir``: replay the stored trials, then evaluate what is missing
+    (see ``open_search`` for ``config``)."""
+    return open_search(run_dir, config).run(evaluator, progress=progress)
 
 
 def _differences(a: SearchConfig, b: SearchConfig) -> str:

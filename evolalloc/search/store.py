@@ -36,7 +36,7 @@ JOURNAL_PREFIX = "journal:"
 
 def open_storage(url: str) -> optuna.storages.BaseStorage:
     """An Optuna storage for ``url``, connected and checked: ``journal:<path>`` is a journal file,
-    anything else an RDB URL (``postgres://`` is read as ``postgresql://``, as SQLAlchemy wants).
+    anything else an RDB URL (see ``driver_url`` for PostgreSQL).
 
     A missing database driver or a database that cannot be reached is a ``UserError`` (field
     ``storage``) naming the URL without its password, and what to install or check.
@@ -48,16 +48,15 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
             return optuna.storages.JournalStorage(JournalFileBackend(url[len(JOURNAL_PREFIX):]))
         except OSError as err:
             raise UserError(f"cannot open the journal file: {err}", field="storage") from None
-    if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
     import sqlalchemy.exc
 
-    shown = display_url(url)
+    shown = display_url(url)  # as the user wrote it
+    url = driver_url(url)
     try:
         return optuna.storages.RDBStorage(url)
     except ImportError as err:
         module = getattr(err.__cause__, "name", None) or str(err.__cause__ or err)
-        hint = " for PostgreSQL: pip install 'evolalloc[postgres]'" if url.startswith("postgresql") else ""
+        hint = " for PostgreSQL: pip install 'evolalloc[postgres]'" if url.startswith("postgresql+psycopg://") else ""
         raise UserError(f"no database driver for {shown} (missing module {module!r});{hint or ' install the driver the URL names'}",
                         field="storage") from None
     except sqlalchemy.exc.ArgumentError as err:
@@ -65,6 +64,17 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     except sqlalchemy.exc.SQLAlchemyError as err:
         raise UserError(f"cannot open the database {shown}: {_first_line(getattr(err, 'orig', None) or err)}",
                         field="storage") from None
+
+
+def driver_url(url: str) -> str:
+    """PostgreSQL URLs as users write them (``postgresql://``, ``postgres://``) use psycopg 3,
+    the driver of the ``evolalloc[postgres]`` extra; SQLAlchemy's default driver for a bare
+    ``postgresql://`` differs between its versions (psycopg2 before 2.1). A URL naming its
+    driver (``postgresql+psycopg2://``) is left alone."""
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url[len(scheme):]
+    return url
 
 
 def display_url(url: str) -> str:
