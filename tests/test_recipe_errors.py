@@ -42,6 +42,7 @@ MALFORMED = [
     (GOOD + "baselines: uniform\n", "baselines", "must be a list of strings"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 128]"), "budget.expansions[1]", "listed twice"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, x]"), "budget.expansions[1]", "must be an integer"),
+    (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 64]"), "budget.expansions[1]", "only carried to larger budgets"),
     (GOOD + "search_space: {ratio_bounds: [2, 1]}\n", "search_space.ratio_bounds", "0 <= lo < hi"),
     (GOOD + "search_space: {ratio_bounds: [0.1]}\n", "search_space.ratio_bounds", "exactly 2 entries"),
     (GOOD + "search_space: {name: layer_group}\n", "search_space.name", "did you mean 'layer_groups'"),
