@@ -116,3 +116,47 @@ def test_a_study_name_taken_in_the_storage_is_refused_before_anything_is_written
     optuna.create_study(storage=open_storage(shared), study_name="tiny")  # the recipe's name
     recipe = tiny_recipe(tmp_path, tiny_model_dir, storage=shared)
     refused_start(recipe, runs, field="study_name", phrase="already exists")
+
+
+@pytest.fixture
+def started_run(tmp_path, tiny_model_dir):
+    """A run folder as ``search`` leaves it before its first evaluation (folder, study, checkpoint)."""
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.pipeline.start import prepare_run
+
+    recipe, _ = gsm8k_recipe(tmp_path, tiny_model_dir, GSM8K_RECORDS)
+    return prepare_run(load_recipe(recipe), tmp_path / "runs", progress=False).run_dir
+
+
+def test_resume_on_a_truncated_checkpoint_names_the_file_and_the_way_to_recover(started_run):
+    checkpoint = started_run / "search_checkpoint.json"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:25])
+    before = snapshot(started_run)
+    line = assert_refused(run_cli("resume", started_run, "--no-progress"), source=str(checkpoint),
+                          field="corrupt or truncated search checkpoint", phrase="delete this file")
+    assert snapshot(started_run) == before
+    assert f"evolalloc resume {started_run}" in line
+
+    checkpoint.unlink()  # the way out the message names: the search is rebuilt from the study
+    resumed = run_cli("resume", started_run, "--no-progress")
+    assert resumed.code == 0, resumed.stderr
+    assert (started_run / "allocation-c8.json").exists()
+
+
+@pytest.mark.parametrize("name", ["search_checkpoint.pkl", "search_checkpoint.json"])
+def test_resume_refuses_a_crafted_pickle_checkpoint_without_running_it(tmp_path, started_run, name):
+    import pickle
+
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):  # unpickling this would create the marker file
+            return (open, (str(marker), "w"))
+
+    (started_run / "search_checkpoint.json").unlink()
+    (started_run / name).write_bytes(pickle.dumps(Payload()))
+    before = snapshot(started_run)
+    line = assert_refused(run_cli("resume", started_run, "--no-progress"), source=str(started_run / name), field="")
+    assert ("can run arbitrary code" in line) if name.endswith(".pkl") else ("not JSON" in line)
+    assert not marker.exists()
+    assert snapshot(started_run) == before

@@ -33,3 +33,15 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def file_mode() -> int:
+    """The mode a new file gets under the current umask (``0o666 & ~umask``)."""
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def follow_umask(path: str | os.PathLike) -> None:
+    """Give a file that a library created with its own mode (SQLite: 0644) the umask's mode."""
+    os.chmod(path, file_mode())

@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from evolalloc.engine.base import EvalResult, Evaluator
 from evolalloc.core.errors import UserError
+from evolalloc.core.fileio import follow_umask
 from evolalloc.search.checkpoint import (
     Checkpoint, checkpoint_path, has_checkpoint, legacy_checkpoint_path, load_checkpoint, refuse_legacy, save_checkpoint,
 )
@@ -94,6 +95,8 @@ def start_search(run_dir: str | os.PathLike, config: SearchConfig) -> TrialStore
         storage_url(run_dir, config), config.study_name, space.ratio_bounds, attrs={"config": config.to_dict()}
     )
     try:
+        if not config.storage:  # SQLite makes its file 0644 whatever the umask; a shared runs dir needs the umask's mode
+            follow_umask(run_dir / STUDY_FILE)
         save_checkpoint(run_dir, Checkpoint(config=config))
     except BaseException:
         store.delete()
