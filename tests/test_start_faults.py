@@ -66,6 +66,19 @@ def test_a_dataset_line_that_is_not_json_is_refused_before_anything_is_written(t
     refused_start(recipe, runs, field="task", phrase=f"{data}:3")
 
 
+def test_a_context_beyond_the_models_positions_is_refused_without_loading_it(tmp_path, runs, tiny_model_dir, monkeypatch):
+    from evolalloc.pipeline import experiment
+
+    def no_model(self):
+        raise AssertionError("the model was loaded: the check should read its config only")
+
+    monkeypatch.setattr(experiment.Experiment, "loaded", property(no_model))
+    task = {"name": "passkey", "context_tokens": 100000}
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, task=task)
+    refused_start(recipe, runs, field="task.context_tokens", phrase="100000 tokens do not fit the model's 2048 positions")
+
+
+@pytest.mark.real_model
 def test_a_context_beyond_the_bundled_models_positions_is_one_line_from_its_config_alone(tmp_path, runs, monkeypatch):
     from evolalloc.pipeline import experiment
 

@@ -24,6 +24,7 @@ from evolalloc.config.recipe import Recipe, load_recipe
 RECIPE_FILE = "recipe.yaml"
 STUDY_FILE = "study.db"
 CHECKPOINT_FILE = "search_checkpoint.json"
+LEGACY_CHECKPOINT_FILE = "search_checkpoint.pkl"  # older versions' pickle; refused by resume, never loaded
 COMPARISON_FILE = "comparison.json"
 REPORT_FILE = "report.md"
 PLOT_LAYER_BUDGETS = "budgets-per-layer.png"

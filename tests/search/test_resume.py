@@ -37,7 +37,7 @@ def assert_same_search(resumed, straight):
 
 
 # Call 2: inside group 0; call 4: the first generation of group 1 (a fresh optimizer).
-@pytest.mark.parametrize("optimizer", ["cma", "optuna-tpe"])
+@pytest.mark.parametrize("optimizer", ["cma", "optuna-cma", "optuna-tpe"])
 @pytest.mark.parametrize("kill_at", [2, 4])
 def test_resume_after_a_kill_gives_the_same_final_allocation(tmp_path, optimizer, kill_at):
     straight, _ = uninterrupted(tmp_path, optimizer=optimizer)
