@@ -201,3 +201,12 @@ def test_replaying_a_finished_search_rewrites_no_checkpoint(tmp_path):
     before = (path.read_bytes(), path.stat().st_mtime_ns)
     resume_search(tmp_path / "straight", ProfileEvaluator(), progress=False)
     assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_a_checkpoint_gives_back_exactly_the_config_it_was_written_with(tmp_path):
+    from evolalloc.search.checkpoint import Checkpoint
+
+    config = small_config(tmp_path, ratio_bounds=(0.1, 4), popsize=5, sigma0=0.25, max_budget=90)
+    save_checkpoint(tmp_path, Checkpoint(config=config, group=1, generation=2))
+    loaded = load_checkpoint(tmp_path)
+    assert loaded.config == config and (loaded.group, loaded.generation) == (1, 2)
