@@ -93,7 +93,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
             check_study_name_free(config.storage, config.study_name)
     run_dir = create_run_folder(recipe, runs_dir, name)
     try:
-        start_search(run_dir, config)
+        start_search(run_dir, config).close()  # run_prepared opens it again, like resume
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
