@@ -6,7 +6,7 @@ evaluations planned and the best fitness so far all come from there; the run fol
 phase (search -> compare -> done). Nothing here imports torch (optuna does not).
 
 The service only ever *reads* a trial store, and only once the worker has finished creating it:
-the study is opened after the run's first checkpoint exists (``run_search`` writes it right after
+the study is opened after the run's first checkpoint exists (``start_search`` writes it right after
 creating the study), never creating tables (``skip_table_creation``), and a SQLite file is opened
 read-only. (Opening it earlier raced the worker's schema creation: both inserted Optuna's
 ``alembic_version`` row and the worker failed.)
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolalloc.config.run_folder import REPORT_FILE
-from evolalloc.search.checkpoint import checkpoint_path
+from evolalloc.search.checkpoint import has_checkpoint
 from evolalloc.search.loop import STUDY_FILE
 from evolalloc.service.recipes import _MEMORY, storage_file
 
@@ -43,19 +43,23 @@ def study_url(run_dir: Path, storage: str | None) -> str:
 
 
 def _storage(url: str):
-    from evolalloc.search.store import open_storage
-
+    """A read-only view of a trial store, cached per URL (opening one costs a connection pool)."""
     with _storages_lock:
         if url not in _storages:
             import optuna
 
-            opened = open_storage(url)
-            if isinstance(opened, str):
+            from evolalloc.search.store import driver_url, open_storage
+
+            if url.startswith("journal:"):
+                _storages[url] = open_storage(url)
+            else:
                 path = storage_file(url)
                 if path is not None:  # SQLite: read-only, through SQLite's URI form
-                    opened = f"sqlite:///file:{Path(path).resolve().as_posix()}?mode=ro&uri=true"
-                opened = optuna.storages.RDBStorage(opened, skip_table_creation=True, skip_compatibility_check=True)
-            _storages[url] = opened
+                    url_ro = f"sqlite:///file:{Path(path).resolve().as_posix()}?mode=ro&uri=true"
+                else:
+                    url_ro = driver_url(url)
+                _storages[url] = optuna.storages.RDBStorage(url_ro, skip_table_creation=True,
+                                                            skip_compatibility_check=True)
         return _storages[url]
 
 
@@ -64,7 +68,7 @@ def phase_of(run_dir: Path) -> str | None:
         return "done"
     if any(run_dir.glob("allocation-c*.json")):
         return "compare"
-    if checkpoint_path(run_dir).exists():
+    if has_checkpoint(run_dir):
         return "search"
     return "starting" if run_dir.exists() else None
 
@@ -78,7 +82,7 @@ def read_progress(run_dir: Path, storage: str | None, study_name: str, *, with_h
 
     progress = Progress(phase=phase_of(run_dir))
     url = study_url(run_dir, storage)
-    if not checkpoint_path(run_dir).exists() or storage_file(url) is _MEMORY:
+    if not has_checkpoint(run_dir) or storage_file(url) is _MEMORY:
         return progress  # the worker may still be creating the study: do not touch it
     try:
         study = optuna.load_study(study_name=study_name, storage=_storage(url))

@@ -69,32 +69,35 @@ def _acquire(lock_path: Path):
 
 def run_job(recipe_file: Path, runs_dir: Path, name: str, attempt: int) -> None:
     """Start the run (first attempt) or resume it (later attempts), through to the report."""
-    from evolalloc.config.recipe import load_recipe
-    from evolalloc.config.run_folder import REPORT_FILE, load_run_recipe
-    from evolalloc.pipeline.run import resume_run, search_run
-    from evolalloc.search.checkpoint import checkpoint_path
+    import shutil
 
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.config.run_folder import REPORT_FILE
+    from evolalloc.pipeline.run import resume_run
+    from evolalloc.search.checkpoint import has_checkpoint
+
+    recipe = load_recipe(recipe_file)
     run_dir = runs_dir / name
     if attempt > 1 and run_dir.is_dir():
         if (run_dir / REPORT_FILE).exists():
             return  # finished before the service could record it
-        if checkpoint_path(run_dir).exists():
+        if has_checkpoint(run_dir):
             resume_run(run_dir, progress=False)
             return
-        # An earlier attempt died before its search began: start the search in its folder.
-        recipe = load_run_recipe(run_dir, check_names=True)
+        # An earlier attempt of this job died between claiming the folder and writing the first
+        # checkpoint: no evaluation exists yet. Clear its start and begin again.
         _drop_empty_study(run_dir, recipe)
-        search_run(run_dir, recipe, progress=False)
-        return
-    recipe = load_recipe(recipe_file)
-    search_run(start_run(recipe, runs_dir), recipe, progress=False)
+        shutil.rmtree(run_dir)
+    start_run(recipe, runs_dir)
 
 
 def start_run(recipe, runs_dir: Path) -> Path:
-    """The one place the service creates a run folder (refuses one that exists)."""
-    from evolalloc.config.run_folder import create_run_folder
+    """The one place the service starts a run: every check before anything is written
+    (``prepare_run``), then search, ship, compare, report."""
+    from evolalloc.pipeline.run import run_prepared
+    from evolalloc.pipeline.start import prepare_run
 
-    return create_run_folder(recipe, runs_dir, recipe.name)
+    return run_prepared(prepare_run(recipe, runs_dir, recipe.name, progress=False), progress=False)
 
 
 def _drop_empty_study(run_dir: Path, recipe) -> None:
@@ -103,15 +106,20 @@ def _drop_empty_study(run_dir: Path, recipe) -> None:
     import optuna
 
     from evolalloc.search.loop import storage_url
-    from evolalloc.search.store import open_storage
+    from evolalloc.search.store import close_storage, open_storage
 
     url = storage_url(run_dir, recipe)  # reads only ``.storage``, which the recipe has too
-    try:
-        study = optuna.load_study(study_name=recipe.name, storage=open_storage(url))
-    except KeyError:
+    if url.startswith("sqlite") and not (run_dir / "study.db").exists():
         return
-    if not study.get_trials(deepcopy=False):
-        optuna.delete_study(study_name=recipe.name, storage=open_storage(url))
+    storage = open_storage(url)
+    try:
+        study = optuna.load_study(study_name=recipe.name, storage=storage)
+        if not study.get_trials(deepcopy=False):
+            optuna.delete_study(study_name=recipe.name, storage=storage)
+    except KeyError:
+        pass
+    finally:
+        close_storage(storage)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,7 +141,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_LOCKED
     args.error_file.unlink(missing_ok=True)
 
-    from evolalloc.cli import _quiet_libraries
     from evolalloc.core.errors import UserError
 
     _quiet_libraries()
@@ -150,6 +157,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     _write_result(args.result_file, args.runs_dir / args.name)
     return 0
+
+
+def _quiet_libraries() -> None:
+    """The job log is for the service's operator: no progress bars, no library chatter."""
+    import logging
+
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    logging.getLogger("optuna").setLevel(logging.WARNING)
 
 
 def _write_result(path: Path, run_dir: Path) -> None:
