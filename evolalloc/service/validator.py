@@ -1,4 +1,5 @@
-"""The checks the HTTP process cannot run itself: task and scorer names against their registries.
+"""The checks the HTTP process cannot run itself: task and scorer names against their registries,
+and the model: it must exist and ``task.context_tokens`` must fit its positions (its config only).
 
 The scorer registry imports torch (~3 s, ~300 MB); the HTTP process must stay light. So one
 helper process (``python -m evolalloc.service.validator``) imports it once and answers checks
@@ -77,12 +78,14 @@ class Validator:
 
 def _serve() -> None:  # pragma: no cover - runs in the helper process
     from evolalloc.config.recipe import recipe_from_dict
+    from evolalloc.pipeline.start import check_context_fits
     from evolalloc.runtime import scorers  # noqa: F401  - the slow import, once, before the first request
 
     for line in sys.stdin:
         data = json.loads(line)["recipe"]
         try:
-            recipe_from_dict(data, source="", check_names=True)
+            recipe = recipe_from_dict(data, source="", check_names=True)
+            check_context_fits(recipe)  # the model's config only (no weights): a missing model is a 422 too
             answer = {"ok": True}
         except UserError as err:
             answer = {"ok": False, "message": _bare_message(err), "field": err.field}

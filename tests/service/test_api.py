@@ -45,6 +45,8 @@ def run_folders(service: ServiceProcess) -> list[str]:
     ("task: {name: passkey}\nbudget: {target: 64}\noptimizer: {sigma: 0.3}\n", "optimizer.sigma"),
     ("task: {name: paskey}\nbudget: {target: 64}\n", "task.name"),
     ("task: {name: passkey}\nbudget: {target: 64}\nscorer: {name: snapkvv}\n", "scorer.name"),
+    ("task: {name: passkey}\nbudget: {target: 64}\nmodel: {spec: /no/such/model}\n", "model.spec"),
+    ("task: {name: passkey, context_tokens: 100000}\nbudget: {target: 64}\n", "task.context_tokens"),
     ("task: {name: passkey}\nbudget: {target: 64}\nstorage: sqlite:////tmp/elsewhere.db\n", "storage"),
     ("task: {name: passkey}\nbudget: {target: 64}\nstorage: 'journal:../../outside.log'\n", "storage"),
     ("task: {name: passkey}\nbudget: {target: 64}\nname: ../escape\n", "name"),
