@@ -11,8 +11,9 @@ restarted service launches the job again (to resume it). So:
 - the worker holds an exclusive ``flock`` on the job's lock file for its whole life; the kernel
   drops it when the process dies, however it dies. A second worker waits for it before touching
   the run folder, so at any moment at most one process runs a job;
-- the worker dies with its service: ``PR_SET_PDEATHSIG`` on Linux, and a watchdog thread that
-  sees the parent change (portable) kills the worker's process group. The old worker is then
+- the worker dies with its service: ``PR_SET_PDEATHSIG`` on Linux sends it SIGTERM, whose handler
+  kills the worker's whole process group, and a watchdog thread that sees the parent change
+  (portable) does the same. The old worker is then
   gone within a second, the new one gets the lock and resumes from the checkpoint and the trial
   store, which only ever hold finished evaluations: none is lost or repeated.
 """
@@ -35,22 +36,30 @@ EXIT_USER_ERROR = 2
 EXIT_LOCKED = 75  # another worker still holds the job after LOCK_WAIT_SECONDS
 
 
+def _end_group(*_args) -> None:
+    """Kill this worker's whole process group (itself and anything it started, e.g. a local Ray)."""
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
 def _die_with_parent(parent: int) -> None:
+    # SIGTERM (the service's cancel and shutdown, or the kernel when the service dies) ends the
+    # whole group at once: a Python-level exit could leave grandchildren behind.
+    signal.signal(signal.SIGTERM, _end_group)
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the kernel signals us when the service dies
         except OSError:
             pass
 
-    def watch() -> None:
+    def watch() -> None:  # portable fallback, and a guard if a signal handler is held up in C code
         while True:
             if os.getppid() != parent:
-                os.killpg(os.getpgid(0), signal.SIGKILL)  # this worker and anything it started
+                _end_group()
             time.sleep(0.5)
 
     if os.getppid() != parent:  # the parent died before we could ask to follow it
-        os.killpg(os.getpgid(0), signal.SIGKILL)
+        _end_group()
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
