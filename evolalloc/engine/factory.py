@@ -18,19 +18,23 @@ from evolalloc.core.errors import UserError
 _POOLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def make_evaluator(experiment, split: str, scorer=None):
-    """An ``Evaluator`` of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine."""
+def make_evaluator(experiment, split: str, scorer=None, mode: str = "generate"):
+    """An ``Evaluator`` of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine,
+    scoring in fitness ``mode`` (``fitness.FITNESS_MODES``; anything else is a ``ValueError``)."""
+    from fitness.task import check_fitness_mode
+
+    check_fitness_mode(mode)  # before any worker starts
     engine = experiment.recipe.engine
     scorer = scorer or experiment.scorer
     if engine.kind == "local":
         from evolalloc.engine.local import LocalEvaluator
 
         return LocalEvaluator(experiment.loaded, experiment.task, experiment.instances(split), scorer,
-                              batch_size=engine.batch_size, records=experiment.records(split))
+                              batch_size=engine.batch_size, records=experiment.records(split), mode=mode)
     if engine.kind == "ray":
         from evolalloc.engine.ray_engine import RayEvaluator
 
-        return RayEvaluator(ray_pool(experiment, split), scorer)
+        return RayEvaluator(ray_pool(experiment, split), scorer, mode)
     raise UserError(f"unknown engine {engine.kind!r}; engines: local, ray", field="engine.kind")
 
 

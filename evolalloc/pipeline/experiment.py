@@ -85,9 +85,10 @@ class Experiment:
             )
         return self._records[split]
 
-    def evaluator(self, split: str, scorer: Scorer | None = None) -> Evaluator:
-        """An evaluator of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine."""
-        return make_evaluator(self, split, scorer)
+    def evaluator(self, split: str, scorer: Scorer | None = None, mode: str = "generate") -> Evaluator:
+        """An evaluator of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine,
+        scoring in fitness ``mode``: generate (the task's metric), graded or likelihood."""
+        return make_evaluator(self, split, scorer, mode)
 
     def scorer_for(self, allocation: Allocation) -> Scorer:
         try:
