@@ -94,8 +94,9 @@ def reference_score(logprobs: torch.Tensor) -> float:
     many digits of the key are right" without exact match's cliff, bounded like every other
     common score (so fitness stays a mean over instances and tasks). The mean log-probability
     was rejected: it is unbounded below, so one token the model considers impossible dominates
-    a whole population's ranking; a gap to the full cache would need a second, full-cache pass
-    and shifts with how confident the full model already is, without adding signal.
+    a whole population's ranking. A gap to the full cache differs from the log-probability only
+    by a per-instance constant (the full cache's own log-probability), so mapped to [0, 1] it
+    mostly re-weights the instances the full model is unsure of, at the cost of a full pass.
     """
     return float(logprobs.double().exp().mean())
 
