@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from evolalloc.core.allocation import Allocation
+from evolalloc.core.baselines import make_baseline
 from evolalloc.core.allocation_file import allocation_to_json, load_allocation, save_allocation, schema
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
@@ -39,7 +40,7 @@ def test_save_then_load_gives_back_the_same_allocation(tmp_path):
 
 
 def test_every_baseline_survives_a_round_trip(tmp_path):
-    for alloc in (Allocation.uniform(TINY, 10), Allocation.pyramid(TINY, 10), Allocation.streaming(TINY, 10)):
+    for alloc in (make_baseline(name).allocation(TINY, 10) for name in ("uniform", "pyramid", "streaming")):
         loaded = load_allocation(save_allocation(alloc, tmp_path / "a.json"))
         assert np.array_equal(loaded.budgets, alloc.budgets) and loaded.provenance == alloc.provenance
 
@@ -61,18 +62,27 @@ def test_the_published_schema_is_draft_2020_12_and_accepts_what_we_write():
     jsonschema.Draft202012Validator(published).validate(json.loads(allocation_to_json(searched())))
 
 
+def test_the_method_enum_is_evolved_and_every_registered_baseline_and_the_file_lists_the_built_in_ones():
+    from evolalloc.core.allocation_file import _schema_text
+    from evolalloc.core.baselines import methods
+
+    assert schema()["$defs"]["provenance"]["properties"]["method"]["enum"] == list(methods())
+    on_disk = json.loads(_schema_text())["$defs"]["provenance"]["properties"]["method"]["enum"]
+    assert on_disk == ["evolved", "uniform", "pyramid", "streaming"] == list(methods())
+
+
 def test_save_replaces_the_file_and_leaves_no_temp_file(tmp_path):
     path = tmp_path / "alloc.json"
-    save_allocation(Allocation.uniform(TINY, 10), path)
-    save_allocation(Allocation.uniform(TINY, 20), path)
+    save_allocation(make_baseline("uniform").allocation(TINY, 10), path)
+    save_allocation(make_baseline("uniform").allocation(TINY, 20), path)
     assert load_allocation(path).target == 20
     assert [p.name for p in tmp_path.iterdir()] == ["alloc.json"]
 
 
 def test_a_value_json_cannot_hold_fails_the_save_and_keeps_the_old_file(tmp_path):
     path = tmp_path / "alloc.json"
-    save_allocation(Allocation.uniform(TINY, 10), path)
-    broken = Allocation.uniform(TINY, 20, provenance={"fitness": float("nan")})
+    save_allocation(make_baseline("uniform").allocation(TINY, 10), path)
+    broken = make_baseline("uniform").allocation(TINY, 20, provenance={"fitness": float("nan")})
     with pytest.raises(ValueError):
         save_allocation(broken, path)
     assert load_allocation(path).target == 10
@@ -83,7 +93,7 @@ def test_a_value_json_cannot_hold_fails_the_save_and_keeps_the_old_file(tmp_path
 
 
 def good_document() -> dict:
-    return json.loads(allocation_to_json(Allocation.uniform(TINY, 10, model="tiny")))
+    return json.loads(allocation_to_json(make_baseline("uniform").allocation(TINY, 10, model="tiny")))
 
 
 def edit(change):

@@ -82,10 +82,12 @@ def test_search_kwargs_build_the_search_config_the_loop_runs():
 
 
 def test_the_optimizer_names_a_recipe_accepts_are_the_registered_back_ends():
-    from evolalloc.config.schema import OPTIMIZERS
-    from evolalloc.search.optimizers import optimizer_names
+    from evolalloc.config.schema import OPTIMIZER_REGISTRY, registry
+    from evolalloc.search.optimizers import OPTIMIZERS
 
-    assert sorted(OPTIMIZERS) == sorted(optimizer_names())
+    assert registry(OPTIMIZER_REGISTRY) is OPTIMIZERS
+    for name in OPTIMIZERS.names():
+        recipe_from_dict({"task": {"name": "passkey"}, "budget": {"target": 64}, "optimizer": {"name": name}})
 
 
 def test_the_run_folder_names_agree_with_the_search_package():

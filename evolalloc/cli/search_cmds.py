@@ -8,7 +8,6 @@ import click
 
 from evolalloc.cli import main
 
-BASELINES = ("uniform", "pyramid", "streaming")
 set_option = click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE",
     help="Override a recipe value, e.g. --set optimizer.generations_per_group=1 (repeatable).",
@@ -61,21 +60,22 @@ def resume(run, progress):
 @click.option("--budget", type=float, default=None, help="Target c for a baseline (default: the recipe's).")
 @progress_option
 def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progress):
-    """Score ALLOCATION (a JSON file, or uniform / pyramid / streaming) on a task split.
+    """Score ALLOCATION (a JSON file, or the name of a registered baseline, e.g. uniform) on a task split.
 
     Prints the mean score with a 95% bootstrap interval and each instance's prediction.
     """
     from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.core.baselines import BASELINES
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.report.stats import bootstrap_mean
 
     recipe = _recipe(recipe_path, run_dir, overrides)
-    experiment = Experiment(recipe, progress=progress)
-    if allocation in BASELINES:
-        chosen = experiment.baseline(allocation, budget or recipe.budget.target)
-    else:
-        chosen = load_allocation(allocation, expect_geometry=experiment.geometry)
-    (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
+    with Experiment(recipe, progress=progress) as experiment:
+        if allocation in BASELINES.load_all():
+            chosen = experiment.baseline(allocation, budget or recipe.budget.target)
+        else:
+            chosen = load_allocation(allocation, expect_geometry=experiment.geometry)
+        (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
     if not result.ok:
         raise click.ClickException(f"evaluation failed: {result.error}")
     for outcome in result.instances:
@@ -99,12 +99,12 @@ def compare(run, progress):
     from evolalloc.report.summary import allocation_files, show_run
 
     recipe = load_run_recipe(run)
-    experiment = Experiment(recipe, progress=progress)
     files = allocation_files(run)
     if not files:
         raise click.ClickException(f"{run} has no allocation-c*.json yet: finish the search first (evolalloc resume {run})")
-    profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
-    compare_profiles(run, recipe, experiment, profiles)
+    with Experiment(recipe, progress=progress) as experiment:
+        profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
+        compare_profiles(run, recipe, experiment, profiles)
     click.echo(show_run(run))
 
 

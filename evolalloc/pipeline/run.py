@@ -15,6 +15,7 @@ from pathlib import Path
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import save_allocation
+from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.config.run_folder import COMPARISON_FILE, allocation_filename, load_run_recipe
 from evolalloc.search import SearchConfig, resume_search, run_search
@@ -95,7 +96,7 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float) ->
     from evolalloc.report.plots import plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget
 
     target = float(recipe.budget.target)
-    profiles = {name: per_budget[target] for name, per_budget in methods.items() if name != "streaming"}
+    profiles = {name: per_budget[target] for name, per_budget in methods.items() if name == EVOLVED or BASELINES.get(name).in_budget_plot}
     plots = {
         "Budgets per layer at the target": plot_layer_budgets(profiles, run_dir / PLOT_LAYER_BUDGETS).name,
         "Best fitness over evaluations": plot_fitness_history(result.history, run_dir / PLOT_FITNESS).name,
@@ -129,10 +130,10 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     """Search, ship, compare and report in a fresh run folder; returns the report's path."""
     started = time.perf_counter()
     _quiet_optuna()
-    experiment = Experiment(recipe, progress=progress)
-    config = search_config(recipe, experiment)
-    result = run_search(run_dir, experiment.evaluator("search"), config, progress=progress)
-    return finish(run_dir, recipe, experiment, result, config, started)
+    with Experiment(recipe, progress=progress) as experiment:
+        config = search_config(recipe, experiment)
+        result = run_search(run_dir, experiment.evaluator("search"), config, progress=progress)
+        return finish(run_dir, recipe, experiment, result, config, started)
 
 
 def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
@@ -140,7 +141,7 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     started = time.perf_counter()
     _quiet_optuna()
     recipe = load_run_recipe(run_dir)
-    experiment = Experiment(recipe, progress=progress)
-    config = search_config(recipe, experiment)
-    result = resume_search(run_dir, experiment.evaluator("search"), progress=progress)
-    return finish(run_dir, recipe, experiment, result, config, started)
+    with Experiment(recipe, progress=progress) as experiment:
+        config = search_config(recipe, experiment)
+        result = resume_search(run_dir, experiment.evaluator("search"), progress=progress)
+        return finish(run_dir, recipe, experiment, result, config, started)

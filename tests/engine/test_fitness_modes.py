@@ -97,8 +97,9 @@ def test_an_unknown_mode_is_refused_with_the_valid_ones(tiny_loaded, passkey, sn
 
     with pytest.raises(ValueError, match="valid modes: generate, graded, likelihood"):
         LocalEvaluator(tiny_loaded, passkey, instances, snapkv, mode="teacher-forced")
-    with pytest.raises(ValueError, match="unknown fitness mode 'exact'"):
-        Experiment(recipe(tiny_model_dir), progress=False).evaluator("search", mode="exact")
+    with Experiment(recipe(tiny_model_dir), progress=False) as experiment:
+        with pytest.raises(ValueError, match="unknown fitness mode 'exact'"):
+            experiment.evaluator("search", mode="exact")
 
 
 def test_a_failing_candidate_in_likelihood_mode_is_a_failure_not_a_score(tiny_loaded, passkey, snapkv, instances):
@@ -111,7 +112,8 @@ def test_the_experiment_hands_its_mode_to_the_evaluator(tiny_model_dir):
     from evolalloc.pipeline.experiment import Experiment
     from tests.engine.test_factory import recipe
 
-    evaluator = Experiment(recipe(tiny_model_dir), progress=False).evaluator("search", mode="likelihood")
-    assert isinstance(evaluator, LocalEvaluator) and evaluator.mode == "likelihood"
-    (result,) = evaluator.evaluate(allocations()[:1])
+    with Experiment(recipe(tiny_model_dir), progress=False) as experiment:
+        evaluator = experiment.evaluator("search", mode="likelihood")
+        assert isinstance(evaluator, LocalEvaluator) and evaluator.mode == "likelihood"
+        (result,) = evaluator.evaluate(allocations()[:1])
     assert result.ok and all(o.mode == "likelihood" and 0 < o.score <= 1 for o in result.instances)

@@ -12,12 +12,12 @@ re-ask the generation it was killed in and re-use the stored trials.
 
 from __future__ import annotations
 
-import difflib
 import pickle
 from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
 import numpy as np
+from named_registry import Registry, UnknownNameError
 
 from evolalloc.core.errors import UserError
 
@@ -33,7 +33,7 @@ class AskTellOptimizer(ABC):
         seed: makes the whole sequence of ``ask()`` results reproducible.
     """
 
-    #: registry name, e.g. "cma"
+    #: registry name, e.g. "cma" (set by ``register_optimizer``)
     name: str = ""
 
     def __init__(self, x0: np.ndarray, sigma0: float, bounds: tuple, popsize: int, seed: int):
@@ -88,34 +88,36 @@ class AskTellOptimizer(ABC):
                 raise ValueError(f"loss {i} is {loss}; a failed candidate must be told as None")
 
 
-OptimizerFactory = Callable[..., AskTellOptimizer]
-_REGISTRY: dict[str, OptimizerFactory] = {}
+OPTIMIZERS: Registry[type[AskTellOptimizer]] = Registry(
+    "optimizer",
+    base=AskTellOptimizer,
+    # Listed lazily so that naming or checking a back-end never imports optuna; a back-end file
+    # missing here is still found by name (the registry imports the package's files on a miss).
+    lazy={
+        "cma": "evolalloc.search.optimizers.pycma",
+        "optuna-cma": "evolalloc.search.optimizers.optuna_cma",
+        "optuna-tpe": "evolalloc.search.optimizers.optuna_tpe",
+    },
+    package="evolalloc.search.optimizers",
+)
 
 
-def register_optimizer(name: str) -> Callable[[OptimizerFactory], OptimizerFactory]:
-    """Class decorator: make a back-end available to ``get_optimizer(name, ...)``."""
-
-    def add(factory: OptimizerFactory) -> OptimizerFactory:
-        if name in _REGISTRY:
-            raise ValueError(f"optimizer {name!r} is registered twice")
-        _REGISTRY[name] = factory
-        return factory
-
-    return add
+def register_optimizer(name: str) -> Callable[[type[AskTellOptimizer]], type[AskTellOptimizer]]:
+    """Class decorator: make a back-end available to ``get_optimizer(name, ...)`` (sets its ``name``)."""
+    return OPTIMIZERS.register(name)
 
 
 def optimizer_names() -> list[str]:
-    _load_backends()
-    return sorted(_REGISTRY)
+    """Every back-end name (imports nothing for the listed ones)."""
+    return OPTIMIZERS.names()
 
 
 def check_optimizer_name(name: str) -> None:
     """Raise ``UserError`` naming the valid back-ends (and the closest one) for an unknown name."""
-    names = optimizer_names()
-    if name not in names:
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UserError(f"unknown optimizer {name!r}{hint}; valid: {', '.join(names)}", field="optimizer")
+    try:
+        OPTIMIZERS.check_name(name)
+    except UnknownNameError as err:
+        raise UserError(str(err), field="optimizer") from None
 
 
 def get_optimizer(
@@ -123,9 +125,4 @@ def get_optimizer(
 ) -> AskTellOptimizer:
     """Build back-end ``name`` ("cma" = pycma, the default; "optuna-cma"; "optuna-tpe")."""
     check_optimizer_name(name)
-    return _REGISTRY[name](x0=x0, sigma0=sigma0, bounds=bounds, popsize=popsize, seed=seed)
-
-
-def _load_backends() -> None:
-    # Imported lazily so that importing the interface does not import optuna.
-    from evolalloc.search.optimizers import optuna_cma, optuna_tpe, pycma  # noqa: F401
+    return OPTIMIZERS.get(name)(x0=x0, sigma0=sigma0, bounds=bounds, popsize=popsize, seed=seed)

@@ -44,8 +44,6 @@ def failed_loss(losses: Sequence[float | None]) -> float | None:
 class PycmaOptimizer(AskTellOptimizer):
     """``cma.CMAEvolutionStrategy`` in box bounds (pycma's ``BoundTransform``), quiet, seeded."""
 
-    name = "cma"
-
     def __init__(self, x0, sigma0, bounds, popsize, seed):
         super().__init__(x0, sigma0, bounds, popsize, seed)
         # Seed 0 would mean "from the clock" to pycma; we seed our own generator anyway.
