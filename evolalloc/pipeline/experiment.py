@@ -133,9 +133,14 @@ class Experiment:
             )
         return self._records[split]
 
-    def evaluator(self, split: str, scorer: Scorer | None = None) -> Evaluator:
-        """An evaluator of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine."""
-        return self.engine.evaluator(split, scorer or self.scorer)
+    def evaluator(self, split: str, scorer: Scorer | None = None, mode: str = "generate") -> Evaluator:
+        """An evaluator of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine,
+        scoring in fitness ``mode``: generate (the task's metric), graded or likelihood
+        (``fitness.FITNESS_MODES``; anything else is a ``ValueError`` naming them)."""
+        from fitness.task import check_fitness_mode
+
+        check_fitness_mode(mode)  # before an engine starts any worker
+        return self.engine.evaluator(split, scorer or self.scorer, mode=mode)
 
     def scorer_for(self, allocation: Allocation) -> Scorer:
         try:
