@@ -22,7 +22,7 @@ DEFAULT_MODEL = "bundled:smollm2-135m-instruct"  # same as evolalloc.runtime.mod
 DTYPES = ("float32", "bfloat16")
 # Kept as literals so that checking a recipe never imports optuna; a test compares them with the
 # registry in evolalloc.search.optimizers, so they cannot drift apart silently.
-OPTIMIZERS = ("cma", "optuna-cma", "optuna-tpe")
+OPTIMIZERS = ("cma", "optuna-cma", "optuna-tpe", "random")
 CACHE_SCOPES = ("group", "allocation")
 ENGINES = ("local", "ray")
 BASELINES = ("uniform", "pyramid", "streaming")
@@ -82,7 +82,7 @@ class SearchSpaceSection:
 
 @dataclass
 class OptimizerSection:
-    name: str = _rule("cma", choices=OPTIMIZERS, help="cma (pycma), optuna-cma or optuna-tpe")
+    name: str = _rule("cma", choices=OPTIMIZERS, help="cma (pycma), optuna-cma, optuna-tpe or random (the control)")
     sigma0: float = _rule(0.3, min_exclusive=0.0, help="initial CMA-ES step on the ratio k_i / c")
     popsize: int | None = _rule(None, min=3, help="candidates per generation; null = 4 + floor(3 ln n_g)")
     generations_per_group: int = _rule(10, min=1, help="M: generations per group")

@@ -121,11 +121,11 @@ def check_optimizer_name(name: str) -> None:
 def get_optimizer(
     name: str, *, x0: np.ndarray, sigma0: float, bounds: tuple, popsize: int, seed: int
 ) -> AskTellOptimizer:
-    """Build back-end ``name`` ("cma" = pycma, the default; "optuna-cma"; "optuna-tpe")."""
+    """Build back-end ``name`` ("cma" = pycma, the default; "optuna-cma"; "optuna-tpe"; "random")."""
     check_optimizer_name(name)
     return _REGISTRY[name](x0=x0, sigma0=sigma0, bounds=bounds, popsize=popsize, seed=seed)
 
 
 def _load_backends() -> None:
     # Imported lazily so that importing the interface does not import optuna.
-    from evolalloc.search.optimizers import optuna_cma, optuna_tpe, pycma  # noqa: F401
+    from evolalloc.search.optimizers import optuna_cma, optuna_tpe, pycma, random_search  # noqa: F401
