@@ -69,8 +69,10 @@ def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progres
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.report.stats import bootstrap_mean
 
+    from evolalloc.config.run_folder import CURATION_FILE
+
     recipe = _recipe(recipe_path, run_dir, overrides)
-    experiment = Experiment(recipe, progress=progress)
+    experiment = Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE if run_dir else None)
     if allocation in BASELINES:
         chosen = experiment.baseline(allocation, budget or recipe.budget.target)
     else:
@@ -81,7 +83,7 @@ def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progres
     for outcome in result.instances:
         click.echo(f"{outcome.uid:40s} score {outcome.score:.2f}  {outcome.prediction!r}")
     interval = bootstrap_mean([o.score for o in result.instances], seed=recipe.seed)
-    click.echo(f"{allocation} (c = {chosen.target:g}, scorer {chosen.scorer}) on {recipe.task.name}/{split}: "
+    click.echo(f"{allocation} (c = {chosen.target:g}, scorer {chosen.scorer}) on {recipe.task_names}/{split}: "
                f"mean {interval.mean:.3f}, 95% CI [{interval.low:.3f}, {interval.high:.3f}], n = {interval.n}")
 
 
@@ -95,11 +97,11 @@ def compare(run, progress):
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.pipeline.run import compare as compare_profiles
-    from evolalloc.config.run_folder import load_run_recipe
+    from evolalloc.config.run_folder import CURATION_FILE, load_run_recipe
     from evolalloc.report.summary import allocation_files, show_run
 
     recipe = load_run_recipe(run)
-    experiment = Experiment(recipe, progress=progress)
+    experiment = Experiment(recipe, progress=progress, curation_file=run / CURATION_FILE)
     files = allocation_files(run)
     if not files:
         raise click.ClickException(f"{run} has no allocation-c*.json yet: finish the search first (evolalloc resume {run})")

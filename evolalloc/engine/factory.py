@@ -18,8 +18,14 @@ from evolalloc.core.errors import UserError
 _POOLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def make_evaluator(experiment, split: str, scorer=None):
-    """An ``Evaluator`` of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine."""
+def make_evaluator(experiment, split: str, scorer=None, mode: str = "generate"):
+    """An ``Evaluator`` of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine.
+
+    ``mode``: the fitness mode; only "generate" (greedy answer, the task's metric) exists so far.
+    """
+    if mode != "generate":
+        raise UserError(f"fitness mode {mode!r} is not available in this build; use fitness.mode: generate",
+                        field="fitness.mode")
     engine = experiment.recipe.engine
     scorer = scorer or experiment.scorer
     if engine.kind == "local":
