@@ -18,11 +18,15 @@ progress_option = click.option("--progress/--no-progress", default=True, show_de
 
 @main.command()
 @click.argument("recipe", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("more_seeds", nargs=-1, type=int, metavar="")
 @set_option
 @click.option("--name", default=None, help="Run folder name (default: the recipe's name).")
 @click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Where run folders go.")
+@click.option("--seeds", "first_seed", type=str, default=None, metavar="S [S ...]",
+              help="Search once per optimizer seed (e.g. --seeds 0 1 2): runs NAME-s0, NAME-s1, ... on the same "
+                   "instances, then NAME-seeds/summary.md with the spread. Run it again to resume.")
 @progress_option
-def search(recipe, overrides, name, runs_dir, progress):
+def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, progress):
     """Search a budget profile as RECIPE says, then compare it with the baselines and write a report.
 
     Creates runs/<name>/ (never overwrites one). If the run is killed, `evolalloc resume` continues it.
@@ -31,13 +35,38 @@ def search(recipe, overrides, name, runs_dir, progress):
     from evolalloc.config.recipe import load_recipe
     from evolalloc.config.run_folder import create_run_folder
 
+    seeds = _seeds(first_seed, more_seeds)
     loaded = load_recipe(recipe, overrides)
+    if seeds is not None:
+        from evolalloc.pipeline.seeds import SUMMARY_MD, search_seeds
+
+        folder = search_seeds(loaded, seeds, runs_dir, name, progress=progress, echo=click.echo)
+        click.echo((folder / SUMMARY_MD).read_text())
+        click.echo(f"summary: {folder / SUMMARY_MD}")
+        return
     run_dir = create_run_folder(loaded, runs_dir, name)
     click.echo(f"run folder: {run_dir}")
     search_run(run_dir, loaded, progress=progress)
     from evolalloc.report.summary import show_run
 
     click.echo(show_run(run_dir))
+
+
+def _seeds(first: str | None, more: tuple[int, ...]) -> list[int] | None:
+    """``--seeds 0 1 2`` (click hands the 1 and 2 over as extra arguments) or ``--seeds 0,1,2``."""
+    from evolalloc.core.errors import UserError
+
+    if first is None:
+        if more:
+            raise click.UsageError(f"unexpected extra arguments {' '.join(map(str, more))} (seeds go after --seeds)")
+        return None
+    try:
+        seeds = [int(part) for part in first.replace(",", " ").split()] + list(more)
+    except ValueError:
+        raise UserError(f"seeds must be whole numbers, got {first!r}", field="--seeds") from None
+    if any(seed < 0 for seed in seeds):
+        raise UserError(f"seeds must be >= 0, got {seeds}", field="--seeds")
+    return seeds
 
 
 @main.command()
