@@ -65,3 +65,15 @@ def test_for_task_gives_a_single_task_recipe_of_that_entry(tmp_path):
     assert words.tasks is None and words.task.name == "niah_single" and words.task.context_tokens == 800
     assert words.task.search.curate.reference_unsolved == "uniform"
     assert words.budget == recipe.budget and words.name == recipe.name
+
+
+def test_the_quickstart_follows_the_search_protocol():
+    from pathlib import Path
+
+    recipe = load_recipe(Path(__file__).resolve().parents[1] / "runs" / "quickstart.yaml")
+    assert recipe.task.name == "passkey" and recipe.budgets == [128, 256, 512]
+    assert recipe.scorer.name == "snapkv" and recipe.search_space.name == "layer_groups"
+    search, heldout = recipe.task.search, recipe.task.heldout
+    assert search.n >= 48 and search.curate.full_cache_solves and search.curate.draw >= search.n
+    assert heldout.n >= 100 and heldout.curate.reference_unsolved is None
+    assert recipe.fitness.mode in (None, "likelihood")

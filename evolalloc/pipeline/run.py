@@ -141,6 +141,7 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
 def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig, started: float) -> Path:
     evolved = evolved_allocation(recipe, experiment, result, config)
     profiles = ship(run_dir, recipe, experiment, evolved)
+    experiment.release("search")  # its prefill records are not needed for the held-out comparison
     rows, methods = compare(run_dir, recipe, experiment, profiles)
     return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started, experiment)
 
