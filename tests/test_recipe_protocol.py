@@ -77,3 +77,12 @@ def test_the_quickstart_follows_the_search_protocol():
     assert search.n >= 48 and search.curate.full_cache_solves and search.curate.draw >= search.n
     assert heldout.n >= 100 and heldout.curate.reference_unsolved is None
     assert recipe.fitness.mode in (None, "likelihood")
+
+
+def test_the_second_recipe_searches_niah_single_with_uuid_needles_below_the_prompt_length():
+    from pathlib import Path
+
+    recipe = load_recipe(Path(__file__).resolve().parents[1] / "runs" / "niah_single.yaml")
+    assert recipe.task.name == "niah_single" and recipe.task.params == {"needle_type": "uuid"}
+    assert max(recipe.budgets) < recipe.task.context_tokens
+    assert recipe.task.search.n >= 48 and recipe.task.search.curate.full_cache_solves and recipe.task.heldout.n >= 100

@@ -108,6 +108,7 @@ class GroupProgress:
     first_generation_best: float | None
     within_gain: float | None
     task_scores: int
+    generations: int = 1
 
     @property
     def flat(self) -> bool:
@@ -140,6 +141,7 @@ def group_progress(records: Sequence[Any]) -> list[GroupProgress]:
             failed=len(indices) - len(ok), best=best, best_at=None if best_at is None else best_at + 1,
             first_generation_best=first_best, within_gain=None if best is None else best - first_best,
             task_scores=len(scores),
+            generations=len({record_field(records[i], "generation") for i in indices}),
         ))
     return out
 
@@ -173,8 +175,12 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
             low.scatter(*zip(*scores), s=10, alpha=0.6, color=color)
         if info.best_at is not None:
             ax.scatter([info.best_at], [info.best], marker="*", s=140, color=color, edgecolor="black", zorder=5)
-        label = "flat (one task score)" if info.flat else (
-            "no gain after gen. 1" if not info.within_gain else f"+{info.within_gain:.3g} within")
+        if info.flat:
+            label = "flat (one task score)"
+        elif info.generations < 2:
+            label = "one generation"
+        else:
+            label = "no gain after gen. 1" if not info.within_gain else f"+{info.within_gain:.3g} after gen. 1"
         name = "–" if info.group is None else int(info.group) + 1
         ax.annotate(f"group {name}\n{label}", xy=((info.first + info.last) / 2, 1.0), xycoords=("data", "axes fraction"),
                     ha="center", va="top", fontsize=7, color="black" if not info.flat else "grey")
@@ -182,7 +188,8 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
             for axis in (ax, low):
                 axis.axvline(info.first - 0.5, color="grey", linewidth=0.8, linestyle=":")
     best = best_so_far(records)
-    ax.plot(steps, [np.nan if b is None else b for b in best], color=COLORS["evolved"], linewidth=2, label="best so far")
+    ax.step(steps, [np.nan if b is None else b for b in best], where="post", color=COLORS["evolved"], linewidth=2,
+            label="best so far")
     failed = [i for i, r in zip(steps, records) if record_field(r, "state") == "FAIL"]
     if failed:
         ax.scatter(failed, [floor] * len(failed), marker="x", color="red", label=f"failed ({len(failed)})")

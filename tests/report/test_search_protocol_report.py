@@ -90,3 +90,7 @@ def test_a_task_scored_on_different_instances_per_method_is_refused(two_tasks):
 def test_single_task_rows_keep_no_task_label(two_tasks):
     assert {r.task for r in compare_scores(two_tasks["passkey"], n_resamples=100)} == {None}
     assert np.isfinite([r.score.mean for r in compare_scores(two_tasks["words"], n_resamples=100)]).all()
+
+
+def test_group_progress_counts_the_generations_of_each_group(climbing):
+    assert [info.generations for info in group_progress(climbing)] == [3, 2]
