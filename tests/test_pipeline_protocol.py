@@ -193,7 +193,7 @@ def test_the_weighted_fitness_is_the_weighted_mean_of_the_task_scores():
 
 
 def test_seeds_run_once_per_seed_on_the_same_instances_and_resume_after_a_kill(tmp_path, tiny_model_dir, monkeypatch):
-    from evolalloc.config.run_folder import load_run_recipe
+    from evolalloc.config.run_folder import CHECKPOINT_FILE, load_run_recipe
     from evolalloc.pipeline.seeds import search_seeds
 
     recipe = load(tmp_path, base_recipe(tiny_model_dir))
@@ -211,7 +211,7 @@ def test_seeds_run_once_per_seed_on_the_same_instances_and_resume_after_a_kill(t
     with pytest.raises(KeyboardInterrupt):
         search_seeds(recipe, [0, 1, 2], runs, progress=False, echo=lambda line: None)
     assert (runs / "tiny-s0" / "report.md").exists() and not (runs / "tiny-s1" / "allocation-c24.json").exists()
-    assert (runs / "tiny-s1" / "search_checkpoint.pkl").exists() and not (runs / "tiny-s2").exists()
+    assert (runs / "tiny-s1" / CHECKPOINT_FILE).exists() and not (runs / "tiny-s2").exists()
 
     monkeypatch.setattr(LocalEvaluator, "evaluate", real_evaluate)
     said = []

@@ -4,6 +4,9 @@ It is what ``search``, ``evaluate`` and ``compare`` share: the model is loaded o
 instances are generated once, and the prefill records of a split are made once and re-used by
 every allocation and baseline evaluated on it.
 
+It owns the recipe's engine (``ENGINES``) and closes it: use it as a context manager,
+``with Experiment(recipe) as experiment: ...``, or call ``close()``.
+
 Curated splits (``task.<split>.curate``, see ``pipeline/curation.py``) are drawn as the pseudo-split
 ``"<split>:drawn"``, judged, and the kept instances become the split (their prefill records are
 re-used). A recipe with several ``tasks`` is one part-experiment per task (each a single-task
@@ -17,8 +20,8 @@ from functools import cached_property
 from pathlib import Path
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.engine.base import Evaluator
-from evolalloc.engine.factory import make_evaluator
+from evolalloc.core.baselines import make_baseline
+from evolalloc.engine.base import ENGINES, Engine, Evaluator
 from evolalloc.engine.local import prefill_instances
 from evolalloc.core.errors import UserError
 from evolalloc.runtime.scorers import Scorer, get_scorer
@@ -32,7 +35,8 @@ class Experiment:
         recipe: the resolved recipe.
         progress: show progress bars (and print curation lines).
         curation_file: the run folder's ``curation.json``: curations are recorded there and, when
-            it already holds one, re-used (so resume and compare see the same instances).
+            it already holds one, re-used (so resume and compare see the same instances). None: kept
+            in memory only (``record_curations`` writes them once the run folder exists).
     """
 
     def __init__(self, recipe, *, progress: bool = True, curation_file: str | Path | None = None, _parent=None,
@@ -45,6 +49,23 @@ class Experiment:
         self.label = _label or recipe.task_names
         self._records: dict[str, list] = {}
         self._instances: dict[str, list] = {}
+        self._engine: Engine | None = None
+
+    def __enter__(self) -> "Experiment":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the engine (stops Ray workers) and drop the prefill records; harmless twice."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+        self._records.clear()
+        if self.recipe.multi_task and "parts" in self.__dict__:
+            for _, _, part in self.parts:
+                part.close()
 
     @cached_property
     def parts(self) -> list[tuple[str, float, "Experiment"]]:
@@ -60,6 +81,17 @@ class Experiment:
     def fitness_mode(self) -> str:
         """What the search climbs on this (single-task) experiment: the recipe's mode, else the task's."""
         return self.recipe.fitness.mode or getattr(self.task, "default_fitness_mode", "generate")
+
+    @property
+    def engine(self) -> Engine:
+        """The recipe's engine, built on first use with ``engine.options``."""
+        if self._engine is None:
+            section = self.recipe.engine
+            try:
+                self._engine = ENGINES.create(section.kind, self, **section.options)
+            except ValueError as err:  # an unknown engine or option (the registry's message)
+                raise UserError(str(err), source=self.recipe.source, field="engine") from None
+        return self._engine
 
     @cached_property
     def loaded(self):
@@ -97,11 +129,15 @@ class Experiment:
 
     @cached_property
     def scorers(self) -> list[Scorer]:
-        """Every scorer the run needs rankings for: the recipe's, and streaming for its baseline."""
-        scorers = [self.scorer]
-        if "streaming" in self.recipe.baselines and self.scorer.name != "streaming":
-            scorers.append(get_scorer("streaming"))
-        return scorers
+        """Every scorer the run needs rankings for: the recipe's, and each one a baseline declares
+        (streaming ranks with StreamingLLM's), once per distinct ``key``."""
+        scorers = {self.scorer.key: self.scorer}
+        for name in self.recipe.baselines:
+            declared = make_baseline(name).scorer
+            if declared is not None:
+                extra = get_scorer(declared[0], **declared[1])
+                scorers.setdefault(extra.key, extra)
+        return list(scorers.values())
 
     def split_section(self, split: str):
         """The recipe section (``n``, ``seed``, ``curate``) of ``split`` ("search" or "heldout")."""
@@ -131,9 +167,11 @@ class Experiment:
 
         section = self.split_section(split)
         try:
-            return self.task.instances(split, n, section.seed, self.recipe.task.context_tokens, self.loaded.tokenizer)
+            instances = self.task.instances(split, n, section.seed, self.recipe.task.context_tokens, self.loaded.tokenizer)
         except FitnessError as err:
             raise UserError(str(err), source=self.recipe.source, field=f"task.{split}") from None
+        self._check_fits(instances)
+        return instances
 
     def _curated(self, split: str) -> list:
         from tqdm import tqdm
@@ -157,6 +195,32 @@ class Experiment:
             raise UserError(f"curation kept no instance of the {split} split ({record.line()})",
                             source=self.recipe.source, field=f"task.{split}.curate")
         return [by_uid[uid] for uid in record.kept_uids]
+
+    def record_curations(self, path: str | Path) -> None:
+        """Write every curation made so far into ``path`` (the run folder's ``curation.json``, once it
+        exists) and record later ones there too."""
+        from evolalloc.pipeline.curation import save_curation
+
+        self.curation_file = Path(path)
+        for _, _, part in self.parts:
+            part.curation_file = self.curation_file
+            for split, record in part.curations.items():
+                save_curation(self.curation_file, record, part.split_section(split))
+
+    def _check_fits(self, instances) -> None:
+        """Refuse (``UserError`` on ``task.context_tokens``) an instance beyond the model's positions."""
+        from evolalloc.engine.local import tokenize_instance
+
+        limit = self.geometry.max_positions
+        if not limit:
+            return
+        for instance in instances:
+            ids, question = tokenize_instance(self.loaded.tokenizer, instance, self.recipe.task.question_after_compression)
+            needed = len(ids) + len(question or []) + instance.max_new_tokens
+            if needed > limit:
+                raise UserError(f"instance {instance.uid} needs {needed} positions (prompt and answer), beyond the "
+                                f"model's {limit}; choose a shorter context", source=self.recipe.source,
+                                field="task.context_tokens")
 
     def records(self, split: str) -> list:
         """Prefill records of a split, made once, holding every scorer's ranking.
@@ -182,7 +246,7 @@ class Experiment:
         for _, _, part in self.parts:
             part._records.pop(split, None)
 
-    def evaluator(self, split: str, scorer: Scorer | None = None, mode: str = "generate") -> Evaluator:
+    def evaluator(self, split: str, scorer: Scorer | None = None, mode: str | None = "generate") -> Evaluator:
         """An evaluator of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine.
 
         ``mode``: what a candidate is scored by ("generate", "graded" or "likelihood", see
@@ -194,7 +258,11 @@ class Experiment:
 
             return WeightedEvaluator([(label, weight, part.evaluator(split, scorer, mode))
                                       for label, weight, part in self.parts])
-        return make_evaluator(self, split, scorer, mode=mode or self.fitness_mode)
+        mode = mode or self.fitness_mode
+        if mode != "generate":  # the engines gain the other modes with the likelihood work
+            raise UserError(f"fitness mode {mode!r} is not available in this build; use fitness.mode: generate",
+                            source=self.recipe.source, field="fitness.mode")
+        return self.engine.evaluator(split, scorer or self.scorer)
 
     def search_evaluator(self) -> Evaluator:
         """What the search scores candidates with: the search split, in the fitness mode."""
@@ -207,17 +275,14 @@ class Experiment:
             raise UserError(str(err), field="scorer") from None
 
     def baseline(self, method: str, target: float) -> Allocation:
-        """A baseline allocation at ``target`` for this model."""
-        common = dict(model=self.recipe.model.spec)
-        if method == "uniform":
-            return Allocation.uniform(self.geometry, target, scorer=self.scorer.name, scorer_params=self.scorer.params(), **common)
-        if method == "pyramid":
-            # PyramidKV's observation window sits on top of its pyramid: reserve the always-kept tokens.
-            return Allocation.pyramid(self.geometry, target, reserved=self.scorer.always_kept, scorer=self.scorer.name,
-                                      scorer_params=self.scorer.params(), **common)
-        if method == "streaming":
-            return Allocation.streaming(self.geometry, target, **common)
-        raise UserError(f"unknown baseline {method!r}; baselines: uniform, pyramid, streaming", field="baselines")
+        """Baseline ``method`` at ``target`` for this model, ranking with the run's scorer unless
+        the baseline declares its own; ``reserved`` is the run scorer's always-kept tokens."""
+        try:
+            baseline = make_baseline(method)
+            return baseline.allocation(self.geometry, target, model=self.recipe.model.spec, scorer=self.scorer.name,
+                                       scorer_params=self.scorer.params(), reserved=self.scorer.always_kept)
+        except ValueError as err:  # an unknown name (with did-you-mean) or a target it cannot hold
+            raise UserError(str(err), field="baselines") from None
 
     def min_budget(self) -> int:
         return max(1, self.scorer.always_kept)

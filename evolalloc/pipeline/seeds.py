@@ -20,9 +20,7 @@ import statistics
 from pathlib import Path
 from typing import Callable, Sequence
 
-from evolalloc.config.run_folder import (
-    CHECKPOINT_FILE, COMPARISON_FILE, REPORT_FILE, create_run_folder, load_run_recipe,
-)
+from evolalloc.config.run_folder import COMPARISON_FILE, REPORT_FILE, load_run_recipe
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.report.comparison import load_comparison
@@ -50,7 +48,8 @@ def search_seeds(
     echo: Callable[[str], None] = print,
 ) -> Path:
     """Run (or resume, or re-use) one search per seed, then write the summary; returns its folder."""
-    from evolalloc.pipeline.run import resume_run, search_run
+    from evolalloc.pipeline.run import resume_run, run_prepared
+    from evolalloc.pipeline.start import prepare_run
 
     if not seeds:
         raise UserError("give at least one seed", field="--seeds")
@@ -64,8 +63,7 @@ def search_seeds(
         runs[seed] = run_dir
         if not run_dir.exists():
             echo(f"seed {seed}: new run {run_dir}")
-            create_run_folder(seeded, runs_dir)
-            search_run(run_dir, seeded, progress=progress)
+            run_prepared(prepare_run(seeded, runs_dir, progress=progress), progress=progress)
             continue
         stored = load_run_recipe(run_dir)
         if stored.to_dict() != seeded.to_dict():
@@ -73,12 +71,9 @@ def search_seeds(
                             source=str(run_dir))
         if _finished(run_dir):
             echo(f"seed {seed}: finished run {run_dir}, re-used")
-        elif (run_dir / CHECKPOINT_FILE).exists():
+        else:  # prepare_run creates folder, study and first checkpoint together: resume finds them
             echo(f"seed {seed}: resuming {run_dir}")
             resume_run(run_dir, progress=progress)
-        else:  # created, killed before the search started
-            echo(f"seed {seed}: starting the search in {run_dir}")
-            search_run(run_dir, stored, progress=progress)
     return write_summary(runs_dir / f"{base}-seeds", runs)
 
 

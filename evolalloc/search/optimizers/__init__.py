@@ -2,6 +2,7 @@
 random-search control ("random")."""
 
 from evolalloc.search.optimizers.base import (
+    OPTIMIZERS,
     AskTellOptimizer,
     check_optimizer_name,
     get_optimizer,
@@ -9,4 +10,4 @@ from evolalloc.search.optimizers.base import (
     register_optimizer,
 )
 
-__all__ = ["AskTellOptimizer", "check_optimizer_name", "get_optimizer", "optimizer_names", "register_optimizer"]
+__all__ = ["OPTIMIZERS", "AskTellOptimizer", "check_optimizer_name", "get_optimizer", "optimizer_names", "register_optimizer"]

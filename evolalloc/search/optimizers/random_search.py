@@ -11,8 +11,8 @@ Why not uniform in the box: the automatic ratio bounds reach 4c, so a uniform dr
 ratio near 2 and almost every candidate would blow the budget (CacheScore 0) — a strawman.
 
 Failures (``None`` losses) are simply ignored: nothing is learned from any candidate anyway.
-The generator is a ``numpy.random.Generator`` owned by the optimizer, so pickling the optimizer
-(``state_bytes``) captures its state and a resumed search asks the same next generation.
+The generator is a ``numpy.random.Generator`` owned by the optimizer and seeded, so a fresh one
+asked the same generations again (how ``resume`` rebuilds it) asks the same next generation.
 """
 
 from __future__ import annotations
