@@ -68,7 +68,7 @@ def _submit(service, body: bytes, content_type: str | None, name: str | None) ->
         if (service.settings.runs_dir / recipe.name).exists():
             raise JobError(409, f"run folder {recipe.name!r} already exists; a run is never overwritten: pass ?name=")
         job = Job(name=recipe.name, status="queued", recipe=recipe.to_yaml(), model=recipe.model.spec,
-                  task=recipe.task.name, engine=recipe.engine.kind)
+                  task=recipe.task_names, engine=recipe.engine.kind)
         session.add(job)
         session.flush()
         result = job.to_dict()
