@@ -17,13 +17,16 @@ evaluated. Each replayed ``ask()`` must equal the stored parameters (else the st
 another search, or the optimizer library changed), so the optimizer state, the best-so-far
 ``G*`` and ``F_best`` come back exactly as an uninterrupted run had them, from data alone.
 
+The algorithm's bookkeeping (G*, F_best, the optimizer per group, the advance) lives in
+``groupwise.GroupwiseAlgorithm``, which the ask/tell service drives as well; this module is
+the in-process driver: evaluate, store, tell, checkpoint.
+
 Nothing here knows about models: the evaluator is anything with
 ``evaluate(list of int budgets [L, H]) -> list[EvalResult]``.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +34,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from evolalloc.engine.base import EvalResult, Evaluator
+from evolalloc.engine.base import Evaluator
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import follow_umask
 from evolalloc.search.checkpoint import (
     Checkpoint, checkpoint_path, has_checkpoint, legacy_checkpoint_path, load_checkpoint, refuse_legacy, save_checkpoint,
 )
 from evolalloc.search.config import SearchConfig
-from evolalloc.search.optimizers import AskTellOptimizer, get_optimizer
+from evolalloc.search.groupwise import GroupwiseAlgorithm, group_seed  # noqa: F401 - group_seed re-exported
 from evolalloc.search.store import TrialRecord, TrialStore, display_url
 
 STUDY_FILE = "study.db"
@@ -74,11 +77,6 @@ def storage_url(run_dir: str | os.PathLike, config: SearchConfig) -> str:
     if config.storage:
         return config.storage
     return f"sqlite:///{(Path(run_dir).resolve() / STUDY_FILE).as_posix()}"
-
-
-def group_seed(seed: int, group: int) -> int:
-    """Independent, reproducible seed for group ``group``'s optimizer."""
-    return int(np.random.SeedSequence([seed, group]).generate_state(1)[0])
 
 
 def start_search(run_dir: str | os.PathLike, config: SearchConfig) -> TrialStore:
@@ -170,7 +168,7 @@ def _short(values) -> str:
 
 
 class GroupwiseSearch:
-    """Runs Algorithm 1 from the start, replaying stored generations and evaluating the rest.
+    """Drives ``GroupwiseAlgorithm`` in-process: replays stored generations, evaluates the rest.
 
     ``checkpoint`` names the config and how far a previous run got; the replay must get at least
     that far on stored trials alone.
@@ -185,65 +183,36 @@ class GroupwiseSearch:
         self.reached = (checkpoint.group, checkpoint.generation)
         self.store = store
         self.progress = progress
-        self.space = self.config.build_space()
-        self.groups = self.space.groups()
-        self.objective = self.config.objective()
+        # The position, G* and F_best: rebuilt by the replay, never read from a file.
+        self.algorithm = GroupwiseAlgorithm(self.config)
         self.evaluated = 0
-        self.implementation: tuple[str, str] | None = None
-        # The loop's position and G*, F_best: rebuilt by the replay, never read from a file.
-        self.cp = Checkpoint(config=self.config)
-        initial = self.space.initial_ratios()
-        self.best_ratios = initial
-        self.best_budgets = self.space.decode(initial)
-        self.best_fitness = -math.inf
-        self.best_task_score: float | None = None
-        self.best_key: tuple[int, int, int] | None = None
+        self._implementation_saved = False
 
     def run(self) -> SearchResult:
-        total = sum(self.config.generations * self.config.popsize_for(len(units)) for units in self.groups)
+        total = self.algorithm.total_evaluations()
         with tqdm(
             total=total, initial=min(len(self.store), total), disable=not self.progress, desc="search", unit="eval"
         ) as bar:
-            while self.cp.group < len(self.groups):
-                group = self.cp.group
-                units = self.groups[group]
-                optimizer = self._optimizer(units)
-                while self.cp.group == group:  # _advance moves to the next group after M generations
-                    self._generation(optimizer, units, bar)
-                    self._advance()
+            while not self.algorithm.done:
+                self._generation(bar)
+                self._checkpoint()
         return self._result()
 
-    def _optimizer(self, units: np.ndarray) -> AskTellOptimizer:
-        optimizer = get_optimizer(
-            self.config.optimizer,
-            x0=self.space.initial_ratios()[units],
-            sigma0=self.config.sigma0,
-            bounds=self.space.ratio_bounds,
-            popsize=self.config.popsize_for(len(units)),
-            seed=group_seed(self.config.seed, self.cp.group),
-        )
-        if self.implementation is None:
-            self.implementation = optimizer.implementation
-            self.store.study.set_user_attr("optimizer_implementation", list(self.implementation))
-        return optimizer
-
-    def _generation(self, optimizer: AskTellOptimizer, units: np.ndarray, bar) -> None:
-        group, generation = self.cp.group, self.cp.generation
-        xs = optimizer.ask()
-        full = []
-        for x in xs:
-            ratios = self.best_ratios.copy()
-            ratios[units] = x  # G~ = G* with g_j := S_g
-            full.append((ratios, self.space.decode(ratios)))
-
-        records: list[TrialRecord | None] = [self.store.get(group, generation, i) for i in range(len(xs))]
-        for i, record in enumerate(records):
-            if record is not None and not np.allclose(record.ratios, xs[i], rtol=0, atol=1e-9):
+    def _generation(self, bar) -> None:
+        alg = self.algorithm
+        group, generation = alg.position
+        candidates = alg.ask()
+        if not self._implementation_saved and alg.implementation is not None:
+            self.store.study.set_user_attr("optimizer_implementation", list(alg.implementation))
+            self._implementation_saved = True
+        records: list[TrialRecord | None] = [self.store.get(*c.key) for c in candidates]
+        for candidate, record in zip(candidates, records):
+            if record is not None and not alg.matches(candidate, record.ratios):
                 raise UserError(
-                    f"stored trial (group {group}, generation {generation}, candidate {i}) has ratios "
-                    f"{_short(record.ratios)}, but the replayed optimizer asked {_short(xs[i])}: the search "
+                    f"stored trial (group {group}, generation {generation}, candidate {candidate.index}) has ratios "
+                    f"{_short(record.ratios)}, but the replayed optimizer asked {_short(candidate.x)}: the search "
                     "settings and the study do not belong to the same run (or the optimizer library changed "
-                    f"since: {'/'.join(self.implementation or ('?', '?'))} now)",
+                    f"since: {'/'.join(alg.implementation or ('?', '?'))} now)",
                     source=display_url(storage_url(self.run_dir, self.config)), field=f"study {self.config.study_name!r}",
                 )
         missing = [i for i, record in enumerate(records) if record is None]
@@ -255,77 +224,35 @@ class GroupwiseSearch:
                 source=display_url(storage_url(self.run_dir, self.config)), field=f"study {self.config.study_name!r}",
             )
         if missing:
-            results = self.evaluator.evaluate([full[i][1] for i in missing])
+            results = self.evaluator.evaluate([candidates[i].budgets for i in missing])
             if len(results) != len(missing):
                 raise RuntimeError(f"evaluator returned {len(results)} results for {len(missing)} budgets")
             for i, result in zip(missing, results):
-                record = self._record(group, generation, i, units, xs[i], full[i][1], result)
-                records[i] = self.store.add(record)
+                records[i] = self.store.add(alg.score(candidates[i], result))
             self.evaluated += len(missing)
             bar.update(len(missing))
+        alg.tell(records)
+        if alg.found:
+            bar.set_postfix(best=f"{alg.best_fitness:.4f}", group=f"{group + 1}/{len(alg.groups)}")
 
-        optimizer.tell(xs, [-r.fitness if r.ok else None for r in records])
-        for i, record in enumerate(records):
-            if record.ok and record.fitness > self.best_fitness:
-                self.best_fitness = record.fitness
-                self.best_task_score = record.task_score
-                self.best_ratios, self.best_budgets = full[i]
-                self.best_key = record.key
-        if self.best_key is not None:
-            bar.set_postfix(best=f"{self.best_fitness:.4f}", group=f"{group + 1}/{len(self.groups)}")
-
-    def _record(
-        self, group: int, generation: int, candidate: int, units: np.ndarray, x: np.ndarray,
-        budgets: np.ndarray, result: EvalResult,
-    ) -> TrialRecord:
-        mean_budget = float(budgets.mean())
-        group_mean = float(self.space.encode(budgets)[units].mean() * self.space.target)
-        record = TrialRecord(
-            group=group,
-            generation=generation,
-            candidate=candidate,
-            units=[int(u) for u in units],
-            ratios=[float(v) for v in x],
-            budgets=budgets.tolist(),
-            mean_budget=mean_budget,
-            group_mean_budget=group_mean,
-            state="FAIL",
-            seconds=float(result.seconds),
-        )
-        if not result.ok:
-            record.error = result.error or f"non-finite task score {result.task_score!r}"
-            return record
-        # Under the exact rule the total is already c * units; a group may then spend above c
-        # only by taking from the others, which is the point, so CacheScore sees the whole mean.
-        by_group = self.config.cache_scope == "group" and self.config.budget_rule != "exact"
-        scored_mean = group_mean if by_group else mean_budget
-        record.state = "COMPLETE"
-        record.task_score = float(result.task_score)
-        record.cache_score = self.objective.cache_score(scored_mean, self.space.target)
-        record.fitness = self.objective.fitness(record.task_score, scored_mean, self.space.target)
-        return record
-
-    def _advance(self) -> None:
-        """Move to the next generation (or group) and checkpoint — after the trials are stored.
+    def _checkpoint(self) -> None:
+        """Checkpoint the next position — after the trials are stored.
 
         A replayed generation (not beyond where the checkpoint already is) writes nothing.
         """
-        self.cp.generation += 1
-        if self.cp.generation >= self.config.generations:
-            self.cp.group += 1
-            self.cp.generation = 0
-        if (self.cp.group, self.cp.generation) > self.reached:
-            save_checkpoint(self.run_dir, self.cp)
+        group, generation = self.algorithm.position
+        if (group, generation) > self.reached:
+            save_checkpoint(self.run_dir, Checkpoint(config=self.config, group=group, generation=generation))
 
     def _result(self) -> SearchResult:
-        found = self.best_key is not None
+        alg = self.algorithm
         return SearchResult(
-            best_ratios=self.best_ratios.copy(),
-            best_budgets=self.best_budgets.copy(),
-            best_fitness=self.best_fitness if found else None,
-            best_task_score=self.best_task_score if found else None,
+            best_ratios=alg.best_ratios.copy(),
+            best_budgets=alg.best_budgets.copy(),
+            best_fitness=alg.best_fitness if alg.found else None,
+            best_task_score=alg.best_task_score if alg.found else None,
             history=self.store.reload().records(),
-            implementation=self.implementation or tuple(self.store.study.user_attrs.get("optimizer_implementation", ("", ""))),
+            implementation=alg.implementation or tuple(self.store.study.user_attrs.get("optimizer_implementation", ("", ""))),
             evaluated=self.evaluated,
             storage=storage_url(self.run_dir, self.config),
             study_name=self.config.study_name,

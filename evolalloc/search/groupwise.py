@@ -1,0 +1,186 @@
+"""EvolKV's Algorithm 1 as a pure ask/tell state machine, shared by every driver.
+
+``GroupwiseAlgorithm`` holds the bookkeeping of Algorithm 1 and nothing else: which group and
+generation come next, the optimizer of the current group, the best-so-far ratios ``G*`` and the
+global ``F_best``. It never evaluates, stores or waits. Two drivers use it:
+
+* the in-process loop (``loop.py``): ask a generation, evaluate it with an ``Evaluator``, store
+  the trials, tell, checkpoint;
+* the ask/tell service (``evolalloc.service.studies``): ask a generation, lease its candidates
+  to remote clients, wait for their results, tell.
+
+So the two give the same candidates, fitness and profile for the same seed and the same task
+scores: there is one implementation of the algorithm, not two.
+
+One generation is ``cands = alg.ask()`` (the same list again until ``tell``), one
+``alg.score(cand, result)`` per candidate (a ``TrialRecord``: CacheScore and fitness computed
+here from the candidate's budgets, FAIL for a failed or non-finite result — never a made-up
+score), then ``alg.tell(records)`` with the generation's records in candidate order (the
+generation barrier). A driver resumes by replaying: a fresh algorithm asked and told the stored
+records again reaches exactly the same state (``matches`` checks each replayed candidate).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from evolalloc.engine.base import EvalResult
+from evolalloc.search.config import SearchConfig
+from evolalloc.search.optimizers import AskTellOptimizer, get_optimizer
+from evolalloc.search.store import TrialRecord
+
+
+def group_seed(seed: int, group: int) -> int:
+    """Independent, reproducible seed for group ``group``'s optimizer."""
+    return int(np.random.SeedSequence([seed, group]).generate_state(1)[0])
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate of a generation.
+
+    Attributes:
+        x: ``[len(units)]`` the optimizer's ratios for the group's units.
+        ratios: ``[n_units]`` G~ = G* with the group's units set to ``x``.
+        budgets: ``[num_layers, num_kv_heads]`` int64, ``ratios`` decoded by the search space.
+    """
+
+    group: int
+    generation: int
+    index: int
+    units: np.ndarray
+    x: np.ndarray
+    ratios: np.ndarray
+    budgets: np.ndarray
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.group, self.generation, self.index)
+
+
+class GroupwiseAlgorithm:
+    """Algorithm 1's state for one ``SearchConfig``; see the module docstring for the protocol."""
+
+    def __init__(self, config: SearchConfig):
+        self.config = config
+        self.space = config.build_space()
+        self.groups = self.space.groups()
+        self.objective = config.objective()
+        self.group = 0
+        self.generation = 0
+        self.implementation: tuple[str, str] | None = None
+        initial = self.space.initial_ratios()
+        self.best_ratios = initial
+        self.best_budgets = self.space.decode(initial)
+        self.best_fitness = -math.inf
+        self.best_task_score: float | None = None
+        self.best_key: tuple[int, int, int] | None = None
+        self._optimizer: AskTellOptimizer | None = None
+        self._asked: list[Candidate] | None = None
+
+    # -- progress -----------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.group >= len(self.groups)
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """The generation ``ask`` gives next (``(n_groups, 0)`` when done)."""
+        return (self.group, self.generation)
+
+    def total_evaluations(self) -> int:
+        return sum(self.config.generations * self.config.popsize_for(len(units)) for units in self.groups)
+
+    @property
+    def found(self) -> bool:
+        return self.best_key is not None
+
+    # -- ask / score / tell -------------------------------------------------------------------
+    def ask(self) -> list[Candidate]:
+        """The current generation's candidates (the same list until ``tell``)."""
+        if self.done:
+            raise RuntimeError("the search is finished; there is nothing to ask")
+        if self._asked is None:
+            units = self.groups[self.group]
+            if self._optimizer is None:  # a fresh optimizer at the uniform ratio for every group
+                self._optimizer = get_optimizer(
+                    self.config.optimizer,
+                    x0=self.space.initial_ratios()[units],
+                    sigma0=self.config.sigma0,
+                    bounds=self.space.ratio_bounds,
+                    popsize=self.config.popsize_for(len(units)),
+                    seed=group_seed(self.config.seed, self.group),
+                )
+                if self.implementation is None:
+                    self.implementation = self._optimizer.implementation
+            asked = []
+            for i, x in enumerate(self._optimizer.ask()):
+                ratios = self.best_ratios.copy()
+                ratios[units] = x  # G~ = G* with g_j := S_g
+                asked.append(Candidate(self.group, self.generation, i, units, x, ratios, self.space.decode(ratios)))
+            self._asked = asked
+        return list(self._asked)
+
+    @staticmethod
+    def matches(candidate: Candidate, stored_ratios) -> bool:
+        """Whether a stored trial's ratios are this replayed candidate's (float dust allowed)."""
+        return np.allclose(np.asarray(stored_ratios, dtype=float), candidate.x, rtol=0, atol=1e-9)
+
+    def score(self, candidate: Candidate, result: EvalResult) -> TrialRecord:
+        """The stored form of ``candidate`` evaluated as ``result``: fitness, or FAIL with the error."""
+        budgets = candidate.budgets
+        units = candidate.units
+        mean_budget = float(budgets.mean())
+        group_mean = float(self.space.encode(budgets)[units].mean() * self.space.target)
+        record = TrialRecord(
+            group=candidate.group,
+            generation=candidate.generation,
+            candidate=candidate.index,
+            units=[int(u) for u in units],
+            ratios=[float(v) for v in candidate.x],
+            budgets=budgets.tolist(),
+            mean_budget=mean_budget,
+            group_mean_budget=group_mean,
+            state="FAIL",
+            seconds=float(result.seconds),
+        )
+        if not result.ok:
+            record.error = result.error or f"non-finite task score {result.task_score!r}"
+            return record
+        # Under the exact rule the total is already c * units; a group may then spend above c
+        # only by taking from the others, which is the point, so CacheScore sees the whole mean.
+        by_group = self.config.cache_scope == "group" and self.config.budget_rule != "exact"
+        scored_mean = group_mean if by_group else mean_budget
+        record.state = "COMPLETE"
+        record.task_score = float(result.task_score)
+        record.cache_score = self.objective.cache_score(scored_mean, self.space.target)
+        record.fitness = self.objective.fitness(record.task_score, scored_mean, self.space.target)
+        return record
+
+    def tell(self, records: list[TrialRecord]) -> None:
+        """Close the current generation with its records, in candidate order; then advance.
+
+        G* becomes a candidate's G~ only when its fitness beats the global F_best (the first
+        wins a tie). After ``M`` generations the next group starts with a fresh optimizer.
+        """
+        asked = self._asked
+        if asked is None:
+            raise RuntimeError("tell() without ask()")
+        if [r.key for r in records] != [c.key for c in asked]:
+            raise ValueError("tell() needs one record per asked candidate, in candidate order")
+        self._optimizer.tell([c.x for c in asked], [-r.fitness if r.ok else None for r in records])
+        for candidate, record in zip(asked, records):
+            if record.ok and record.fitness > self.best_fitness:
+                self.best_fitness = record.fitness
+                self.best_task_score = record.task_score
+                self.best_ratios, self.best_budgets = candidate.ratios, candidate.budgets
+                self.best_key = record.key
+        self._asked = None
+        self.generation += 1
+        if self.generation >= self.config.generations:
+            self.group += 1
+            self.generation = 0
+            self._optimizer = None
