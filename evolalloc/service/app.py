@@ -42,6 +42,7 @@ class Service:
     runner: JobRunner
     validator: Validator
     lock_handle: object
+    studies: object = None  # StudyManager (ask/tell studies)
 
 
 def open_service(settings: ServiceSettings) -> Service:
@@ -53,8 +54,12 @@ def open_service(settings: ServiceSettings) -> Service:
     except BlockingIOError:
         handle.close()
         raise UserError("another evolalloc service is using this runs dir", source=str(settings.runs_dir)) from None
+    import evolalloc.service.study_db  # noqa: F401 - its tables join Base before create_all
+    from evolalloc.service.studies import StudyManager, register_study_profiles
+
     sessions = make_sessions(make_engine(settings.db_url))
-    return Service(settings, sessions, JobRunner(settings, sessions), Validator(), handle)
+    return Service(settings, sessions, JobRunner(settings, sessions), Validator(), handle,
+                   StudyManager(sessions, on_finish=register_study_profiles))
 
 
 def _error(status: int, message: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
@@ -97,7 +102,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def create_app(service: Service) -> FastAPI:
-    from evolalloc.service import api_jobs, api_profiles
+    from evolalloc.service import api_jobs, api_profiles, api_studies
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -115,6 +120,7 @@ def create_app(service: Service) -> FastAPI:
     _install_error_handlers(app)
     app.include_router(api_jobs.router)
     app.include_router(api_profiles.router)
+    app.include_router(api_studies.router)
 
     static = resources.files("evolalloc.service").joinpath("static")
     app.mount("/static", StaticFiles(directory=str(static)), name="static")

@@ -68,3 +68,30 @@ class Client:
     def register(self, allocation_text: str) -> dict:
         return self._call("POST", "/profiles", content=allocation_text.encode("utf-8"),
                           headers={"Content-Type": "application/json"}).json()
+
+    # -- ask/tell studies (evolalloc.client re-exports these with a worker loop) --------------
+    def create_study(self, spec: dict) -> dict:
+        return self._call("POST", "/studies", json=spec).json()
+
+    def study(self, study_id: int) -> dict:
+        return self._call("GET", f"/studies/{study_id}").json()
+
+    def study_trials(self, study_id: int) -> list[dict]:
+        return self._call("GET", f"/studies/{study_id}/trials").json()["trials"]
+
+    def suggest(self, study_id: int, client_id: str) -> dict:
+        """``{"status": "trial", "trial": {...}}``, ``{"status": "wait", "retry_after": s}`` or ``{"status": "finished"}``."""
+        return self._call("POST", f"/studies/{study_id}/suggest", json={"client_id": client_id}).json()
+
+    def complete(self, trial_id: int, client_id: str, task_score: float, metrics: dict | None = None,
+                 seconds: float = 0.0) -> dict:
+        body = {"client_id": client_id, "task_score": task_score, "seconds": seconds}
+        if metrics is not None:
+            body["metrics"] = metrics
+        return self._call("POST", f"/trials/{trial_id}/complete", json=body).json()
+
+    def fail(self, trial_id: int, client_id: str, error: str) -> dict:
+        return self._call("POST", f"/trials/{trial_id}/fail", json={"client_id": client_id, "error": error}).json()
+
+    def close(self) -> None:
+        self.http.close()

@@ -1,0 +1,195 @@
+"""``/studies`` and ``/trials``: the optimizer as a service for evaluators that run elsewhere.
+
+``POST /studies`` -> a study (its model geometry, target, search space, optimizer settings, λ, γ,
+expansions); ``POST /studies/{id}/suggest {client_id}`` -> a trial or "wait" (HTTP 200 with
+``Retry-After``) or "finished"; ``POST /trials/{id}/complete {client_id, task_score, metrics?}``;
+``POST /trials/{id}/fail {client_id, error}``; ``GET /studies/{id}`` progress and best;
+``GET /studies/{id}/trials``. Bodies are checked by pydantic (unknown fields refused; a score
+must be a finite JSON number — NaN, infinities, strings and booleans are a 422).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
+
+from evolalloc.core.errors import UserError
+from evolalloc.engine.base import EvalResult
+from evolalloc.search.config import SearchConfig
+
+router = APIRouter(tags=["studies"])
+
+Number = StrictFloat | StrictInt
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GeometryIn(Strict):
+    num_layers: int = Field(gt=0, le=4096)
+    num_kv_heads: int = Field(gt=0, le=4096)
+    num_query_heads: int | None = Field(None, gt=0, description="default: num_kv_heads")
+    head_dim: int = Field(64, gt=0, description="only recorded in the registered profile")
+    max_positions: int = Field(131072, gt=0, description="only recorded in the registered profile")
+
+
+class ModelIn(Strict):
+    spec: str = Field(min_length=1, max_length=500, description="a local HF model folder (its config.json is read)")
+
+
+class SearchSpaceIn(Strict):
+    name: Literal["layer_groups", "head_groups"] = "layer_groups"
+    group_size: int = Field(8, gt=0)
+    ratio_bounds: tuple[float, float] | None = None
+    min_budget: int = Field(1, ge=0)
+    max_budget: int | None = Field(None, gt=0)
+
+
+class OptimizerIn(Strict):
+    name: str = "cma"
+    generations: int = Field(10, ge=1, le=10000)
+    popsize: int | None = Field(None, ge=3, le=10000)
+    sigma0: float = Field(0.3, gt=0)
+    seed: int = Field(0, ge=0)
+
+
+class StudyIn(Strict):
+    name: str = Field("study", min_length=1, max_length=200)
+    model: ModelIn | None = None
+    geometry: GeometryIn | None = None
+    target: float = Field(gt=0)
+    search_space: SearchSpaceIn = SearchSpaceIn()
+    optimizer: OptimizerIn = OptimizerIn()
+    lam: float = Field(0.3, ge=0)
+    gamma: float = Field(0.2, ge=0)
+    cache_scope: Literal["group", "allocation"] = "group"
+    budget_rule: Literal["cachescore", "exact"] = "cachescore"
+    expansions: list[float] = Field(default_factory=list, max_length=64)
+    scorer: str = Field("external", max_length=100, description="label recorded in the registered profile")
+    task: str | None = Field(None, max_length=100, description="label recorded in the registered profile")
+    lease_seconds: float = Field(600.0, gt=0, le=7 * 86400)
+
+
+class SuggestIn(Strict):
+    client_id: str = Field(min_length=1, max_length=200)
+
+
+class CompleteIn(Strict):
+    client_id: str = Field(min_length=1, max_length=200)
+    task_score: Number
+    metrics: dict[str, Number | str | bool | None] | None = None
+    budgets: list[list[StrictInt]] | None = Field(None, description="optional: the budgets evaluated, checked")
+    seconds: Number = Field(0.0, ge=0)
+
+    @field_validator("task_score", "seconds")
+    @classmethod
+    def finite(cls, value):
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number (a failed evaluation is POST /trials/{id}/fail)")
+        return value
+
+
+class FailIn(Strict):
+    client_id: str = Field(min_length=1, max_length=200)
+    error: str = Field(min_length=1, max_length=10000)
+    budgets: list[list[StrictInt]] | None = None
+
+
+def geometry_from_config(folder: str) -> dict:
+    """num_layers, heads, head_dim, positions of a local HF model folder, from config.json alone
+    (the HTTP process never imports torch nor loads weights)."""
+    path = Path(folder).expanduser() / "config.json"
+    if not path.is_file():
+        raise UserError(f"{path.parent} has no config.json (give a local HF model folder, or 'geometry')",
+                        field="model.spec")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+        config = config.get("text_config", config)
+        layers, heads = int(config["num_hidden_layers"]), int(config["num_attention_heads"])
+        kv = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
+        positions = int(config.get("max_position_embeddings") or 131072)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise UserError(f"cannot read the geometry from {path}: {err}", field="model.spec") from None
+    return {"num_layers": layers, "num_query_heads": heads, "num_kv_heads": kv, "head_dim": head_dim,
+            "max_positions": positions}
+
+
+def build_study(body: StudyIn) -> tuple[SearchConfig, dict]:
+    if (body.model is None) == (body.geometry is None):
+        raise UserError("give exactly one of 'model' (a spec whose config.json gives the geometry) or 'geometry'",
+                        field="model")
+    if body.geometry is not None:
+        geometry = body.geometry.model_dump()
+        geometry["num_query_heads"] = geometry["num_query_heads"] or geometry["num_kv_heads"]
+        model = body.name
+    else:
+        geometry = geometry_from_config(body.model.spec)
+        model = body.model.spec
+    space, opt = body.search_space, body.optimizer
+    config = SearchConfig(
+        num_layers=geometry["num_layers"], num_kv_heads=geometry["num_kv_heads"], target=body.target,
+        search_space=space.name, group_size=space.group_size, ratio_bounds=space.ratio_bounds,
+        min_budget=space.min_budget, max_budget=space.max_budget, optimizer=opt.name, generations=opt.generations,
+        popsize=opt.popsize, sigma0=opt.sigma0, lam=body.lam, gamma=body.gamma, cache_scope=body.cache_scope,
+        budget_rule=body.budget_rule, seed=opt.seed, study_name=body.name,
+    )
+    for budget in body.expansions:
+        if not (math.isfinite(budget) and budget > 0):
+            raise UserError(f"expansions must be positive budgets, got {budget}", field="expansions")
+    spec = {"model": model, "geometry": geometry, "scorer": body.scorer, "task": body.task,
+            "expansions": [float(b) for b in body.expansions], "lease_seconds": body.lease_seconds}
+    return config, spec
+
+
+def _studies(request: Request):
+    return request.app.state.service.studies
+
+
+@router.post("/studies", status_code=201)
+def post_study(request: Request, body: StudyIn):
+    """Create an ask/tell study; its first generation is ready for ``suggest`` at once."""
+    config, spec = build_study(body)
+    return _studies(request).create(body.name, config, spec)
+
+
+@router.get("/studies/{study_id}")
+def get_study(request: Request, study_id: int):
+    """Progress (evaluations done / planned, group, generation, re-issued leases, duplicates) and the best so far;
+    ``profile_ids`` once finished."""
+    return _studies(request).get(study_id)
+
+
+@router.get("/studies/{study_id}/trials")
+def get_trials(request: Request, study_id: int):
+    return {"trials": _studies(request).trials(study_id)}
+
+
+@router.post("/studies/{study_id}/suggest")
+def post_suggest(request: Request, study_id: int, body: SuggestIn):
+    """A trial to evaluate (the same one again while this client holds it), or ``wait`` with
+    ``Retry-After`` (the generation barrier), or ``finished``."""
+    answer = _studies(request).suggest(study_id, body.client_id)
+    headers = {"Retry-After": str(max(1, math.ceil(answer["retry_after"])))} if answer["status"] == "wait" else None
+    return JSONResponse(answer, headers=headers)
+
+
+@router.post("/trials/{trial_id}/complete")
+def post_complete(request: Request, trial_id: int, body: CompleteIn):
+    """Report a task score; CacheScore and fitness are computed here from the trial's budgets."""
+    result = EvalResult(task_score=float(body.task_score), seconds=float(body.seconds))
+    return _studies(request).finish_trial(trial_id, body.client_id, result, body.metrics, body.budgets)
+
+
+@router.post("/trials/{trial_id}/fail")
+def post_fail(request: Request, trial_id: int, body: FailIn):
+    """Record a failed evaluation (a FAIL trial: it ranks below every success, never a made-up score)."""
+    result = EvalResult(task_score=None, error=body.error)
+    return _studies(request).finish_trial(trial_id, body.client_id, result, None, body.budgets)

@@ -1,0 +1,287 @@
+"""Ask/tell studies: the service runs Algorithm 1 (``GroupwiseAlgorithm``) for remote evaluators.
+
+``StudyManager`` drives the same ``GroupwiseAlgorithm`` as the in-process loop; where the loop
+calls an evaluator, the manager leases the generation's candidates to clients and waits for
+their results. All of it happens under one lock in the service process (the only writer), one
+database transaction per request.
+
+* suggest: the client's outstanding trial again (idempotent); else a pending candidate of the
+  current generation; else one whose lease expired (re-issued, counted); else "wait" — every
+  candidate is out and the generation barrier holds — with a retry-after.
+* complete / fail: the server scores the trial from its own budgets (``GroupwiseAlgorithm.score``:
+  CacheScore and fitness; FAIL never gets a number). The first result of a trial counts, from
+  its current holder or from an earlier one whose lease expired; any later one is a duplicate,
+  ignored and counted. The last result of a generation tells the optimizer and asks the next
+  generation (new pending rows), in the same transaction.
+* restart: each study's algorithm is rebuilt by replaying its finished generations; the current
+  generation's stored candidates must be what the replayed optimizer asks (else refused).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from datetime import timedelta, timezone
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from evolalloc.core.allocation import Allocation
+from evolalloc.engine.base import EvalResult
+from evolalloc.search.config import SearchConfig
+from evolalloc.search.groupwise import Candidate, GroupwiseAlgorithm
+from evolalloc.search.store import TrialRecord
+from evolalloc.service.db import utcnow
+from evolalloc.service.jobs import JobError
+from evolalloc.service.study_db import TRIAL_DONE, Study, StudyTrial
+
+
+def _aware(value):
+    return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
+
+
+def _record(row: StudyTrial, units: list[int]) -> TrialRecord:
+    return TrialRecord(
+        group=row.group, generation=row.generation, candidate=row.candidate, units=units, ratios=list(row.ratios),
+        budgets=row.budgets, mean_budget=row.mean_budget or 0.0, group_mean_budget=row.group_mean_budget or 0.0,
+        state=row.state, task_score=row.task_score, cache_score=row.cache_score, fitness=row.fitness,
+        error=row.error, seconds=row.seconds or 0.0,
+    )
+
+
+class StudyManager:
+    """The service's studies; ``sessions`` is the service's sessionmaker."""
+
+    def __init__(self, sessions, on_finish=None):
+        self.sessions = sessions
+        self.lock = threading.RLock()
+        self._algorithms: dict[int, GroupwiseAlgorithm] = {}
+        self.on_finish = on_finish  # callable(session, study, algorithm) -> list of profile ids
+
+    # -- create -------------------------------------------------------------------------------
+    def create(self, name: str, config: SearchConfig, spec: dict) -> dict:
+        with self.lock, self.sessions.begin() as session:
+            study = Study(name=name, config=config.to_dict(), spec=spec)
+            session.add(study)
+            session.flush()
+            algorithm = GroupwiseAlgorithm(config)
+            self._insert_generation(session, study, algorithm)
+            self._algorithms[study.id] = algorithm
+            return self._summary(session, study, algorithm)
+
+    # -- state --------------------------------------------------------------------------------
+    def _study(self, session: Session, study_id: int) -> Study:
+        study = session.get(Study, study_id)
+        if study is None:
+            raise JobError(404, f"no study {study_id}")
+        return study
+
+    def _rows(self, session: Session, study_id: int, position: tuple[int, int] | None = None) -> list[StudyTrial]:
+        query = select(StudyTrial).where(StudyTrial.study_id == study_id)
+        if position is not None:
+            query = query.where(StudyTrial.group == position[0], StudyTrial.generation == position[1])
+        return list(session.scalars(query.order_by(StudyTrial.group, StudyTrial.generation, StudyTrial.candidate)))
+
+    def _algorithm(self, session: Session, study: Study) -> GroupwiseAlgorithm:
+        """The study's algorithm, rebuilt by replay when the service (re)started."""
+        algorithm = self._algorithms.get(study.id)
+        if algorithm is not None:
+            return algorithm
+        config = SearchConfig(**{**study.config, "ratio_bounds": tuple(study.config["ratio_bounds"])
+                                 if study.config.get("ratio_bounds") else None})
+        algorithm = GroupwiseAlgorithm(config)
+        by_key: dict[tuple[int, int], list[StudyTrial]] = {}
+        for row in self._rows(session, study.id):
+            by_key.setdefault((row.group, row.generation), []).append(row)
+        while not algorithm.done:
+            candidates = algorithm.ask()
+            rows = by_key.get(algorithm.position, [])
+            if len(rows) != len(candidates) or not all(
+                    algorithm.matches(c, r.ratios) for c, r in zip(candidates, rows)):
+                raise RuntimeError(f"study {study.id}: the stored trials of generation {algorithm.position} are not "
+                                   "what the replayed optimizer asks (another optimizer library version?)")
+            if any(r.state not in TRIAL_DONE for r in rows):
+                break  # the current generation
+            algorithm.tell([_record(r, [int(u) for u in c.units]) for c, r in zip(candidates, rows)])
+        self._algorithms[study.id] = algorithm
+        return algorithm
+
+    def _insert_generation(self, session: Session, study: Study, algorithm: GroupwiseAlgorithm) -> None:
+        for c in algorithm.ask():
+            session.add(StudyTrial(study_id=study.id, group=c.group, generation=c.generation, candidate=c.index,
+                                   ratios=[float(v) for v in c.x], budgets=c.budgets.tolist(), state="pending",
+                                   clients=[]))
+        session.flush()
+
+    # -- suggest ------------------------------------------------------------------------------
+    def suggest(self, study_id: int, client_id: str) -> dict:
+        with self.lock:
+            try:
+                with self.sessions.begin() as session:
+                    return self._suggest(session, study_id, client_id)
+            except BaseException:
+                self._algorithms.pop(study_id, None)  # memory may be ahead of a rolled-back database
+                raise
+
+    def _suggest(self, session: Session, study_id: int, client_id: str) -> dict:
+        study = self._study(session, study_id)
+        if study.status == "finished":
+            return {"status": "finished", "study": self._summary(session, study, None)}
+        algorithm = self._algorithm(session, study)
+        now = utcnow()
+        lease = timedelta(seconds=float(study.spec.get("lease_seconds", 600)))
+        rows = self._rows(session, study.id, algorithm.position)
+        mine = [r for r in rows if r.state == "leased" and r.client_id == client_id]
+        if mine:  # idempotent: the same trial again (its lease renewed)
+            row = mine[0]
+            row.lease_expires = now + lease
+            return {"status": "trial", "trial": self._trial(row, study)}
+        pending = [r for r in rows if r.state == "pending"]
+        expired = [r for r in rows if r.state == "leased" and _aware(r.lease_expires) <= now]
+        if pending or expired:
+            row = (pending or expired)[0]
+            if row.state == "leased":
+                study.reissues += 1
+            row.state, row.client_id, row.lease_expires = "leased", client_id, now + lease
+            row.clients = [*row.clients, client_id] if client_id not in row.clients else list(row.clients)
+            row.issues += 1
+            return {"status": "trial", "trial": self._trial(row, study)}
+        out = [_aware(r.lease_expires) for r in rows if r.state == "leased"]
+        retry = max(0.05, min(1.0, min((t - now).total_seconds() for t in out))) if out else 0.05
+        return {"status": "wait", "retry_after": round(retry, 3),
+                "message": f"generation {algorithm.generation} of group {algorithm.group} is all out; wait for its results"}
+
+    def _trial(self, row: StudyTrial, study: Study) -> dict:
+        return {"id": row.id, "study_id": study.id, "group": row.group, "generation": row.generation,
+                "candidate": row.candidate, "budgets": row.budgets, "client_id": row.client_id,
+                "lease_expires": _aware(row.lease_expires).isoformat(), "target": study.config["target"]}
+
+    # -- complete / fail ----------------------------------------------------------------------
+    def finish_trial(self, trial_id: int, client_id: str, result: EvalResult, metrics: dict | None,
+                     budgets: list | None) -> dict:
+        with self.lock:
+            study_id = None
+            try:
+                with self.sessions.begin() as session:
+                    row = session.get(StudyTrial, trial_id)
+                    if row is None:
+                        raise JobError(404, f"no trial {trial_id}")
+                    study_id = row.study_id
+                    return self._finish(session, row, client_id, result, metrics, budgets)
+            except BaseException:
+                if study_id is not None:
+                    self._algorithms.pop(study_id, None)
+                raise
+
+    def _finish(self, session: Session, row: StudyTrial, client_id: str, result: EvalResult,
+                metrics: dict | None, budgets: list | None) -> dict:
+        study = self._study(session, row.study_id)
+        if client_id not in (row.clients or []):
+            raise JobError(403, f"trial {row.id} was not issued to client {client_id!r}")
+        if budgets is not None:
+            shape = np.asarray(row.budgets).shape
+            given = np.asarray(budgets, dtype=object)
+            if given.shape != shape:
+                raise JobError(422, f"budgets have shape {list(given.shape)}, but the study's model has "
+                                    f"{shape[0]} layers x {shape[1]} KV heads")
+            if [[int(v) for v in line] for line in budgets] != row.budgets:
+                raise JobError(409, f"these are not trial {row.id}'s budgets")
+        if row.state in TRIAL_DONE:
+            study.duplicates += 1
+            return {"accepted": False, "duplicate": True, "trial": self._trial_done(row)}
+        algorithm = self._algorithm(session, study)
+        candidate: Candidate = algorithm.ask()[row.candidate]
+        record = algorithm.score(candidate, result)
+        row.state, row.finished_by, row.metrics = record.state, client_id, metrics
+        row.task_score, row.cache_score, row.fitness = record.task_score, record.cache_score, record.fitness
+        row.mean_budget, row.group_mean_budget = record.mean_budget, record.group_mean_budget
+        row.seconds, row.error = record.seconds, record.error
+        study.evaluations_done += 1
+        study.failures += 0 if record.ok else 1
+        rows = self._rows(session, study.id, algorithm.position)
+        if all(r.state in TRIAL_DONE for r in rows):  # the barrier lifts: tell, then ask the next generation
+            units = [int(u) for u in candidate.units]
+            algorithm.tell([_record(r, units) for r in rows])
+            if algorithm.found:
+                study.best_fitness, study.best_task_score = algorithm.best_fitness, algorithm.best_task_score
+                study.best_budgets = algorithm.best_budgets.tolist()
+            if algorithm.done:
+                study.status, study.finished_at = "finished", utcnow()
+                if self.on_finish is not None:
+                    study.profile_ids = self.on_finish(session, study, algorithm)
+            else:
+                self._insert_generation(session, study, algorithm)
+        return {"accepted": True, "duplicate": False, "trial": self._trial_done(row)}
+
+    @staticmethod
+    def _trial_done(row: StudyTrial) -> dict:
+        return {"id": row.id, "state": row.state, "task_score": row.task_score, "cache_score": row.cache_score,
+                "fitness": row.fitness, "error": row.error}
+
+    # -- read ---------------------------------------------------------------------------------
+    def get(self, study_id: int) -> dict:
+        with self.lock, self.sessions() as session:
+            study = self._study(session, study_id)
+            algorithm = None if study.status == "finished" else self._algorithm(session, study)
+            return self._summary(session, study, algorithm)
+
+    def trials(self, study_id: int) -> list[dict]:
+        with self.sessions() as session:
+            self._study(session, study_id)
+            return [r.to_dict() for r in self._rows(session, study_id)]
+
+    def _summary(self, session: Session, study: Study, algorithm: GroupwiseAlgorithm | None) -> dict:
+        config = SearchConfig(**{**study.config, "ratio_bounds": tuple(study.config["ratio_bounds"])
+                                 if study.config.get("ratio_bounds") else None})
+        planned = sum(config.generations * config.popsize_for(len(u)) for u in config.build_space().groups())
+        position = algorithm.position if algorithm is not None else None
+        return {
+            "id": study.id, "name": study.name, "status": study.status, "config": study.config, "spec": study.spec,
+            "evaluations_done": study.evaluations_done, "evaluations_planned": planned,
+            "failures": study.failures, "reissues": study.reissues, "duplicates": study.duplicates,
+            "group": position[0] if position else None, "generation": position[1] if position else None,
+            "best": None if study.best_fitness is None else {
+                "fitness": study.best_fitness, "task_score": study.best_task_score, "budgets": study.best_budgets},
+            "profile_ids": study.profile_ids or [],
+            "created_at": _aware(study.created_at).isoformat(),
+            "finished_at": _aware(study.finished_at).isoformat() if study.finished_at else None,
+        }
+
+
+def study_allocation(study: Study, algorithm: GroupwiseAlgorithm) -> Allocation:
+    """The study's best profile, completed to the exact target total (as the pipeline ships one)."""
+    from evolalloc.core.geometry import ModelGeometry
+    from searchspaces import search_space_granularity
+
+    spec, config = study.spec, algorithm.config
+    best = Allocation(
+        model=spec["model"], geometry=ModelGeometry(**spec["geometry"]), scorer=spec.get("scorer") or "external",
+        scorer_params={}, target=config.target, granularity=search_space_granularity(config.search_space),
+        budgets=algorithm.best_budgets,
+        provenance={
+            "method": "evolved", "task": spec.get("task"), "fitness": algorithm.best_fitness,
+            "task_score": algorithm.best_task_score, "lam": config.lam, "gamma": config.gamma,
+            "group_size": config.group_size, "sigma0": config.sigma0, "seed": config.seed,
+            "population": config.popsize_for(config.group_size), "evaluations": study.evaluations_done,
+            "optimizer": (algorithm.implementation or ("", ""))[0],
+            "optimizer_version": (algorithm.implementation or ("", ""))[1], "study": study.id,
+        },
+    )
+    return best.complete(min_budget=config.min_budget)
+
+
+def finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def register_study_profiles(session: Session, study: Study, algorithm: GroupwiseAlgorithm) -> list[int]:
+    """Put the finished study's profile and its expansions into the profile registry; their ids."""
+    from evolalloc.service.profiles import register
+
+    if not algorithm.found:
+        return []  # every candidate failed: there is no profile to register
+    evolved = study_allocation(study, algorithm)
+    floor = algorithm.config.min_budget
+    profiles = [evolved] + [evolved.expand(b, min_budget=floor) for b in study.spec.get("expansions", [])]
+    return [register(session, p, source="study", min_budget=floor)[0].id for p in profiles]
