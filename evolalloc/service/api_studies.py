@@ -160,6 +160,12 @@ def post_study(request: Request, body: StudyIn):
     return _studies(request).create(body.name, config, spec)
 
 
+@router.get("/studies")
+def get_studies(request: Request):
+    """Every study, oldest first (id, name, status, evaluations)."""
+    return {"studies": _studies(request).list()}
+
+
 @router.get("/studies/{study_id}")
 def get_study(request: Request, study_id: int):
     """Progress (evaluations done / planned, group, generation, re-issued leases, duplicates) and the best so far;

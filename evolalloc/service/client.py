@@ -73,6 +73,9 @@ class Client:
     def create_study(self, spec: dict) -> dict:
         return self._call("POST", "/studies", json=spec).json()
 
+    def studies(self) -> list[dict]:
+        return self._call("GET", "/studies").json()["studies"]
+
     def study(self, study_id: int) -> dict:
         return self._call("GET", f"/studies/{study_id}").json()
 

@@ -226,6 +226,11 @@ class StudyManager:
             algorithm = None if study.status == "finished" else self._algorithm(session, study)
             return self._summary(session, study, algorithm)
 
+    def list(self) -> list[dict]:
+        with self.sessions() as session:
+            return [{"id": s.id, "name": s.name, "status": s.status, "evaluations_done": s.evaluations_done,
+                     "best_fitness": s.best_fitness} for s in session.scalars(select(Study).order_by(Study.id))]
+
     def trials(self, study_id: int) -> list[dict]:
         with self.sessions() as session:
             self._study(session, study_id)
