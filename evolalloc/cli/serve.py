@@ -134,3 +134,21 @@ def profiles_pull(profile_id, budget, fmt, context_length, output, service):
 
     write_atomic(output, text)
     click.echo(f"wrote {output}")
+
+
+@main.command()
+@service_option
+@click.option("--study", "study_id", required=True, type=int, help="Study id on the service.")
+@click.option("--recipe", "recipe_path", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Recipe saying how to evaluate a profile (model, task, scorer, fitness mode, engine).")
+@click.option("--client-id", default=None, help="This worker's name on the service (default: host-pid).")
+@click.option("--max-trials", type=int, default=None, help="Stop after this many trials (default: until the study ends).")
+@token_option
+def worker(service, study_id, recipe_path, client_id, max_trials, token_file):
+    """Evaluate an ask/tell study's suggestions with evolalloc's runtime until the study ends."""
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.service.remote_worker import run_worker
+
+    recipe = load_recipe(recipe_path, ())
+    _call(run_worker, _client(service, token_file), study_id, recipe, client_id=client_id, max_trials=max_trials,
+          echo=click.echo)

@@ -1,0 +1,60 @@
+"""``evolalloc worker``: evaluate an ask/tell study's suggestions with evolalloc's own runtime.
+
+The recipe says how to judge a profile (model, task, scorer, fitness mode, engine); the study on
+the service says what to search. The worker builds the recipe's ``Experiment``, evaluates each
+suggested budget array on the search split in the recipe's fitness mode (exactly what the local
+search would call), and reports the task score, or a FAIL with the evaluator's error. Several
+workers on several machines can serve one study; no Ray needed.
+"""
+
+from __future__ import annotations
+
+import socket
+import os
+from typing import Callable
+
+from evolalloc.core.errors import UserError
+
+
+def default_client_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def check_geometry(study: dict, geometry) -> None:
+    """The recipe's model must have the study's shape (``UserError`` naming both)."""
+    want = study["spec"]["geometry"]
+    if (want["num_layers"], want["num_kv_heads"]) != (geometry.num_layers, geometry.num_kv_heads):
+        raise UserError(
+            f"the recipe's model has {geometry.num_layers} layers x {geometry.num_kv_heads} KV heads, but study "
+            f"{study['id']} is for {want['num_layers']} x {want['num_kv_heads']}", field="model")
+
+
+def run_worker(client, study_id: int, recipe, *, client_id: str | None = None, max_trials: int | None = None,
+               echo: Callable[[str], None] = print, progress: bool = False) -> int:
+    """Serve study ``study_id`` with ``recipe``'s evaluator until it ends; the trials evaluated."""
+    from evolalloc.client import work
+    from evolalloc.pipeline.experiment import Experiment
+
+    client_id = client_id or default_client_id()
+    study = client.study(study_id)
+    with Experiment(recipe, progress=progress) as experiment:
+        check_geometry(study, experiment.geometry)
+        evaluator = experiment.search_evaluator()
+
+        def evaluate(budgets):
+            result = evaluator.evaluate([budgets])[0]
+            if not result.ok:
+                raise RuntimeError(result.error or f"non-finite task score {result.task_score!r}")
+            return result.task_score
+
+        def show(trial, reply):
+            t = reply["trial"]
+            echo(f"trial {trial['id']} (group {trial['group']}, generation {trial['generation']}): "
+                 + (f"task {t['task_score']:.4f}, fitness {t['fitness']:.4f}" if t["state"] == "COMPLETE"
+                    else f"FAIL {t['error']}") + (" (duplicate, ignored)" if reply["duplicate"] else ""))
+
+        done = work(client, study_id, client_id, evaluate, max_trials=max_trials, on_trial=show)
+    final = client.study(study_id)
+    echo(f"worker {client_id}: {done} trial(s); study {study_id} {final['status']}, "
+         f"{final['evaluations_done']}/{final['evaluations_planned']} evaluations")
+    return done
