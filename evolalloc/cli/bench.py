@@ -101,3 +101,21 @@ def bench_service_cmd(clients, seconds):
         click.echo(line)
     if result.errors:
         raise click.ClickException(f"{result.errors} request(s) failed")
+
+
+@bench.command("asktell")
+@click.option("--clients", default=16, show_default=True, help="Concurrent ask/tell clients.")
+@click.option("--generations", default=10, show_default=True, help="Generations per group of the benchmark study.")
+@click.option("--seconds", default=120.0, show_default=True, help="Upper bound on the clients' run.")
+@click.option("--seed", default=0, show_default=True)
+def bench_asktell_cmd(clients, generations, seconds, seed):
+    """Suggest+complete round trips/s of a real `evolalloc serve` on loopback, and the overhead per
+    trial against the in-process loop on the same search."""
+    from evolalloc.bench.asktell import bench_asktell
+
+    result = bench_asktell(clients=clients, generations=generations, seconds=seconds, seed=seed,
+                           log=lambda m: click.echo(m, err=True))
+    for line in result.lines():
+        click.echo(line)
+    if result.errors:
+        raise click.ClickException(f"{result.errors} request(s) failed")

@@ -37,6 +37,10 @@ from evolalloc.service.jobs import JobError
 from evolalloc.service.study_db import TRIAL_DONE, Study, StudyTrial
 
 
+DEFAULT_RETRY = 0.2  # seconds; before any result has told how long a trial takes
+MIN_RETRY, MAX_RETRY = 0.01, 30.0
+
+
 def _aware(value):
     return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
 
@@ -57,6 +61,9 @@ class StudyManager:
         self.sessions = sessions
         self.lock = threading.RLock()
         self._algorithms: dict[int, GroupwiseAlgorithm] = {}
+        # Per study, a running mean of a trial's turnaround (lease to result): how long a client
+        # told "wait" should sleep. Memory only; after a restart it starts from DEFAULT_RETRY.
+        self._turnaround: dict[int, float] = {}
         self.on_finish = on_finish  # callable(session, study, algorithm) -> list of profile ids
 
     # -- create -------------------------------------------------------------------------------
@@ -148,7 +155,10 @@ class StudyManager:
             row.issues += 1
             return {"status": "trial", "trial": self._trial(row, study)}
         out = [_aware(r.lease_expires) for r in rows if r.state == "leased"]
-        retry = max(0.05, min(1.0, min((t - now).total_seconds() for t in out))) if out else 0.05
+        retry = self._turnaround.get(study.id, DEFAULT_RETRY) / 2  # the barrier lifts with the last result
+        if out:  # or, at the latest, when a lease expires and the trial can be re-issued
+            retry = min(retry, max(0.0, min((t - now).total_seconds() for t in out)))
+        retry = min(MAX_RETRY, max(MIN_RETRY, retry))
         return {"status": "wait", "retry_after": round(retry, 3),
                 "message": f"generation {algorithm.generation} of group {algorithm.group} is all out; wait for its results"}
 
@@ -191,6 +201,11 @@ class StudyManager:
             study.duplicates += 1
             return {"accepted": False, "duplicate": True, "trial": self._trial_done(row)}
         algorithm = self._algorithm(session, study)
+        if row.lease_expires is not None:
+            lease = float(study.spec.get("lease_seconds", 600))
+            took = max(0.0, (utcnow() - (_aware(row.lease_expires) - timedelta(seconds=lease))).total_seconds())
+            previous = self._turnaround.get(study.id)
+            self._turnaround[study.id] = took if previous is None else 0.8 * previous + 0.2 * took
         candidate: Candidate = algorithm.ask()[row.candidate]
         record = algorithm.score(candidate, result)
         row.state, row.finished_by, row.metrics = record.state, client_id, metrics
