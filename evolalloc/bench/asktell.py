@@ -126,7 +126,9 @@ def bench_asktell(*, clients: int = 16, generations: int = 10, seconds: float = 
 
     from evolalloc.search import SearchConfig
 
-    logging.getLogger("optuna").setLevel(logging.WARNING)
+    import optuna
+
+    optuna.logging.set_verbosity(logging.WARNING)
     config = SearchConfig(num_layers=LAYERS, num_kv_heads=HEADS, target=TARGET, group_size=8, generations=generations)
     planned = sum(generations * config.popsize_for(len(units)) for units in config.build_space().groups())
     result = AsktellBench(clients=clients, planned=planned)
