@@ -33,6 +33,9 @@ class EvictedCache:
             self.valid.append(m)
             self.used.append(s)
         self._pending_valid: torch.Tensor | None = None
+        # Sliding windows while decoding (TensorRT-LLM semantics, ``runtime/windowed.py``): per
+        # layer a ``[B]`` long tensor of window sizes, or None for plain attention to every slot.
+        self.windows: list[torch.Tensor | None] | None = None
 
     @property
     def batch_size(self) -> int:
@@ -75,6 +78,8 @@ class EvictedCache:
             self.values[layer] = self.values[layer].index_select(0, rows)
             if self.valid[layer] is not None:
                 self.valid[layer] = self.valid[layer].index_select(0, rows)
+            if self.windows is not None and self.windows[layer] is not None:
+                self.windows[layer] = self.windows[layer].index_select(0, rows)
 
     def filled_bytes(self) -> int:
         """Bytes of the filled slots (padding included, unused room excluded)."""

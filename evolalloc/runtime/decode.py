@@ -165,6 +165,22 @@ def _feed_questions(model, cache: EvictedCache, questions, start: torch.Tensor) 
     return out.logits[:, -1].float()
 
 
+def build_cache(model, rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Scorer, room: int):
+    """The evicted cache of (record, budgets) rows: ``(rows, cache)``.
+
+    For a windowed-attention scorer (TensorRT-LLM semantics) each row is first prefilled again
+    under its windows, so the returned rows hold those records.
+    """
+    if not getattr(scorer, "windowed_attention", False):
+        return rows, compress_batch(rows, scorer, room=room)
+    from evolalloc.runtime.windowed import set_cache_windows, windowed_record
+
+    rows = [(windowed_record(model, record, budgets, scorer), budgets) for record, budgets in rows]
+    cache = compress_batch(rows, scorer, room=room)
+    set_cache_windows(cache, rows)
+    return rows, cache
+
+
 def generate(
     model,
     rows: Sequence[tuple[PrefillRecord, np.ndarray]],
@@ -177,7 +193,6 @@ def generate(
     results: list[Generation] = []
     room = settings.max_new_tokens + max((len(r.question_ids) for r, _ in rows if r.question_ids is not None), default=0)
     for start in range(0, len(rows), batch_size):
-        chunk = rows[start : start + batch_size]
-        cache = compress_batch(chunk, scorer, room=room)
+        chunk, cache = build_cache(model, rows[start : start + batch_size], scorer, room)
         results.extend(decode_batch(model, cache, [r for r, _ in chunk], settings, tokenizer))
     return results

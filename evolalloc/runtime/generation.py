@@ -31,8 +31,8 @@ import torch
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.errors import UserError
-from evolalloc.runtime.compress import compress_batch, validate_budgets
-from evolalloc.runtime.decode import DecodeSettings, decode_batch, eos_ids_of
+from evolalloc.runtime.compress import validate_budgets
+from evolalloc.runtime.decode import DecodeSettings, build_cache, decode_batch, eos_ids_of
 from evolalloc.runtime.memory import CacheMemory, cache_memory
 from evolalloc.runtime.prefill import prefill
 from evolalloc.runtime.sampling import row_generator
@@ -188,7 +188,8 @@ def generate(
         for start in range(0, len(encoded), batch_size):
             chunk = encoded[start : start + batch_size]
             records = [prefill(model, ids, [scorer], uid=str(start + j), question_ids=q) for j, (ids, q) in enumerate(chunk)]
-            cache = compress_batch([(r, budgets) for r in records], scorer, room=room)
+            rows, cache = build_cache(model, [(r, budgets) for r in records], scorer, room)
+            records = [r for r, _ in rows]
             generators = [row_generator(seed + start + j) for j in range(len(chunk))] if do_sample else None
             generations.extend(decode_batch(model, cache, records, settings, tokenizer, generators=generators))
     finally:

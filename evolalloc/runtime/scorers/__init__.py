@@ -43,6 +43,6 @@ def get_scorer(name: str, **params) -> Scorer:
 
 
 # Import the scorer files so that they register themselves.
-from evolalloc.runtime.scorers import h2o, keydiff, knorm, learned, position, random_rank, snapkv, streaming, tova  # noqa: E402,F401
+from evolalloc.runtime.scorers import h2o, keydiff, knorm, learned, position, random_rank, snapkv, streaming, tova, window  # noqa: E402,F401
 
 __all__ = ["LayerStats", "Scorer", "get_scorer", "list_scorers", "register_scorer"]
