@@ -28,10 +28,26 @@ already bound what a layer sees, and the supported checkpoints run with full att
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import torch
 import torch.nn.functional as F
 
 ATTENTION_NAME = "evolalloc"
+# The evicted cache for calls that cannot pass the ``evolalloc_cache`` kwarg: transformers'
+# ``generate()`` refuses model kwargs it does not know (see ``runtime/hf_generate.py``).
+_ACTIVE_CACHE: contextvars.ContextVar = contextvars.ContextVar("evolalloc_active_cache", default=None)
+
+
+@contextlib.contextmanager
+def active_cache(cache):
+    """Within this block, attention without an ``evolalloc_cache`` kwarg uses ``cache``."""
+    token = _ACTIVE_CACHE.set(cache)
+    try:
+        yield cache
+    finally:
+        _ACTIVE_CACHE.reset(token)
 
 
 def causal_mask(q_len: int, k_len: int, device: torch.device) -> torch.Tensor:
@@ -51,6 +67,8 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
     q_len, k_len = query.shape[2], key.shape[2]
     n_rep = query.shape[1] // key.shape[1]
     cache = kwargs.get("evolalloc_cache")
+    if cache is None and "evolalloc_capture" not in kwargs:
+        cache = _ACTIVE_CACHE.get()
     valid = cache.valid[module.layer_idx] if cache is not None else None
     window_mask = _window_mask(module.layer_idx, q_len, key, cache, kwargs.get("evolalloc_windows"))
 
