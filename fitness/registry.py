@@ -1,20 +1,23 @@
-"""Metric and task registries. Registering a name twice or asking for an unknown name raises
-``UnknownNameError`` listing the valid names (and the closest one)."""
+"""Metric and task registries (``named_registry.Registry``). Registering a name twice raises
+``named_registry.DuplicateNameError``; asking for an unknown name raises ``UnknownNameError``
+(``fitness.errors``'s, also a ``named_registry.UnknownNameError``) with the valid names and the
+closest one."""
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
+
+from named_registry import BadParametersError, Registry
 
 from fitness.errors import FitnessError, UnknownNameError
 
 if TYPE_CHECKING:
     from fitness.task import Task
 
-_METRICS: dict[str, "Metric"] = {}
-_TASKS: dict[str, type["Task"]] = {}
+METRICS: Registry[Callable[..., float]] = Registry("metric", unknown_error=UnknownNameError)
+TASKS: Registry[type["Task"]] = Registry("task", unknown_error=UnknownNameError)
 
 
 @dataclass(frozen=True)
@@ -29,58 +32,37 @@ class Metric:
         return float(self.fn(prediction, tuple(references), **extra))
 
 
-def _unknown(kind: str, name: str, valid: list[str]) -> UnknownNameError:
-    close = difflib.get_close_matches(name, valid, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return UnknownNameError(f"unknown {kind} {name!r}{hint}; valid names: {', '.join(valid)}")
-
-
 def register_metric(name: str, *, higher_is_better: bool = True) -> Callable:
     """Function decorator: register ``fn(prediction, references) -> float`` as ``name``."""
-
-    def register(fn: Callable[..., float]) -> Callable[..., float]:
-        if name in _METRICS:
-            raise UnknownNameError(f"metric {name!r} is already registered; registered: {', '.join(list_metrics())}")
-        _METRICS[name] = Metric(name, fn, higher_is_better)
-        return fn
-
-    return register
+    return METRICS.register(name, higher_is_better=higher_is_better)
 
 
 def get_metric(name: str) -> Metric:
-    if name not in _METRICS:
-        raise _unknown("metric", name, list_metrics())
-    return _METRICS[name]
+    return Metric(name, METRICS.get(name), METRICS.info(name)["higher_is_better"])
 
 
 def list_metrics() -> list[str]:
-    return sorted(_METRICS)
+    return METRICS.names()
 
 
 def register_task(name: str) -> Callable[[type["Task"]], type["Task"]]:
     """Class decorator: make a ``Task`` subclass available as ``name``."""
-    from fitness.task import Task
+    from fitness.task import Task  # task.py imports this module (get_metric)
 
     def register(cls: type[Task]) -> type[Task]:
-        if name in _TASKS:
-            raise UnknownNameError(f"task {name!r} is already registered; registered: {', '.join(list_tasks())}")
         if not (isinstance(cls, type) and issubclass(cls, Task)):
             raise TypeError(f"task {name!r} must be a Task subclass, got {cls!r}")
-        cls.name = name
-        _TASKS[name] = cls
-        return cls
+        return TASKS.register(name)(cls)
 
     return register
 
 
 def list_tasks() -> list[str]:
-    return sorted(_TASKS)
+    return TASKS.names()
 
 
 def task_class(name: str) -> type["Task"]:
-    if name not in _TASKS:
-        raise _unknown("task", name, list_tasks())
-    return _TASKS[name]
+    return TASKS.get(name)
 
 
 def task_parameters(name: str) -> list[str]:
@@ -91,11 +73,7 @@ def task_parameters(name: str) -> list[str]:
 
 def get_task(name: str, **params) -> "Task":
     """Build task ``name`` with ``params`` (from a recipe); unknown parameters are an error."""
-    valid = task_parameters(name)
-    unknown = sorted(set(params) - set(valid))
-    if unknown:
-        raise FitnessError(
-            f"task {name!r} has no parameter {', '.join(map(repr, unknown))}; "
-            f"valid parameters: {', '.join(valid) or '(none)'}"
-        )
-    return task_class(name)(**params)
+    try:
+        return TASKS.create(name, **params)
+    except BadParametersError as err:
+        raise FitnessError(str(err)) from None

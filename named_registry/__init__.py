@@ -20,6 +20,11 @@ named_registry.UnknownNameError: unknown scorer 'knrom' (did you mean 'knorm'?);
 importing anything; the first ``get("name")`` imports ``package.module``, whose decorator then
 registers it. So ``--help``, recipe checks and name listings stay instant even when a plugin
 imports torch or Ray.
+
+**Discovered entries.** ``Registry(kind, package="pkg.plugins")`` also finds a plugin file that no
+``lazy`` line names: asking for a name nobody registered (or ``load_all()``) first imports every
+public module of ``pkg.plugins`` once. So adding a plugin is one new file; a ``lazy`` line only
+makes the name listed before anything is imported.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import pkgutil
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 __all__ = ["Registry", "RegistryError", "UnknownNameError", "DuplicateNameError", "BadParametersError"]
@@ -74,12 +80,17 @@ class Registry(Generic[T]):
     baseline's granularity. A registered class gets a ``name`` attribute set to its name.
     """
 
-    def __init__(self, kind: str, *, base: type | None = None, lazy: Mapping[str, str] | None = None):
+    def __init__(self, kind: str, *, base: type | None = None, lazy: Mapping[str, str] | None = None,
+                 package: str | None = None, unknown_error: type[UnknownNameError] | None = None):
         self.kind = kind
         self.base = base
+        self.package = package
+        # A leaf package may want its own subclass (e.g. fitness's, which is also a FitnessError).
+        self.unknown_error = unknown_error or UnknownNameError
         self._entries: dict[str, T] = {}
         self._info: dict[str, dict[str, Any]] = {}
         self._lazy: dict[str, str] = dict(lazy or {})
+        self._discovered = package is None
 
     # -- registering ------------------------------------------------------------------------
 
@@ -110,6 +121,14 @@ class Registry(Generic[T]):
         """Register ``obj`` as ``name`` without a decorator (for objects built at run time)."""
         return self.register(name, **info)(obj)
 
+    def remove(self, name: str) -> None:
+        """Forget ``name`` (a test's temporary plugin); unknown names are an ``UnknownNameError``."""
+        if name not in self._entries and name not in self._lazy:
+            raise self.unknown_error(self.kind, name, self.names())
+        self._entries.pop(name, None)
+        self._info.pop(name, None)
+        self._lazy.pop(name, None)
+
     # -- looking up -------------------------------------------------------------------------
 
     def _load(self, name: str) -> None:
@@ -119,12 +138,32 @@ class Registry(Generic[T]):
             if name not in self._entries:
                 raise RegistryError(f"{self.kind} {name!r}: importing {module} did not register it")
 
+    def discover(self) -> None:
+        """Import every public module of ``package`` once (their decorators register them)."""
+        if self._discovered:
+            return
+        self._discovered = True
+        root = importlib.import_module(self.package)
+        for module in pkgutil.iter_modules(getattr(root, "__path__", [])):
+            if not module.name.startswith("_"):
+                importlib.import_module(f"{self.package}.{module.name}")
+
     def get(self, name: str) -> T:
         """The entry called ``name``; ``UnknownNameError`` (with did-you-mean) if there is none."""
+        if isinstance(name, str) and name not in self._entries and name not in self._lazy:
+            self.discover()  # a plugin file no lazy line names
         if not isinstance(name, str) or (name not in self._entries and name not in self._lazy):
-            raise UnknownNameError(self.kind, name, self.names())
+            raise self.unknown_error(self.kind, name, self.names())
         self._load(name)
         return self._entries[name]
+
+    def check_name(self, name: str) -> None:
+        """``UnknownNameError`` unless ``name`` is known; a lazy entry is not imported."""
+        if isinstance(name, str) and name in self:
+            return
+        self.discover()
+        if not isinstance(name, str) or name not in self:
+            raise self.unknown_error(self.kind, name, self.names())
 
     def info(self, name: str) -> dict[str, Any]:
         """The metadata given at registration (loads a lazy entry)."""
@@ -136,7 +175,8 @@ class Registry(Generic[T]):
         return sorted(set(self._entries) | set(self._lazy))
 
     def load_all(self) -> dict[str, T]:
-        """Import every lazy entry; ``{name: entry}``."""
+        """Import every lazy entry and discover the package's files; ``{name: entry}``."""
+        self.discover()
         return {name: self.get(name) for name in self.names()}
 
     def __contains__(self, name: object) -> bool:

@@ -18,12 +18,15 @@ import numpy as np
 # shrink). A unit above max_budget (e.g. the prompt length) decodes the same as max_budget, so
 # the upper bound is also capped there: searching ratios that all decode alike is wasted volume.
 DEFAULT_MAX_RATIO = 4.0
+# What one searched budget covers: a whole layer (all its KV heads alike) or one KV head.
+GRANULARITIES = ("layer", "head")
 
 
 class SearchSpace:
     """Base class: ratios ``[n_units]`` <-> budgets ``[num_layers, num_kv_heads]`` (int64).
 
-    Subclasses set ``name`` and implement ``n_units``, ``_to_grid`` and ``_from_grid``.
+    Subclasses set ``granularity`` ("layer": every KV head of a layer shares its budget; "head")
+    and implement ``n_units``, ``_to_grid`` and ``_from_grid``; the registry sets ``name``.
 
     Attributes:
         target: ``c``, the target average budget per (layer, KV head).
@@ -34,6 +37,7 @@ class SearchSpace:
     """
 
     name: str = ""
+    granularity: str = ""
 
     def __init__(
         self,

@@ -17,6 +17,8 @@ class HeadGroups(SearchSpace):
     "contiguous groups, bottom-up" unchanged at head granularity.
     """
 
+    granularity = "head"
+
     @property
     def n_units(self) -> int:
         return self.num_layers * self.num_kv_heads

@@ -12,6 +12,8 @@ from searchspaces.registry import register_search_space
 class LayerGroups(SearchSpace):
     """Units are layers ``0 .. num_layers-1``; groups are ``n_g`` consecutive layers."""
 
+    granularity = "layer"
+
     @property
     def n_units(self) -> int:
         return self.num_layers

@@ -1,33 +1,40 @@
-"""Search spaces by name. Registering a name twice or asking for an unknown one raises."""
+"""Search spaces by name (a ``named_registry.Registry``). Registering a name twice or asking for an
+unknown one raises; a new space is one file in this package (found without any import list)."""
 
 from __future__ import annotations
 
-import difflib
 from typing import Callable
 
-from searchspaces.base import SearchSpace
+from named_registry import Registry
 
-_SPACES: dict[str, type[SearchSpace]] = {}
+from searchspaces.base import GRANULARITIES, SearchSpace
+
+SEARCH_SPACES: Registry[type[SearchSpace]] = Registry("search space", base=SearchSpace, package="searchspaces")
 
 
 def register_search_space(name: str) -> Callable[[type[SearchSpace]], type[SearchSpace]]:
-    """Class decorator: make a ``SearchSpace`` subclass available as ``name``."""
+    """Class decorator: make a ``SearchSpace`` subclass available as ``name``.
+
+    The class must declare its ``granularity`` ("layer" or "head"): what an allocation searched
+    in it is, and what the run's report draws.
+    """
 
     def register(cls: type[SearchSpace]) -> type[SearchSpace]:
-        if name in _SPACES:
-            raise ValueError(f"search space {name!r} is already registered (by {_SPACES[name].__name__})")
-        if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
-            raise TypeError(f"search space {name!r} must be a SearchSpace subclass, got {cls!r}")
-        cls.name = name
-        _SPACES[name] = cls
-        return cls
+        if getattr(cls, "granularity", None) not in GRANULARITIES:
+            raise TypeError(f"search space {name!r} must set granularity to one of {GRANULARITIES}")
+        return SEARCH_SPACES.register(name)(cls)
 
     return register
 
 
 def list_search_spaces() -> list[str]:
     """Registered names, sorted."""
-    return sorted(_SPACES)
+    return sorted(SEARCH_SPACES.load_all())
+
+
+def search_space_granularity(name: str) -> str:
+    """``"layer"`` or ``"head"``: the granularity space ``name`` declares."""
+    return SEARCH_SPACES.get(name).granularity
 
 
 def get_search_space(
@@ -42,12 +49,7 @@ def get_search_space(
     max_budget: int | None = None,
 ) -> SearchSpace:
     """Build the search space ``name``; ``ValueError`` listing the valid names if unknown."""
-    if name not in _SPACES:
-        valid = ", ".join(list_search_spaces())
-        close = difflib.get_close_matches(name, _SPACES, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown search space {name!r}{hint}; valid names: {valid}")
-    return _SPACES[name](
+    return SEARCH_SPACES.get(name)(
         num_layers=num_layers,
         num_kv_heads=num_kv_heads,
         target=target,

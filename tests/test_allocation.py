@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
 
-from evolalloc.core.allocation import Allocation, complete_budgets, pyramid_layer_budgets
+from evolalloc.core.allocation import Allocation, complete_budgets
+from evolalloc.core.baselines import make_baseline
+from evolalloc.core.baselines.pyramid import pyramid_layer_budgets
 from evolalloc.core.geometry import ModelGeometry
 
 SMOLLM = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=8192)
@@ -151,7 +153,7 @@ def test_pyramid_with_beta_one_is_uniform():
 
 
 def test_pyramid_allocation_is_layer_granular_with_the_exact_total():
-    alloc = Allocation.pyramid(SMOLLM, 128, beta=20, model="smollm2-135m")
+    alloc = make_baseline("pyramid", beta=20).allocation(SMOLLM, 128, model="smollm2-135m")
     assert alloc.granularity == "layer" and alloc.total == 128 * 90
     assert alloc.budgets[0, 0] > alloc.budgets[-1, 0]
     assert alloc.provenance["method"] == "pyramid" and alloc.provenance["beta"] == 20
@@ -166,28 +168,28 @@ def test_pyramid_refuses_a_target_inside_the_reserved_window():
 
 
 def test_uniform_puts_every_head_at_the_target():
-    alloc = Allocation.uniform(SMOLLM, 128)
+    alloc = make_baseline("uniform").allocation(SMOLLM, 128)
     assert np.all(alloc.budgets == 128) and alloc.mean_budget == 128.0
     assert alloc.provenance["method"] == "uniform"
 
 
 def test_uniform_with_a_fractional_target_still_hits_the_total():
     geometry = ModelGeometry(num_layers=4, num_query_heads=2, num_kv_heads=2, head_dim=8, max_positions=64)
-    alloc = Allocation.uniform(geometry, 10.5, granularity="head")
+    alloc = make_baseline("uniform").allocation(geometry, 10.5, granularity="head")
     assert alloc.total == 84 and alloc.budgets.max() - alloc.budgets.min() == 1
 
 
 def test_streaming_is_uniform_with_the_streaming_scorer_and_its_sinks():
-    alloc = Allocation.streaming(SMOLLM, 64)
+    alloc = make_baseline("streaming").allocation(SMOLLM, 64)
     assert np.all(alloc.budgets == 64)
     assert alloc.scorer == "streaming" and alloc.scorer_params == {"sinks": 4}
     assert alloc.provenance["method"] == "streaming"
-    with pytest.raises(ValueError, match="sink"):
-        Allocation.streaming(SMOLLM, 2)
+    with pytest.raises(ValueError, match="'streaming' needs a target >= 4"):
+        make_baseline("streaming").allocation(SMOLLM, 2)
 
 
 def test_bytes_count_keys_and_values_of_every_kept_token():
-    alloc = Allocation.uniform(SMOLLM, 128)
+    alloc = make_baseline("uniform").allocation(SMOLLM, 128)
     assert alloc.bytes == 128 * 90 * (2 * 64 * 4)
     assert alloc.padded_bytes == alloc.bytes  # equal heads: padding costs nothing
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from evolalloc.core.allocation import Allocation
+from evolalloc.core.baselines import make_baseline
 from evolalloc.core.allocation_file import allocation_to_json, load_allocation, save_allocation, schema
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
@@ -39,7 +40,7 @@ def test_save_then_load_gives_back_the_same_allocation(tmp_path):
 
 
 def test_every_baseline_survives_a_round_trip(tmp_path):
-    for alloc in (Allocation.uniform(TINY, 10), Allocation.pyramid(TINY, 10), Allocation.streaming(TINY, 10)):
+    for alloc in (make_baseline(name).allocation(TINY, 10) for name in ("uniform", "pyramid", "streaming")):
         loaded = load_allocation(save_allocation(alloc, tmp_path / "a.json"))
         assert np.array_equal(loaded.budgets, alloc.budgets) and loaded.provenance == alloc.provenance
 
@@ -61,18 +62,27 @@ def test_the_published_schema_is_draft_2020_12_and_accepts_what_we_write():
     jsonschema.Draft202012Validator(published).validate(json.loads(allocation_to_json(searched())))
 
 
+def test_the_method_enum_is_evolved_and_every_registered_baseline_and_the_file_lists_the_built_in_ones():
+    from evolalloc.core.allocation_file import _schema_text
+    from evolalloc.core.baselines import methods
+
+    assert schema()["$defs"]["provenance"]["properties"]["method"]["enum"] == list(methods())
+    on_disk = json.loads(_schema_text())["$defs"]["provenance"]["properties"]["method"]["enum"]
+    assert on_disk == ["evolved", "uniform", "pyramid", "streaming"] == list(methods())
+
+
 def test_save_replaces_the_file_and_leaves_no_temp_file(tmp_path):
     path = tmp_path / "alloc.json"
-    save_allocation(Allocation.uniform(TINY, 10), path)
-    save_allocation(Allocation.uniform(TINY, 20), path)
+    save_allocation(make_baseline("uniform").allocation(TINY, 10), path)
+    save_allocation(make_baseline("uniform").allocation(TINY, 20), path)
     assert load_allocation(path).target == 20
     assert [p.name for p in tmp_path.iterdir()] == ["alloc.json"]
 
 
 def test_a_value_json_cannot_hold_fails_the_save_and_keeps_the_old_file(tmp_path):
     path = tmp_path / "alloc.json"
-    save_allocation(Allocation.uniform(TINY, 10), path)
-    broken = Allocation.uniform(TINY, 20, provenance={"fitness": float("nan")})
+    save_allocation(make_baseline("uniform").allocation(TINY, 10), path)
+    broken = make_baseline("uniform").allocation(TINY, 20, provenance={"fitness": float("nan")})
     with pytest.raises(ValueError):
         save_allocation(broken, path)
     assert load_allocation(path).target == 10
@@ -83,7 +93,7 @@ def test_a_value_json_cannot_hold_fails_the_save_and_keeps_the_old_file(tmp_path
 
 
 def good_document() -> dict:
-    return json.loads(allocation_to_json(Allocation.uniform(TINY, 10, model="tiny")))
+    return json.loads(allocation_to_json(make_baseline("uniform").allocation(TINY, 10, model="tiny")))
 
 
 def edit(change):
@@ -175,3 +185,55 @@ def test_a_profile_for_another_head_dim_is_refused_but_another_dtype_is_not(tmp_
 def test_a_missing_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="no such file"):
         load_allocation(tmp_path / "nope.json")
+
+
+def expand_cli(tmp_path, allocation: Allocation, *targets: str, extra=()):
+    from tests.clitools import run_cli, snapshot
+
+    path = save_allocation(allocation, tmp_path / "profile" / "A.json")
+    before = snapshot(path.parent)
+    result = run_cli("expand", path, *[a for t in targets for a in ("--to", t)], *extra)
+    return path, result, before, snapshot(path.parent)
+
+
+@pytest.mark.parametrize(
+    ("targets", "phrase"),
+    [
+        (("16",), "16 is not above the searched target 128: a profile is only carried to larger budgets"),
+        (("256", "64"), "64 is not above the searched target 128"),  # checked before anything is written
+        (("128",), "not above the searched target 128"),
+    ],
+)
+def test_expand_refuses_targets_not_above_the_searched_one_and_writes_nothing(tmp_path, targets, phrase):
+    from tests.clitools import assert_refused
+
+    path, result, before, after = expand_cli(tmp_path, searched(), *targets)
+    assert_refused(result, source=str(path), field="--to", phrase=phrase)
+    assert after == before
+
+
+@pytest.mark.parametrize(("scorer", "params", "kept"), [("snapkv", {"window": 32}, 32), ("streaming", {}, None)])
+def test_expand_refuses_a_target_below_what_the_scorer_always_keeps(tmp_path, scorer, params, kept):
+    from evolalloc.runtime.scorers import get_scorer
+    from tests.clitools import assert_refused
+
+    kept = get_scorer(scorer, **params).always_kept  # asked, not hard-coded
+    assert kept > 2
+    # A (bad) profile searched below the floor: any target between it and the floor is refused.
+    low = Allocation.uniform(TINY, 2, scorer=scorer, scorer_params=params)
+    path, result, before, after = expand_cli(tmp_path, low, str(kept - 1))
+    assert_refused(result, source=str(path), field="--to", phrase=f"below the {kept} tokens every unit must keep")
+    assert after == before
+
+
+def test_expanded_budgets_never_go_below_what_the_scorer_always_keeps(tmp_path):
+    from tests.clitools import run_cli
+
+    budgets = np.array([[1, 40], [2, 60], [40, 49]])  # a profile that starves some heads
+    alloc = Allocation(model="m", geometry=TINY, scorer="snapkv", scorer_params={"window": 32}, target=32,
+                       granularity="head", budgets=budgets, provenance={"method": "uniform"}).complete()
+    path = save_allocation(alloc, tmp_path / "A.json")
+    result = run_cli("expand", path, "--to", "40")
+    assert result.code == 0, result.stderr
+    expanded = load_allocation(tmp_path / "allocation-c40.json")
+    assert expanded.budgets.min() >= 32 and expanded.total == 40 * 3 * 2

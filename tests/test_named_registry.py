@@ -118,3 +118,38 @@ def test_create_reports_a_missing_required_parameter_but_keeps_bugs_inside_the_e
         things.create("needs_path")
     with pytest.raises(TypeError, match="a bug inside"):
         things.create("needs_path", path="x")
+
+
+def test_a_plugin_file_no_lazy_line_names_is_found_by_name(tmp_path, monkeypatch):
+    package = tmp_path / "toy_plugins_for_test"
+    package.mkdir()
+    (package / "__init__.py").write_text("from named_registry import Registry\nTOYS = Registry('toy', package=__name__)\n")
+    (package / "alpha.py").write_text("from toy_plugins_for_test import TOYS\n@TOYS.register('alpha')\nclass Alpha:\n    pass\n")
+    (package / "_private.py").write_text("raise RuntimeError('private modules are not plugins')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import toy_plugins_for_test
+
+    toys = toy_plugins_for_test.TOYS
+    assert toys.names() == []  # nothing imported yet
+    assert toys.get("alpha").name == "alpha"
+    toys.check_name("alpha")
+    with pytest.raises(UnknownNameError, match="did you mean 'alpha'"):
+        toys.check_name("alpah")
+
+
+def test_check_name_does_not_import_a_lazy_entry():
+    things = Registry("optimizer", lazy={"cma": "a_module_that_does_not_exist"})
+    things.check_name("cma")
+    with pytest.raises(UnknownNameError, match="valid names: cma"):
+        things.check_name("cmaes")
+
+
+def test_a_removed_entry_is_unknown_again_and_a_registry_may_raise_its_own_subclass():
+    class TaskNameError(UnknownNameError):
+        pass
+
+    things = Registry("task", unknown_error=TaskNameError)
+    things.add("passkey", object())
+    things.remove("passkey")
+    with pytest.raises(TaskNameError):
+        things.get("passkey")

@@ -7,7 +7,7 @@ import pytest
 from evolalloc.core.errors import UserError
 from evolalloc.config.recipe import load_recipe, recipe_from_dict
 from evolalloc.config.run_folder import (
-    CHECKPOINT_FILE, RECIPE_FILE, STUDY_FILE, allocation_filename, create_run_folder, load_run_recipe,
+    CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, RECIPE_FILE, STUDY_FILE, allocation_filename, create_run_folder, load_run_recipe,
 )
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "runs" / "quickstart.yaml"
@@ -82,17 +82,20 @@ def test_search_kwargs_build_the_search_config_the_loop_runs():
 
 
 def test_the_optimizer_names_a_recipe_accepts_are_the_registered_back_ends():
-    from evolalloc.config.schema import OPTIMIZERS
-    from evolalloc.search.optimizers import optimizer_names
+    from evolalloc.config.schema import OPTIMIZER_REGISTRY, registry
+    from evolalloc.search.optimizers import OPTIMIZERS
 
-    assert sorted(OPTIMIZERS) == sorted(optimizer_names())
+    assert registry(OPTIMIZER_REGISTRY) is OPTIMIZERS
+    for name in OPTIMIZERS.names():
+        recipe_from_dict({"task": {"name": "passkey"}, "budget": {"target": 64}, "optimizer": {"name": name}})
 
 
 def test_the_run_folder_names_agree_with_the_search_package():
-    from evolalloc.search.checkpoint import CHECKPOINT_NAME
+    from evolalloc.search.checkpoint import CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME
     from evolalloc.search.loop import STUDY_FILE as LOOP_STUDY_FILE
 
     assert (STUDY_FILE, CHECKPOINT_FILE) == (LOOP_STUDY_FILE, CHECKPOINT_NAME)
+    assert LEGACY_CHECKPOINT_FILE == LEGACY_CHECKPOINT_NAME
     assert allocation_filename(128) == "allocation-c128.json"
     assert allocation_filename(256.0, "pyramid") == "pyramid-c256.json"
 

@@ -16,16 +16,17 @@ exactly what ran and loading that file again gives an equal recipe.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
+from named_registry import UnknownNameError
 
+from evolalloc.core.baselines import BASELINES, make_baseline
 from evolalloc.core.errors import UserError
-from evolalloc.config.schema import BASELINES, FieldProblem, RecipeData, build_section, describe, unknown_key
+from evolalloc.config.schema import FieldProblem, RecipeData, build_section, describe, unknown_key
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -45,8 +46,11 @@ class Recipe(RecipeData):
 
     @property
     def granularity(self) -> str:
-        """``"head"`` when the search space gives each KV head its own budget, else ``"layer"``."""
-        return "head" if self.search_space.name == "head_groups" else "layer"
+        """``"head"`` when the search space gives each KV head its own budget, else ``"layer"``
+        (what the space declares; see ``searchspaces``)."""
+        from searchspaces import search_space_granularity  # a leaf package of plain numpy: cheap
+
+        return search_space_granularity(self.search_space.name)
 
     def to_dict(self) -> dict:
         """The resolved recipe as plain YAML-able objects, sections in reading order."""
@@ -213,6 +217,10 @@ def _check(recipe: Recipe) -> None:
             raise FieldProblem(f"budget.expansions[{i}]", f"must be >= 1, got {value}")
         if value == target or value in recipe.budget.expansions[:i]:
             raise FieldProblem(f"budget.expansions[{i}]", f"{value} is listed twice (the target counts)")
+        if value < target:
+            # As for `evolalloc expand`: a profile searched at c says nothing about a smaller cache.
+            raise FieldProblem(f"budget.expansions[{i}]", f"{value} is below budget.target {target}: a profile is "
+                                                          "only carried to larger budgets; search at that target instead")
     context = recipe.task.context_tokens
     if context is not None and target >= context:
         raise FieldProblem("budget.target", f"{target} leaves nothing to compress in a {context}-token prompt "
@@ -221,47 +229,50 @@ def _check(recipe: Recipe) -> None:
     if bounds is not None and not (0 <= bounds[0] < bounds[1]):
         raise FieldProblem("search_space.ratio_bounds", f"must be [lo, hi] with 0 <= lo < hi, got {bounds}")
     for i, name in enumerate(recipe.baselines):
-        if name not in BASELINES:
-            close = difflib.get_close_matches(name, BASELINES, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise FieldProblem(f"baselines[{i}]", f"unknown baseline {name!r}{hint}; choose from {', '.join(BASELINES)}")
+        _check_registered(f"baselines[{i}]", BASELINES, name)
         if name in recipe.baselines[:i]:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
-    if "streaming" in recipe.baselines and target < 4:
-        raise FieldProblem("budget.target", f"streaming keeps 4 sink tokens, so the target must be >= 4, got {target}")
+        least = make_baseline(name).min_target  # e.g. streaming's sink tokens
+        if target < least:
+            raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")
     if recipe.engine.kind == "local" and recipe.engine.workers > 1:
         raise FieldProblem("engine.workers", f"the local engine runs one worker, got {recipe.engine.workers}; "
                                              "use engine.kind: ray for more")
     if recipe.storage is not None and not _URL.match(recipe.storage):
         raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
-    from searchspaces import list_search_spaces  # a leaf package of plain numpy: cheap
+    from searchspaces import SEARCH_SPACES  # a leaf package of plain numpy: cheap
 
-    if recipe.search_space.name not in list_search_spaces():
-        raise _unknown_name("search_space.name", "search space", recipe.search_space.name, list_search_spaces())
+    _check_registered("search_space.name", SEARCH_SPACES, recipe.search_space.name)
 
 
-def _unknown_name(field: str, kind: str, name: str, valid: list[str]) -> FieldProblem:
-    close = difflib.get_close_matches(name, valid, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return FieldProblem(field, f"unknown {kind} {name!r}{hint}; valid names: {', '.join(valid)}")
+def _check_registered(field: str, registry, name: str) -> None:
+    """A ``FieldProblem`` (did-you-mean and the valid names) unless ``registry`` knows ``name``."""
+    try:
+        registry.check_name(name)
+    except UnknownNameError as err:
+        raise FieldProblem(field, str(err)) from None
 
 
 def _check_names(recipe: Recipe) -> None:
     """Task and scorer names and parameter names, against their registries."""
-    import fitness
-    from fitness.registry import task_parameters
+    from fitness.registry import TASKS, task_parameters
 
-    if recipe.task.name not in fitness.list_tasks():
-        raise _unknown_name("task.name", "task", recipe.task.name, fitness.list_tasks())
+    _check_registered("task.name", TASKS, recipe.task.name)
     valid = task_parameters(recipe.task.name)
     for key in recipe.task.params:
         if key not in valid:
             raise unknown_key("task.params", key, valid)
 
-    from evolalloc.runtime.scorers import get_scorer, list_scorers
+    from evolalloc.engine.base import ENGINES
 
-    if recipe.scorer.name not in list_scorers():
-        raise _unknown_name("scorer.name", "scorer", recipe.scorer.name, list_scorers())
+    takes = [p for p in ENGINES.parameters(recipe.engine.kind) if p != "experiment"]
+    for key in recipe.engine.options:
+        if key not in takes:
+            raise unknown_key("engine.options", key, takes)
+
+    from evolalloc.runtime.scorers import SCORERS, get_scorer
+
+    _check_registered("scorer.name", SCORERS, recipe.scorer.name)
     try:
         get_scorer(recipe.scorer.name, **recipe.scorer.params)
     except ValueError as err:

@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import math
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
+from named_registry import UnknownNameError
+
+from evolalloc.core.baselines import baseline_names
+
 DEFAULT_MODEL = "bundled:smollm2-135m-instruct"  # same as evolalloc.runtime.model.DEFAULT_MODEL
 DTYPES = ("float32", "bfloat16")
-# Kept as literals so that checking a recipe never imports optuna; a test compares them with the
-# registry in evolalloc.search.optimizers, so they cannot drift apart silently.
-OPTIMIZERS = ("cma", "optuna-cma", "optuna-tpe")
 CACHE_SCOPES = ("group", "allocation")
-ENGINES = ("local", "ray")
-BASELINES = ("uniform", "pyramid", "streaming")
+# Open vocabularies are checked against their registries (``registry`` rule: "module:NAME"), whose
+# names are listed without importing a plugin, so checking a recipe imports neither optuna nor Ray.
+OPTIMIZER_REGISTRY = "evolalloc.search.optimizers:OPTIMIZERS"
+ENGINE_REGISTRY = "evolalloc.engine.base:ENGINES"
 
 
 def _rule(default: Any = dataclasses.MISSING, *, help: str, factory: Callable | None = None, **rules) -> Any:
@@ -82,7 +86,7 @@ class SearchSpaceSection:
 
 @dataclass
 class OptimizerSection:
-    name: str = _rule("cma", choices=OPTIMIZERS, help="cma (pycma), optuna-cma or optuna-tpe")
+    name: str = _rule("cma", registry=OPTIMIZER_REGISTRY, help="cma (pycma), optuna-cma or optuna-tpe")
     sigma0: float = _rule(0.3, min_exclusive=0.0, help="initial CMA-ES step on the ratio k_i / c")
     popsize: int | None = _rule(None, min=3, help="candidates per generation; null = 4 + floor(3 ln n_g)")
     generations_per_group: int = _rule(10, min=1, help="M: generations per group")
@@ -94,11 +98,12 @@ class OptimizerSection:
 
 @dataclass
 class EngineSection:
-    kind: str = _rule("local", choices=ENGINES, help="local (in-process) or ray (actors)")
+    kind: str = _rule("local", registry=ENGINE_REGISTRY, help="local (in-process) or ray (actors)")
     workers: int = _rule(1, min=1, help="evaluator processes (ray actors)")
     threads: int | None = _rule(None, min=1, help="torch threads per worker; null = torch's default")
     batch_size: int = _rule(16, min=1, help="decode rows per batch")
     address: str = _rule("local", help="ray address: local, auto or ray://host:port")
+    options: dict = _rule(help="keyword options passed to the engine as they are (ray: max_retries)", factory=dict)
 
 
 @dataclass
@@ -114,7 +119,8 @@ class RecipeData:
     optimizer: OptimizerSection = _rule(help="the optimizer and EvolKV's objective", factory=OptimizerSection)
     engine: EngineSection = _rule(help="where candidates are evaluated", factory=EngineSection)
     storage: str | None = _rule(None, help="Optuna storage URL; null = sqlite:///<run>/study.db")
-    baselines: list[str] = _rule(help="baselines `compare` evaluates", factory=lambda: list(BASELINES))
+    baselines: list[str] = _rule(help="baselines `compare` evaluates; default: every registered one",
+                                 factory=lambda: baseline_names())
     seed: int = _rule(0, min=0, help="default for every seed left null")
 
 
@@ -182,9 +188,20 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
     return value
 
 
+def registry(reference: str):
+    """The ``named_registry.Registry`` at ``"package.module:NAME"``."""
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def _check_rules(value: Any, rules: dict, path: str) -> None:
     if value is None:
         return
+    if "registry" in rules:
+        try:
+            registry(rules["registry"]).check_name(value)
+        except UnknownNameError as err:
+            raise FieldProblem(path, str(err)) from None
     if "choices" in rules and value not in rules["choices"]:
         close = difflib.get_close_matches(str(value), rules["choices"], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -202,7 +219,7 @@ def _check_rules(value: Any, rules: dict, path: str) -> None:
 def unknown_key(path: str, key: str, allowed: list[str]) -> FieldProblem:
     close = difflib.get_close_matches(str(key), allowed, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    return FieldProblem(_join(path, key), f"unknown field ({hint}allowed: {', '.join(allowed)})")
+    return FieldProblem(_join(path, key), f"unknown field ({hint}allowed: {', '.join(allowed) or 'none'})")
 
 
 def _section_default(spec: dataclasses.Field, kind: type) -> Any:

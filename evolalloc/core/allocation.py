@@ -4,10 +4,9 @@ This is what a search produces and what the eviction runtime loads. In memory th
 an int64 array ``[num_layers, num_kv_heads]``; on disk they are nested lists inside a versioned
 JSON document (see ``allocation_file`` and ``schema/allocation.schema.json``).
 
-Budget arithmetic lives here too, as pure functions on arrays:
-
-- ``complete_budgets``: EvolKV §3.2 completion, scale to an exact total;
-- ``pyramid_layer_budgets``: the PyramidKV baseline shape.
+Budget arithmetic lives here too, as a pure function on arrays: ``complete_budgets``, EvolKV
+§3.2 completion, scale to an exact total. The baselines (uniform, pyramid, streaming) are
+allocation rules in ``evolalloc.core.baselines``, one file each.
 """
 
 from __future__ import annotations
@@ -19,12 +18,12 @@ from datetime import datetime, timezone
 import numpy as np
 
 from evolalloc import __version__
+from evolalloc.core.baselines import methods
 from evolalloc.core.geometry import ModelGeometry
 
 FORMAT = "evolalloc.allocation"
 FORMAT_VERSION = 1
 GRANULARITIES = ("layer", "head")
-METHODS = ("evolved", "uniform", "pyramid", "streaming")
 
 
 # -- budget arithmetic ---------------------------------------------------------------------
@@ -96,42 +95,6 @@ def complete_budgets(units: np.ndarray, total: int, floor: int = 1) -> np.ndarra
     return budgets
 
 
-def pyramid_layer_budgets(num_layers: int, target: float, beta: float = 20, reserved: int = 0) -> np.ndarray:
-    """PyramidKV budgets ``[num_layers]`` (int64), bottom layer first, summing to ``round(c * L)``.
-
-    The published rule (Cai et al. 2024, arXiv:2406.02069, §3.3; reference code
-    ``PyramidKVCluster``): with a per-layer share ``s = c - reserved`` (the budget above the
-    always-kept observation window), the top layer gets ``s / beta``, the bottom layer
-    ``2 s - s / beta``, and the layers in between follow the arithmetic sequence between them,
-    so the mean is exactly ``s``. ``reserved`` is then added to every layer.
-
-    Where we differ from the reference code, on purpose: it floors the top budget and the step
-    separately, so its total falls short of ``c * L`` by up to ``L`` tokens; we keep the exact
-    real-valued sequence and round once (largest remainder, ties to the lower layer), so the
-    total is exact, as the EvolKV comparison requires, and the budgets stay non-increasing.
-    """
-    if num_layers < 1:
-        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-    if beta < 1:
-        raise ValueError(f"beta must be >= 1 (beta = 1 is uniform), got {beta}")
-    share = float(target) - reserved
-    if share <= 0:
-        raise ValueError(f"target ({target}) must exceed the reserved tokens ({reserved})")
-    top = share / beta
-    bottom = 2 * share - top
-    if num_layers == 1:
-        exact = np.array([share])
-    else:
-        exact = bottom - (bottom - top) * np.arange(num_layers) / (num_layers - 1)
-    exact = exact + reserved
-    budgets = np.floor(exact).astype(np.int64)
-    missing = round(float(target) * num_layers) - int(budgets.sum())
-    fractions = exact - budgets
-    order = np.lexsort((np.arange(num_layers), -fractions))
-    budgets[order[:missing]] += 1
-    return budgets
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -144,8 +107,8 @@ class Allocation:
     """Budgets ``[num_layers, num_kv_heads]`` for one model, scorer and target average ``c``.
 
     ``granularity == "layer"`` means every KV head of a layer has the same budget (EvolKV);
-    ``"head"`` lets them differ. ``provenance`` is free-form but always holds ``method`` (one
-    of ``METHODS``), ``evolalloc_version`` and ``created_at``; a search adds task, fitness,
+    ``"head"`` lets them differ. ``provenance`` is free-form but always holds ``method``
+    (``evolved`` or a registered baseline, see ``evolalloc.core.baselines.methods()``), ``evolalloc_version`` and ``created_at``; a search adds task, fitness,
     task_score, cache_score, lam, gamma, group_size, population, sigma0, seed, evaluations,
     optimizer and optimizer_version.
     """
@@ -178,8 +141,9 @@ class Allocation:
             raise ValueError("model and scorer must be non-empty names")
         self.scorer_params = dict(self.scorer_params)
         self.provenance = dict(self.provenance)
-        if self.provenance.get("method") not in METHODS:
-            raise ValueError(f"provenance['method'] must be one of {METHODS}, got {self.provenance.get('method')!r}")
+        known = methods()
+        if self.provenance.get("method") not in known:
+            raise ValueError(f"provenance['method'] must be one of {known}, got {self.provenance.get('method')!r}")
         self.provenance.setdefault("evolalloc_version", __version__)
         self.provenance.setdefault("created_at", _now())
 
@@ -246,73 +210,3 @@ class Allocation:
             raise ValueError(f"target must be a positive number, got {target!r}")
         provenance = dict(self.provenance, expanded_from_target=self.target)
         return replace(self, target=float(target), budgets=self._rescaled(target, min_budget), provenance=provenance)
-
-    # -- baselines -----------------------------------------------------------------------
-
-    @classmethod
-    def uniform(
-        cls,
-        geometry: ModelGeometry,
-        target: float,
-        *,
-        model: str = "unknown",
-        scorer: str = "snapkv",
-        scorer_params: dict | None = None,
-        granularity: str = "layer",
-        provenance: dict | None = None,
-    ) -> Allocation:
-        """Every (layer, KV head) at ``c`` (SnapKV's setting). A fractional ``c`` is completed
-        to the exact total, so budgets then differ by at most one."""
-        ones = np.ones((geometry.num_layers, geometry.num_kv_heads), dtype=np.int64)
-        base = cls(
-            model=model, geometry=geometry, scorer=scorer, scorer_params=scorer_params or {},
-            target=target, granularity=granularity, budgets=ones,
-            provenance={**(provenance or {}), "method": "uniform"},
-        )
-        return replace(base, budgets=base._rescaled(target, min_budget=0))
-
-    @classmethod
-    def pyramid(
-        cls,
-        geometry: ModelGeometry,
-        target: float,
-        beta: float = 20,
-        *,
-        reserved: int = 0,
-        model: str = "unknown",
-        scorer: str = "snapkv",
-        scorer_params: dict | None = None,
-        provenance: dict | None = None,
-    ) -> Allocation:
-        """PyramidKV: budgets fall arithmetically from the bottom layer to the top one.
-
-        See ``pyramid_layer_budgets`` for the exact rule; ``reserved`` is the always-kept
-        window PyramidKV keeps outside its pyramid (0: shape the whole budget).
-        """
-        per_layer = pyramid_layer_budgets(geometry.num_layers, target, beta, reserved)
-        budgets = np.repeat(per_layer[:, None], geometry.num_kv_heads, axis=1)
-        return cls(
-            model=model, geometry=geometry, scorer=scorer, scorer_params=scorer_params or {},
-            target=target, granularity="layer", budgets=budgets,
-            provenance={**(provenance or {}), "method": "pyramid", "beta": beta, "reserved": reserved},
-        )
-
-    @classmethod
-    def streaming(
-        cls,
-        geometry: ModelGeometry,
-        target: float,
-        *,
-        sinks: int = 4,
-        model: str = "unknown",
-        scorer_params: dict | None = None,
-        provenance: dict | None = None,
-    ) -> Allocation:
-        """StreamingLLM: uniform budgets, each = ``sinks`` first tokens + the most recent ones."""
-        if target < sinks:
-            raise ValueError(f"target ({target}) is below the {sinks} attention-sink tokens it must hold")
-        uniform = cls.uniform(
-            geometry, target, model=model, scorer="streaming",
-            scorer_params={"sinks": sinks, **(scorer_params or {})}, provenance=provenance,
-        )
-        return replace(uniform, provenance=dict(uniform.provenance, method="streaming"))

@@ -24,6 +24,7 @@ import jsonschema
 import numpy as np
 
 from evolalloc.core.allocation import FORMAT, FORMAT_VERSION, Allocation
+from evolalloc.core.baselines import methods
 from evolalloc.core.fileio import write_atomic
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
@@ -35,10 +36,17 @@ _MATCHED_GEOMETRY = ("num_layers", "num_kv_heads", "num_query_heads", "head_dim"
 
 
 @lru_cache(maxsize=1)
+def _schema_text() -> str:
+    return resources.files("evolalloc.core").joinpath("schema/allocation.schema.json").read_text(encoding="utf-8")
+
+
 def schema() -> dict:
-    """The published JSON Schema of an allocation file."""
-    text = resources.files("evolalloc.core").joinpath("schema/allocation.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    """The JSON Schema of an allocation file, its ``provenance.method`` enum filled in from the
+    baseline registry (``evolved`` + every registered baseline), so a new baseline file is a
+    valid method without editing the schema."""
+    data = json.loads(_schema_text())
+    data["$defs"]["provenance"]["properties"]["method"]["enum"] = list(methods())
+    return data
 
 
 # -- writing -------------------------------------------------------------------------------

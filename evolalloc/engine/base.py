@@ -1,4 +1,8 @@
-"""The evaluator interface the search loop uses; engines (local, ray) implement it."""
+"""The evaluator interface the search loop uses, and the engines (local, ray) that provide it.
+
+An ``Evaluator`` scores populations on one split; an ``Engine`` makes evaluators for an
+experiment and owns their resources until ``close()``. Engines are entries of ``ENGINES``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import numpy as np
+from named_registry import Registry
 
 
 @dataclass
@@ -44,3 +49,59 @@ class Evaluator(Protocol):
     def evaluate(self, budgets: Sequence[np.ndarray]) -> list[EvalResult]:
         """One result per budget array, in order. Must not raise for a failed candidate."""
         ...
+
+
+def check_scorer(scorer, held: Sequence[str]) -> None:
+    """``ValueError`` unless prefill records holding rankings ``held`` (scorer keys) serve ``scorer``."""
+    if scorer.key not in held:
+        raise ValueError(f"the records hold no ranking for scorer {scorer.key!r}; they hold: {', '.join(held)}")
+
+
+class Engine:
+    """Where an experiment's allocations are evaluated; owns what that needs (workers, pools).
+
+    Built by the experiment from the recipe's ``engine`` section (``kind`` names the entry of
+    ``ENGINES``; ``engine.options`` are the constructor's keyword arguments) and closed by it.
+    ``experiment`` gives the recipe, ``loaded`` model, ``task``, ``instances(split)``,
+    ``records(split)`` (prefill records holding every ranking in ``scorers``) and ``scorers``.
+
+    A new engine is one file: a subclass registered with ``@ENGINES.register("name")`` that
+    implements ``evaluator``; ``check_scorer`` and ``evolalloc.engine.shards`` are shared.
+    """
+
+    name: str = ""
+
+    def __init__(self, experiment):
+        self.experiment = experiment
+        self.closed = False
+
+    def evaluator(self, split: str, scorer) -> Evaluator:
+        """An ``Evaluator`` of ``split`` that ranks tokens with ``scorer`` (one of ``experiment.scorers``)."""
+        raise NotImplementedError
+
+    def scorer_keys(self) -> list[str]:
+        """Keys of the scorers whose rankings the records hold."""
+        return [s.key for s in self.experiment.scorers]
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"the {self.name} engine is closed")
+
+    def close(self) -> None:
+        """Release what the engine holds; closing twice is harmless."""
+        self.closed = True
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+ENGINES: Registry[type[Engine]] = Registry(
+    "engine",
+    base=Engine,
+    # Lazy: naming an engine (recipe checks, --help) imports neither torch nor Ray.
+    lazy={"local": "evolalloc.engine.local", "ray": "evolalloc.engine.ray_engine"},
+    package="evolalloc.engine",
+)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from evolalloc.engine.base import EvalResult, InstanceOutcome
+from evolalloc.engine.base import ENGINES, Engine, EvalResult, InstanceOutcome, check_scorer
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
 from evolalloc.runtime.model import LoadedModel
 from evolalloc.runtime.prefill import PrefillRecord, prefill
@@ -54,7 +54,19 @@ class LocalEvaluator:
         self.records = records if records is not None else prefill_instances(
             loaded, self.instances, [scorer], question_after_compression=question_after_compression, progress=progress
         )
+        if self.records:
+            check_scorer(scorer, list(self.records[0].rankings))
         self._eos = eos_ids_of(loaded.model, loaded.tokenizer)
+
+    def close(self) -> None:
+        """Drop the prefill records (the model belongs to whoever loaded it)."""
+        self.records = []
+
+    def __enter__(self) -> "LocalEvaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def evaluate(self, budgets: Sequence[np.ndarray]) -> list[EvalResult]:
         started = time.perf_counter()
@@ -101,3 +113,14 @@ class LocalEvaluator:
                     errors.setdefault(a, f"{type(exc).__name__} on {self.instances[i].uid}: {exc}")
                     out.append(None)
         return out
+
+
+@ENGINES.register("local")
+class LocalEngine(Engine):
+    """In-process: evaluators on the experiment's shared prefill records (one per split)."""
+
+    def evaluator(self, split: str, scorer) -> LocalEvaluator:
+        self.check_open()
+        recipe = self.experiment.recipe
+        return LocalEvaluator(self.experiment.loaded, self.experiment.task, self.experiment.instances(split), scorer,
+                              batch_size=recipe.engine.batch_size, records=self.experiment.records(split))

@@ -17,6 +17,11 @@ into that allocation's error. An exception raised *inside* a worker's evaluate i
 fault, and is re-raised.
 
 ``RayEvaluator`` is the ``Evaluator`` the search sees: a pool plus the scorer to rank with.
+``RayEngine`` (engine ``ray``) keeps at most one live pool per experiment: asking for another
+split closes the previous pool first, because its workers hold the GPUs (or CPUs) the new ones
+need — ``search`` then ``compare`` use the search pool, then the held-out one. Asking again for
+the same split (``compare`` does, once per method) re-uses the pool, so the held-out instances
+are prefilled once however many scorers are evaluated on them. ``close()`` stops the last pool.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from evolalloc.engine.base import EvalResult
+from evolalloc.engine.base import ENGINES, Engine, EvalResult, check_scorer
 from evolalloc.engine.ray_cluster import cluster_gpus, connect, cpus_per_worker
 from evolalloc.engine.ray_worker import EvalWorker, WorkerSpec, instance_to_wire
 from evolalloc.engine.shards import failed_shard, merge_results, shard_bounds
@@ -168,9 +173,7 @@ class RayEvaluator:
     """The search's ``Evaluator`` on a ``RayWorkerPool``, ranking tokens with ``scorer``."""
 
     def __init__(self, pool: RayWorkerPool, scorer):
-        if scorer.key not in pool.scorer_keys:
-            raise ValueError(f"the workers' records hold no ranking for scorer {scorer.key!r}; "
-                             f"they hold: {', '.join(pool.scorer_keys)}")
+        check_scorer(scorer, pool.scorer_keys)
         self.pool, self.scorer = pool, scorer
 
     def evaluate(self, budgets: Sequence[np.ndarray]) -> list[EvalResult]:
@@ -184,3 +187,53 @@ class RayEvaluator:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@ENGINES.register("ray")
+class RayEngine(Engine):
+    """Worker actors on Ray, one pool at a time (see the module docstring).
+
+    ``max_retries`` (an ``engine.options`` key): extra attempts for a shard whose worker died.
+    """
+
+    def __init__(self, experiment, *, max_retries: int = DEFAULT_MAX_RETRIES):
+        super().__init__(experiment)
+        self.max_retries = max_retries
+        self._split: str | None = None
+        self._pool: RayWorkerPool | None = None
+
+    def evaluator(self, split: str, scorer) -> RayEvaluator:
+        self.check_open()
+        return RayEvaluator(self.pool(split), scorer)
+
+    def pool(self, split: str) -> RayWorkerPool:
+        """The pool for ``split``, started on first use; another split's pool is closed first."""
+        if self._pool is not None and self._split == split and not self._pool.closed:
+            return self._pool
+        inherited_ray = False
+        if self._pool is not None:
+            # Keep Ray itself (starting it again costs seconds); the next pool shuts it down instead.
+            inherited_ray = self._pool.close(keep_ray=True)
+        experiment, recipe = self.experiment, self.experiment.recipe
+        spec = WorkerSpec(
+            model=recipe.model.spec,
+            dtype=recipe.model.dtype,
+            # One thread per worker unless told otherwise: workers are the unit of parallelism.
+            threads=recipe.engine.threads or 1,
+            task=recipe.task.name,
+            task_params=dict(recipe.task.params),
+            instances=[],
+            scorers=list(experiment.scorers),
+            question_after_compression=recipe.task.question_after_compression,
+            batch_size=recipe.engine.batch_size,
+        )
+        self._pool = RayWorkerPool(spec, experiment.instances(split), recipe.engine.workers,
+                                   address=recipe.engine.address, max_retries=self.max_retries)
+        self._pool.inherit_ray(inherited_ray)
+        self._split = split
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        super().close()

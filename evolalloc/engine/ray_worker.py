@@ -89,9 +89,6 @@ class EvalWorker:
         from evolalloc.engine.local import LocalEvaluator
 
         if scorer.key not in self._evaluators:
-            if scorer.key not in self.records[0].rankings:
-                raise ValueError(f"the records hold no ranking for scorer {scorer.key!r}; "
-                                 f"they hold: {', '.join(self.records[0].rankings)}")
             self._evaluators[scorer.key] = LocalEvaluator(
                 self.loaded, self.task, self.instances, scorer, batch_size=self.spec.batch_size, records=self.records)
         return self._evaluators[scorer.key]

@@ -24,6 +24,7 @@ from evolalloc.export.base import Exporter, Rendered, export_allocation, export_
 exporters: Registry = Registry(
     "export format",
     base=Exporter,
+    package="evolalloc.export",  # a new format is one file here; the lazy lines list names without imports
     lazy={
         "json": "evolalloc.export.json_format",
         "kvpress": "evolalloc.export.kvpress",

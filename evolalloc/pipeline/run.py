@@ -15,9 +15,11 @@ from pathlib import Path
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import save_allocation
+from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.config.run_folder import COMPARISON_FILE, allocation_filename, load_run_recipe
 from evolalloc.search import SearchConfig, resume_search, run_search
+from evolalloc.search.loop import open_search
 
 HELDOUT = "heldout"
 
@@ -95,7 +97,7 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float) ->
     from evolalloc.report.plots import plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget
 
     target = float(recipe.budget.target)
-    profiles = {name: per_budget[target] for name, per_budget in methods.items() if name != "streaming"}
+    profiles = {name: per_budget[target] for name, per_budget in methods.items() if name == EVOLVED or BASELINES.get(name).in_budget_plot}
     plots = {
         "Budgets per layer at the target": plot_layer_budgets(profiles, run_dir / PLOT_LAYER_BUDGETS).name,
         "Best fitness over evaluations": plot_fitness_history(result.history, run_dir / PLOT_FITNESS).name,
@@ -126,13 +128,27 @@ def _quiet_optuna() -> None:
 
 
 def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
-    """Search, ship, compare and report in a fresh run folder; returns the report's path."""
+    """Search, ship, compare and report in a fresh run folder; returns the report's path.
+
+    The folder comes from ``create_run_folder``; ``pipeline.start.prepare_run`` + ``run_prepared``
+    is the path that checks everything before writing anything.
+    """
     started = time.perf_counter()
     _quiet_optuna()
-    experiment = Experiment(recipe, progress=progress)
-    config = search_config(recipe, experiment)
-    result = run_search(run_dir, experiment.evaluator("search"), config, progress=progress)
-    return finish(run_dir, recipe, experiment, result, config, started)
+    with Experiment(recipe, progress=progress) as experiment:
+        config = search_config(recipe, experiment)
+        result = run_search(run_dir, experiment.evaluator("search"), config, progress=progress)
+        return finish(run_dir, recipe, experiment, result, config, started)
+
+
+def run_prepared(prepared, *, progress: bool = True) -> Path:
+    """Search, ship, compare and report a run made by ``pipeline.start.prepare_run``."""
+    started = time.perf_counter()
+    _quiet_optuna()
+    config = prepared.config
+    with prepared.experiment as experiment:  # closes its engine (Ray workers) however the run ends
+        result = resume_search(prepared.run_dir, experiment.evaluator("search"), config=config, progress=progress)
+        return finish(prepared.run_dir, prepared.recipe, experiment, result, config, started)
 
 
 def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
@@ -140,7 +156,8 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     started = time.perf_counter()
     _quiet_optuna()
     recipe = load_run_recipe(run_dir)
-    experiment = Experiment(recipe, progress=progress)
-    config = search_config(recipe, experiment)
-    result = resume_search(run_dir, experiment.evaluator("search"), progress=progress)
-    return finish(run_dir, recipe, experiment, result, config, started)
+    with Experiment(recipe, progress=progress) as experiment:
+        config = search_config(recipe, experiment)
+        opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
+        result = opened.run(experiment.evaluator("search"), progress=progress)
+        return finish(run_dir, recipe, experiment, result, config, started)

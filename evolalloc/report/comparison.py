@@ -18,13 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping
 
+from evolalloc.core.baselines import EVOLVED, ordered
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.report.stats import RESAMPLES, Interval, PairedTest, align, bootstrap_mean, paired_test
 
-REFERENCE = "evolved"
-# Baselines first in a fixed order so tables and plots read the same in every run.
-METHOD_ORDER = ("evolved", "uniform", "pyramid", "streaming")
+REFERENCE = EVOLVED
 
 
 @dataclass(frozen=True)
@@ -48,10 +47,6 @@ class ComparisonRow:
                    versus=None if versus is None else PairedTest(**versus))
 
 
-def _order(method: str) -> tuple:
-    return (METHOD_ORDER.index(method), "") if method in METHOD_ORDER else (len(METHOD_ORDER), method)
-
-
 def compare_scores(
     scores: Mapping[str, Mapping[float, Mapping[str, float]]], *, reference: str = REFERENCE, seed: int = 0,
     n_resamples: int = RESAMPLES,
@@ -65,7 +60,7 @@ def compare_scores(
     budgets = sorted({float(b) for per_budget in scores.values() for b in per_budget})
     for budget in budgets:
         ref = _at(scores.get(reference, {}), budget)
-        for method in sorted(scores, key=_order):
+        for method in ordered(scores):  # evolved, then the baselines in the order they declare
             mine = _at(scores[method], budget)
             if mine is None:
                 continue

@@ -20,11 +20,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from evolalloc.core.allocation import Allocation  # noqa: E402
+from evolalloc.core.baselines import BASELINES, EVOLVED  # noqa: E402
 from evolalloc.report.comparison import ComparisonRow  # noqa: E402
 
-# One colour per method in every plot, so a reader learns them once.
-COLORS = {"evolved": "#d62728", "uniform": "#1f77b4", "pyramid": "#2ca02c", "streaming": "#9467bd"}
+# One colour per method in every plot, so a reader learns them once: evolved's here, each
+# baseline's as it declares it (None: matplotlib's next colour).
+EVOLVED_COLOR = "#d62728"
+EVALUATION_COLOR = "#1f77b4"  # the cloud of single evaluations in the fitness history
 DPI = 120
+
+
+def method_color(method: str) -> str | None:
+    if method == EVOLVED:
+        return EVOLVED_COLOR
+    return BASELINES.get(method).color if method in BASELINES else None
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -49,8 +58,8 @@ def plot_layer_budgets(profiles: Mapping[str, Allocation], path: str | Path, *, 
     fig, ax = plt.subplots(figsize=(8, 4))
     for name, alloc in profiles.items():
         per_layer = alloc.budgets.mean(axis=1)
-        style = {"marker": "o", "linewidth": 2} if name == "evolved" else {"linestyle": "--", "linewidth": 1.5}
-        ax.plot(np.arange(per_layer.size), per_layer, label=name, color=COLORS.get(name), **style)
+        style = {"marker": "o", "linewidth": 2} if name == EVOLVED else {"linestyle": "--", "linewidth": 1.5}
+        ax.plot(np.arange(per_layer.size), per_layer, label=name, color=method_color(name), **style)
     target = next(iter(profiles.values())).target
     ax.axhline(target, color="grey", linewidth=0.8, linestyle=":")
     ax.set_xlabel("layer")
@@ -98,9 +107,9 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
     failed = [i for i, r in zip(steps, records) if record_field(r, "state") == "FAIL"]
     if ok:
         xs, ys = zip(*ok)
-        ax.scatter(xs, ys, s=12, alpha=0.5, color=COLORS["uniform"], label="evaluation")
+        ax.scatter(xs, ys, s=12, alpha=0.5, color=EVALUATION_COLOR, label="evaluation")
     best = best_so_far(records)
-    ax.plot(steps, [np.nan if b is None else b for b in best], color=COLORS["evolved"], linewidth=2, label="best so far")
+    ax.plot(steps, [np.nan if b is None else b for b in best], color=EVOLVED_COLOR, linewidth=2, label="best so far")
     if failed:
         floor = min((y for _, y in ok), default=0.0)
         ax.scatter(failed, [floor] * len(failed), marker="x", color="red", label=f"failed ({len(failed)})")
@@ -128,7 +137,7 @@ def plot_score_vs_budget(rows: Sequence[ComparisonRow], path: str | Path, *, tit
         shifted = budgets * (1 + 0.02 * (offset - (len(methods) - 1) / 2))
         means = np.array([r.score.mean for r in mine])
         errors = np.array([[r.score.mean - r.score.low for r in mine], [r.score.high - r.score.mean for r in mine]])
-        ax.errorbar(shifted, means, yerr=errors, marker="o", capsize=3, label=method, color=COLORS.get(method))
+        ax.errorbar(shifted, means, yerr=errors, marker="o", capsize=3, label=method, color=method_color(method))
     budgets = sorted({row.budget for row in rows})
     if budgets:
         ax.set_xscale("log", base=2)

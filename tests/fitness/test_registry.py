@@ -84,15 +84,24 @@ def test_a_data_error_names_file_line_and_field_and_is_a_value_error():
     assert isinstance(err, ValueError)
 
 
-def test_the_common_score_of_a_lower_is_better_metric_is_flipped(monkeypatch):
-    monkeypatch.setattr(fitness.registry, "_METRICS", dict(fitness.registry._METRICS))  # undone after
-
+def test_the_common_score_of_a_lower_is_better_metric_is_flipped():
     class Loss(Task):
         metric = "test_fraction_wrong"
 
     register_metric("test_fraction_wrong", higher_is_better=False)(lambda p, refs: 0.25)
-    inst = Instance(uid="u", task="t", split="search", context="", question="", references=("a",), max_new_tokens=1)
-    assert Loss().score(inst, "a") == (0.25, 0.75)
+    try:
+        inst = Instance(uid="u", task="t", split="search", context="", question="", references=("a",), max_new_tokens=1)
+        assert Loss().score(inst, "a") == (0.25, 0.75)
+    finally:
+        fitness.registry.METRICS.remove("test_fraction_wrong")
+
+
+def test_an_unknown_task_is_the_one_registry_error_type_and_a_fitness_error():
+    import named_registry
+
+    with pytest.raises(named_registry.UnknownNameError) as err:
+        get_task("paskey")
+    assert isinstance(err.value, FitnessError)
 
 
 def test_fitness_imports_nothing_from_evolalloc():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from evolalloc.core.allocation import Allocation
+from evolalloc.core.baselines import make_baseline
 from evolalloc.core.geometry import ModelGeometry
 from evolalloc.config.recipe import recipe_from_dict
 from evolalloc.report.comparison import compare_scores
@@ -54,4 +55,5 @@ def profiles():
     evolved = Allocation(model="m", geometry=GEOMETRY, target=64,
                          budgets=np.repeat(np.array([[120], [90], [60], [40], [40], [34]]), 2, axis=1),
                          provenance={"method": "evolved", "fitness": 1.1, "task_score": 0.85, "evaluations": 8})
-    return {"evolved": evolved, "uniform": Allocation.uniform(GEOMETRY, 64), "pyramid": Allocation.pyramid(GEOMETRY, 64)}
+    return {"evolved": evolved, "uniform": make_baseline("uniform").allocation(GEOMETRY, 64),
+            "pyramid": make_baseline("pyramid").allocation(GEOMETRY, 64)}

@@ -119,5 +119,5 @@ def test_bad_budgets_raise_a_value_error_saying_what_was_expected(budgets, messa
 
 
 def test_an_unknown_scorer_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="valid scorers: .*snapkv"):
+    with pytest.raises(ValueError, match="valid names: .*snapkv"):
         get_scorer("snap")

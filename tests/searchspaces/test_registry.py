@@ -22,7 +22,7 @@ def test_registering_a_name_twice_raises():
 
         @register_search_space("layer_groups")
         class Again(SearchSpace):  # noqa: F841
-            pass
+            granularity = "layer"
 
 
 def test_get_search_space_passes_every_option_through():
@@ -43,4 +43,17 @@ def test_the_package_imports_nothing_from_evolalloc():
     code = "import sys, searchspaces; print(any(m.split('.')[0] == 'evolalloc' for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-    assert searchspaces.__all__ == ["SearchSpace", "get_search_space", "list_search_spaces", "register_search_space"]
+    assert set(searchspaces.__all__) >= {"SearchSpace", "get_search_space", "list_search_spaces", "register_search_space"}
+
+
+def test_each_space_declares_its_granularity():
+    assert searchspaces.search_space_granularity("layer_groups") == "layer"
+    assert searchspaces.search_space_granularity("head_groups") == "head"
+
+
+def test_a_space_without_a_granularity_is_refused():
+    with pytest.raises(TypeError, match="granularity"):
+
+        @register_search_space("no_granularity")
+        class Vague(SearchSpace):  # noqa: F841
+            pass

@@ -1,6 +1,7 @@
 """Ask/tell optimizer back-ends for the search loop: pycma ("cma"), Optuna CMA-ES, Optuna TPE."""
 
 from evolalloc.search.optimizers.base import (
+    OPTIMIZERS,
     AskTellOptimizer,
     check_optimizer_name,
     get_optimizer,
@@ -8,4 +9,4 @@ from evolalloc.search.optimizers.base import (
     register_optimizer,
 )
 
-__all__ = ["AskTellOptimizer", "check_optimizer_name", "get_optimizer", "optimizer_names", "register_optimizer"]
+__all__ = ["OPTIMIZERS", "AskTellOptimizer", "check_optimizer_name", "get_optimizer", "optimizer_names", "register_optimizer"]

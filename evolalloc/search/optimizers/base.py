@@ -5,25 +5,25 @@ One generation is ``xs = opt.ask()`` followed by exactly one ``opt.tell(xs, loss
 ``None`` — never as a made-up number — and each back-end documents, in its module docstring,
 what it does with ``None`` (see ``pycma.py`` and ``optuna_study.py``).
 
-An optimizer owns all of its randomness, so pickling it (``state_bytes``) and restoring it
-(``from_state``) reproduces the very same next ``ask()``; that is what makes ``resume``
-re-ask the generation it was killed in and re-use the stored trials.
+An optimizer owns all of its randomness (it is seeded), so its state is a pure function of the
+seed and of what it was told: a fresh optimizer asked and told the same generations again
+asks the very same next generation. That is how ``resume`` rebuilds it from the trial store
+(``search/loop.py``); no optimizer state is ever saved to a file.
 """
 
 from __future__ import annotations
 
-import difflib
-import pickle
 from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
 import numpy as np
+from named_registry import Registry, UnknownNameError
 
 from evolalloc.core.errors import UserError
 
 
 class AskTellOptimizer(ABC):
-    """A seeded, picklable ask/tell minimiser over a box ``[lower, upper]^dim``.
+    """A seeded, deterministic ask/tell minimiser over a box ``[lower, upper]^dim``.
 
     Args (shared by every back-end's constructor):
         x0: start point, shape ``[dim]``.
@@ -33,7 +33,7 @@ class AskTellOptimizer(ABC):
         seed: makes the whole sequence of ``ask()`` results reproducible.
     """
 
-    #: registry name, e.g. "cma"
+    #: registry name, e.g. "cma" (set by ``register_optimizer``)
     name: str = ""
 
     def __init__(self, x0: np.ndarray, sigma0: float, bounds: tuple, popsize: int, seed: int):
@@ -68,18 +68,6 @@ class AskTellOptimizer(ABC):
     def implementation(self) -> tuple[str, str]:
         """``(package, version)`` that actually produced the candidates, e.g. ``("cma", "4.5.0")``."""
 
-    def state_bytes(self) -> bytes:
-        """Everything needed to continue exactly here, RNG included."""
-        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
-
-    @staticmethod
-    def from_state(data: bytes) -> "AskTellOptimizer":
-        """Inverse of ``state_bytes``. Only load states written by this program (pickle)."""
-        opt = pickle.loads(data)
-        if not isinstance(opt, AskTellOptimizer):
-            raise TypeError(f"not an optimizer state: {type(opt).__name__}")
-        return opt
-
     def _check_tell(self, xs: Sequence[np.ndarray], losses: Sequence[float | None]) -> None:
         if len(xs) != len(losses):
             raise ValueError(f"{len(xs)} candidates but {len(losses)} losses")
@@ -88,34 +76,36 @@ class AskTellOptimizer(ABC):
                 raise ValueError(f"loss {i} is {loss}; a failed candidate must be told as None")
 
 
-OptimizerFactory = Callable[..., AskTellOptimizer]
-_REGISTRY: dict[str, OptimizerFactory] = {}
+OPTIMIZERS: Registry[type[AskTellOptimizer]] = Registry(
+    "optimizer",
+    base=AskTellOptimizer,
+    # Listed lazily so that naming or checking a back-end never imports optuna; a back-end file
+    # missing here is still found by name (the registry imports the package's files on a miss).
+    lazy={
+        "cma": "evolalloc.search.optimizers.pycma",
+        "optuna-cma": "evolalloc.search.optimizers.optuna_cma",
+        "optuna-tpe": "evolalloc.search.optimizers.optuna_tpe",
+    },
+    package="evolalloc.search.optimizers",
+)
 
 
-def register_optimizer(name: str) -> Callable[[OptimizerFactory], OptimizerFactory]:
-    """Class decorator: make a back-end available to ``get_optimizer(name, ...)``."""
-
-    def add(factory: OptimizerFactory) -> OptimizerFactory:
-        if name in _REGISTRY:
-            raise ValueError(f"optimizer {name!r} is registered twice")
-        _REGISTRY[name] = factory
-        return factory
-
-    return add
+def register_optimizer(name: str) -> Callable[[type[AskTellOptimizer]], type[AskTellOptimizer]]:
+    """Class decorator: make a back-end available to ``get_optimizer(name, ...)`` (sets its ``name``)."""
+    return OPTIMIZERS.register(name)
 
 
 def optimizer_names() -> list[str]:
-    _load_backends()
-    return sorted(_REGISTRY)
+    """Every back-end name (imports nothing for the listed ones)."""
+    return OPTIMIZERS.names()
 
 
 def check_optimizer_name(name: str) -> None:
     """Raise ``UserError`` naming the valid back-ends (and the closest one) for an unknown name."""
-    names = optimizer_names()
-    if name not in names:
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UserError(f"unknown optimizer {name!r}{hint}; valid: {', '.join(names)}", field="optimizer")
+    try:
+        OPTIMIZERS.check_name(name)
+    except UnknownNameError as err:
+        raise UserError(str(err), field="optimizer") from None
 
 
 def get_optimizer(
@@ -123,9 +113,4 @@ def get_optimizer(
 ) -> AskTellOptimizer:
     """Build back-end ``name`` ("cma" = pycma, the default; "optuna-cma"; "optuna-tpe")."""
     check_optimizer_name(name)
-    return _REGISTRY[name](x0=x0, sigma0=sigma0, bounds=bounds, popsize=popsize, seed=seed)
-
-
-def _load_backends() -> None:
-    # Imported lazily so that importing the interface does not import optuna.
-    from evolalloc.search.optimizers import optuna_cma, optuna_tpe, pycma  # noqa: F401
+    return OPTIMIZERS.get(name)(x0=x0, sigma0=sigma0, bounds=bounds, popsize=popsize, seed=seed)

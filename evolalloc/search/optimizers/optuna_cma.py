@@ -51,8 +51,6 @@ class GaussianStartSampler(BaseSampler):
 
 @register_optimizer("optuna-cma")
 class OptunaCmaOptimizer(OptunaOptimizer):
-    name = "optuna-cma"
-
     def _make_sampler(self) -> optuna.samplers.BaseSampler:
         x0 = self.x0_params()
         with warnings.catch_warnings():

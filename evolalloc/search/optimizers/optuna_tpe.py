@@ -18,8 +18,6 @@ from evolalloc.search.optimizers.optuna_study import OptunaOptimizer
 
 @register_optimizer("optuna-tpe")
 class OptunaTpeOptimizer(OptunaOptimizer):
-    name = "optuna-tpe"
-
     def __init__(self, x0, sigma0, bounds, popsize, seed):
         super().__init__(x0, sigma0, bounds, popsize, seed)
         self._study.enqueue_trial(self.x0_params())

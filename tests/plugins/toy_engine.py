@@ -1,0 +1,34 @@
+"""A test-only engine in one file: evaluates one allocation at a time, in-process, and counts them.
+
+It re-uses what every engine shares (the experiment's prefill records, ``check_scorer``) and the
+local decoder; importing this file registers it as ``toy_serial``.
+"""
+
+from __future__ import annotations
+
+from evolalloc.engine.base import ENGINES, Engine, check_scorer
+from evolalloc.engine.local import LocalEvaluator
+
+
+@ENGINES.register("toy_serial")
+class SerialEngine(Engine):
+    def __init__(self, experiment, *, batch_size: int = 4):
+        super().__init__(experiment)
+        self.batch_size = batch_size
+        self.evaluated = 0
+
+    def evaluator(self, split, scorer):
+        self.check_open()
+        records = self.experiment.records(split)
+        check_scorer(scorer, list(records[0].rankings))
+        local = LocalEvaluator(self.experiment.loaded, self.experiment.task, self.experiment.instances(split), scorer,
+                               batch_size=self.batch_size, records=records)
+        engine = self
+
+        class OneAtATime:
+            def evaluate(self, budgets):
+                engine.check_open()
+                engine.evaluated += len(budgets)
+                return [local.evaluate([b])[0] for b in budgets]
+
+        return OneAtATime()
