@@ -135,3 +135,22 @@ def test_a_profile_for_another_geometry_is_refused_with_both_shapes(model):
 def test_a_prompt_longer_than_the_model_is_a_user_error(model):
     with pytest.raises(UserError, match="beyond the model's 512"):
         evolalloc.generate(model, TOKENIZER, "y" * 510, np.full(3, 16), max_new_tokens=8, scorer="knorm")
+
+
+def test_generate_gives_the_predictions_the_local_evaluator_scores(tiny_model_dir):
+    """The evaluator (engine/local.py) on passkey instances vs evolalloc.generate on their prompts."""
+    import fitness
+    from evolalloc.engine.local import LocalEvaluator
+    from evolalloc.runtime.model import load_model
+
+    loaded = load_model(str(tiny_model_dir))
+    task = fitness.get_task("passkey")
+    instances = task.instances("heldout", 3, 0, 150, loaded.tokenizer)
+    scorer = get_scorer("snapkv", window=8)
+    budgets = np.array([[40, 40], [12, 12], [25, 25], [60, 60]])
+    with LocalEvaluator(loaded, task, instances, scorer) as evaluator:
+        (result,) = evaluator.evaluate([budgets])
+    for instance, outcome in zip(instances, result.instances):
+        out = evolalloc.generate(loaded.model, loaded.tokenizer, [instance.prompt], budgets, scorer=scorer,
+                                 max_new_tokens=instance.max_new_tokens, stop=instance.stop)
+        assert out.texts[0] == outcome.prediction
