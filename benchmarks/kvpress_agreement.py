@@ -32,13 +32,18 @@ KVPRESS_SNAPKV = {"window": 64, "kernel": 5, "pooling": "avg", "pool_window": Fa
 
 def make_profile(args) -> None:
     """A non-uniform per-layer profile (PyramidKV, c=128, the 64-token window outside the pyramid)."""
+    import numpy as np
+
     from evolalloc.core.allocation import Allocation
     from evolalloc.core.allocation_file import save_allocation
+    from evolalloc.core.baselines.pyramid import pyramid_layer_budgets
     from evolalloc.runtime.model import load_model
 
     geometry = load_model(args.model).geometry
-    profile = Allocation.pyramid(geometry, args.target, reserved=KVPRESS_SNAPKV["window"], model=args.model,
-                                 scorer="snapkv", scorer_params=KVPRESS_SNAPKV)
+    layers = pyramid_layer_budgets(geometry.num_layers, args.target, reserved=KVPRESS_SNAPKV["window"])
+    profile = Allocation(model=args.model, geometry=geometry, target=args.target, scorer="snapkv", scorer_params=KVPRESS_SNAPKV,
+                         budgets=np.repeat(layers[:, None], geometry.num_kv_heads, axis=1),
+                         provenance={"method": "pyramid", "beta": 20, "reserved": KVPRESS_SNAPKV["window"]})
     save_allocation(profile, args.out)
     print(f"profile: PyramidKV c={args.target:g}, per-layer budgets {profile.budgets[:, 0].tolist()} -> {args.out}", file=sys.stderr)
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from evolalloc.cli.generate import read_prompt_file
@@ -60,7 +61,9 @@ def test_the_cli_answers_every_prompt_and_reports_the_memory_kept(tmp_path, tiny
     from evolalloc.runtime.model import geometry_of
 
     geometry = geometry_of(AutoConfig.from_pretrained(tiny_model_dir))
-    allocation = save_allocation(Allocation.uniform(geometry, 12, scorer="knorm", model="tiny"), tmp_path / "a.json")
+    budgets = np.full((geometry.num_layers, geometry.num_kv_heads), 12)
+    allocation = save_allocation(Allocation(model="tiny", geometry=geometry, target=12, scorer="knorm", budgets=budgets,
+                                            provenance={"method": "uniform"}), tmp_path / "a.json")
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("\n".join(json.dumps({"uid": f"u{i}", "prompt": "word " * (10 * i + 3)}) for i in range(3)) + "\n")
     out = run_cli("--allocation", allocation, "--prompt-file", prompts, "--model", tiny_model_dir, "--max-new-tokens", 3)

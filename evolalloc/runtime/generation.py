@@ -166,6 +166,9 @@ def generate(
     prompts = list(prompts)
     if max_new_tokens < 1:
         raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}", field="max_new_tokens")
+    if do_sample and not (temperature > 0 and 0 < top_p <= 1 and top_k >= 0):
+        raise UserError(f"sampling needs temperature > 0, 0 < top_p <= 1 and top_k >= 0; got temperature={temperature}, "
+                        f"top_p={top_p}, top_k={top_k}", field="sampling")
     budgets, scorer, profile_note = resolve_profile(allocation, model, scorer)
     geometry = _geometry(model)
     encoded = [_tokenize(tokenizer, p, question_after_compression) for p in prompts]

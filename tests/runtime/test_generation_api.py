@@ -154,3 +154,9 @@ def test_generate_gives_the_predictions_the_local_evaluator_scores(tiny_model_di
         out = evolalloc.generate(loaded.model, loaded.tokenizer, [instance.prompt], budgets, scorer=scorer,
                                  max_new_tokens=instance.max_new_tokens, stop=instance.stop)
         assert out.texts[0] == outcome.prediction
+
+
+@pytest.mark.parametrize("options", [dict(temperature=0.0), dict(top_p=0.0), dict(top_p=1.5), dict(top_k=-1)])
+def test_bad_sampling_settings_are_a_user_error(model, options):
+    with pytest.raises(UserError, match="sampling needs temperature > 0"):
+        evolalloc.generate(model, TOKENIZER, "hello", np.full(3, 8), scorer="knorm", do_sample=True, **options)
