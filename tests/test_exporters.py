@@ -50,7 +50,7 @@ def test_the_curve_rows_are_the_profile_and_its_expansions(tmp_path):
     assert np.array_equal(array[0], source.budgets)
     assert np.array_equal(array[1], source.expand(256).budgets) and np.array_equal(array[2], source.expand(64).budgets)
     assert [row.sum() for row in array] == [128 * 8, 256 * 8, 64 * 8]  # totals: c * layers * heads
-    assert meta["targets"] == [128, 256, 64] and meta["values"] == "budgets"
+    assert meta["targets"] == [128, 256, 64] and meta["values"] == "budgets" and meta["below_source_target"] == [64]
     rebuilt = Allocation(model=meta["model"], geometry=ModelGeometry(**meta["geometry"]), target=meta["targets"][1],
                          budgets=array[1], scorer=meta["scorer"], provenance={"method": meta["method"]})
     assert np.array_equal(rebuilt.budgets, source.expand(256).budgets)

@@ -15,7 +15,8 @@ compression ratio of ``(i + 1) / 100``):
   keep ``n`` and the rest of the total is shared by the others by the same proportional rule
   (so every row keeps exactly its global fraction of the prompt).
 
-The JSON sidecar (same name, ``.json``) says which: ``values`` ("budgets" or "prune_ratios"),
+Rows below the profile's own target shrink it by the same rule; they were not searched (the
+sidecar lists them in ``below_source_target``). The JSON sidecar (same name, ``.json``) says which: ``values`` ("budgets" or "prune_ratios"),
 ``targets``, ``compression_ratios`` (LU-KV rows), ``context_length``, the model geometry and
 the scorer. Loading it::
 
@@ -121,6 +122,9 @@ class CurveExporter(Exporter):
             "scorer_params": allocation.scorer_params,
             "granularity": allocation.granularity,
             "source_target": allocation.target,
+            # `evolalloc expand` only carries a profile upwards; a curve also shrinks it by the same
+            # rule (LU-KV's grid needs every ratio). Those rows were not searched:
+            "below_source_target": [t for t in targets if t < allocation.target],
             "method": allocation.provenance.get("method"),
         }
         return Rendered(buffer.getvalue(), self.suffix, sidecars={".json": json.dumps(sidecar, indent=2) + "\n"})
