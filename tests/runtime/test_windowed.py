@@ -80,3 +80,19 @@ def test_windows_as_long_as_the_prompt_change_nothing_before_the_answer_outgrows
     (a,) = generate(model, [(prefill(model, ids, [window]), np.full(3, 400))], window, DecodeSettings(max_new_tokens=6))
     (b,) = generate(model, [(prefill(model, ids, [full]), np.full(3, 400))], full, DecodeSettings(max_new_tokens=6))
     assert a.token_ids == b.token_ids
+
+
+def test_the_likelihood_mode_scores_references_under_the_windows_too(pair):
+    from evolalloc.runtime.likelihood import reference_logprobs
+
+    model, reference = pair
+    scorer = get_scorer("window")
+    ids, answer, windows = random_prompt(50, seed=8), random_prompt(6, seed=9), [10, 33, 17]
+    record = prefill(model, ids, [scorer])
+    (ours,) = reference_logprobs(model, [(record, np.repeat(np.array(windows)[:, None], 2, axis=1), answer)], scorer)
+    WINDOWS.clear()
+    WINDOWS.update(enumerate(windows))
+    with torch.no_grad():
+        logits = reference(input_ids=torch.cat([ids, answer])[None], use_cache=False).logits[0, len(ids) - 1 : -1]
+    expected = torch.log_softmax(logits.float(), dim=-1).gather(1, answer[:, None])[:, 0]
+    torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
