@@ -85,14 +85,14 @@ def test_unknown_ids_and_routes_are_404s_with_a_json_error(queue_only):
             assert set(response.json()) == {"error"}
 
 
-def test_a_queued_job_is_listed_and_can_be_cancelled_once(queue_only, tmp_path):
+def test_a_queued_job_is_listed_and_can_be_cancelled_once(queue_only, tiny_model_dir):
     with queue_only.client() as http:
-        created = http.post("/jobs", content=tiny_recipe_text(tmp_path, "waits"), params={"name": "waits-here"})
+        created = http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "waits"), params={"name": "waits-here"})
         assert created.status_code == 201, created.text
         job = created.json()
         assert job["status"] == "queued" and job["name"] == "waits-here"
         assert job["id"] in [j["id"] for j in http.get("/jobs", params={"status": "queued"}).json()["jobs"]]
-        clash = http.post("/jobs", content=tiny_recipe_text(tmp_path, "waits"), params={"name": "waits-here"})
+        clash = http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "waits"), params={"name": "waits-here"})
         assert clash.status_code == 409 and "waits-here" in clash.json()["error"]
         assert http.post(f"/jobs/{job['id']}/cancel").json()["status"] == "cancelled"
         again = http.post(f"/jobs/{job['id']}/cancel")
@@ -164,9 +164,9 @@ def test_the_openapi_schema_describes_the_api(queue_only):
     assert "application/yaml" in paths["/jobs"]["post"]["requestBody"]["content"]
 
 
-def test_the_http_process_never_imports_torch(queue_only, tmp_path):
+def test_the_http_process_never_imports_torch(queue_only, tiny_model_dir):
     with queue_only.client() as http:  # exercise the routes that validate and read
-        http.post("/jobs", content=tiny_recipe_text(tmp_path, "torchless"), params={"name": "torchless"})
+        assert http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "torchless"), params={"name": "torchless"}).status_code == 201
         http.get("/jobs")
         http.get("/profiles")
     maps = Path(f"/proc/{queue_only.process.pid}/maps").read_text()
@@ -179,9 +179,9 @@ def _maps_of_a_torch_process() -> str:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
 
 
-def test_the_cli_client_submits_lists_and_pulls(queue_only, tmp_path):
+def test_the_cli_client_submits_lists_and_pulls(queue_only, tmp_path, tiny_model_dir):
     recipe = tmp_path / "from-cli.yaml"
-    recipe.write_text(tiny_recipe_text(tmp_path, "from-cli"))
+    recipe.write_text(tiny_recipe_text(tiny_model_dir, "from-cli"))
     env_cmd = [sys.executable, "-m", "evolalloc"]
     submitted = subprocess.run([*env_cmd, "submit", str(recipe), "--service", queue_only.url],
                                capture_output=True, text=True, cwd=REPO, timeout=120)
@@ -194,9 +194,9 @@ def test_the_cli_client_submits_lists_and_pulls(queue_only, tmp_path):
     assert bad.returncode == 2 and bad.stderr.strip() == "error: service: no profile 999"
 
 
-def test_writes_need_the_token_when_one_is_set(service_factory, tmp_path):
+def test_writes_need_the_token_when_one_is_set(service_factory, tiny_model_dir):
     service = service_factory(max_jobs=0, token=TOKEN)
-    body = tiny_recipe_text(tmp_path, "guarded")
+    body = tiny_recipe_text(tiny_model_dir, "guarded")
     with service.client() as anonymous, service.client("wrong-token-wrong-token") as wrong, service.client(TOKEN) as right:
         assert anonymous.get("/jobs").status_code == 200  # reads stay open
         for client in (anonymous, wrong):

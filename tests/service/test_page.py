@@ -42,9 +42,17 @@ def browser():
 
 
 def wait(driver, condition, timeout=30):
+    """Until ``condition`` holds; the page re-renders as it polls, so a vanished element is retried."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(condition)
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    return WebDriverWait(driver, timeout, poll_frequency=0.2, ignored_exceptions=ignored).until(condition)
+
+
+def click(element) -> bool:
+    element.click()
+    return True
 
 
 def test_the_page_lists_jobs_live_and_draws_a_jobs_charts(browser, two_jobs, tiny_model_dir):
@@ -55,8 +63,8 @@ def test_the_page_lists_jobs_live_and_draws_a_jobs_charts(browser, two_jobs, tin
     service, _, _ = two_jobs
     browser.get(service.url + "/")
     wait(browser, lambda d: "first" in d.find_element(By.ID, "jobs").text)
-    assert "finished" in browser.find_element(By.ID, "jobs").text
-    assert browser.find_elements(By.CSS_SELECTOR, "#profiles a[href*='format=kvpress']")
+    wait(browser, lambda d: "finished" in d.find_element(By.ID, "jobs").text)
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#profiles a[href*='format=kvpress']"))
 
     # A job submitted through the API while the page is open appears without a reload.
     with service.client() as http:
@@ -66,10 +74,11 @@ def test_the_page_lists_jobs_live_and_draws_a_jobs_charts(browser, two_jobs, tin
         finally:
             http.post(f"/jobs/{late['id']}/cancel")
 
-    browser.find_element(By.LINK_TEXT, "first").click()
+    wait(browser, lambda d: click(d.find_element(By.LINK_TEXT, "first")))
     wait(browser, lambda d: d.execute_script(DRAWN_PIXELS, "#fitness-chart") > 500)
     wait(browser, lambda d: d.execute_script(DRAWN_PIXELS, "#budgets-chart") > 500)
-    rows = browser.find_elements(By.CSS_SELECTOR, "#comparison tbody tr")
-    assert {row.find_elements(By.TAG_NAME, "td")[1].text for row in rows} == {"evolved", "uniform"}
+    methods = wait(browser, lambda d: {row.find_elements(By.TAG_NAME, "td")[1].text
+                                       for row in d.find_elements(By.CSS_SELECTOR, "#comparison tbody tr")})
+    assert methods == {"evolved", "uniform"}
     if os.environ.get("EVOLALLOC_SCREENSHOT"):
         browser.save_screenshot(os.environ["EVOLALLOC_SCREENSHOT"])
