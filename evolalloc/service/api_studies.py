@@ -10,9 +10,7 @@ must be a finite JSON number — NaN, infinities, strings and booleans are a 422
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Literal
 
 from fastapi import APIRouter, Request
@@ -41,7 +39,7 @@ class GeometryIn(Strict):
 
 
 class ModelIn(Strict):
-    spec: str = Field(min_length=1, max_length=500, description="a local HF model folder (its config.json is read)")
+    spec: str = Field(min_length=1, max_length=500, description="a model spec as in a recipe (its config is read)")
 
 
 class SearchSpaceIn(Strict):
@@ -102,27 +100,7 @@ class FailIn(Strict):
     budgets: list[list[StrictInt]] | None = None
 
 
-def geometry_from_config(folder: str) -> dict:
-    """num_layers, heads, head_dim, positions of a local HF model folder, from config.json alone
-    (the HTTP process never imports torch nor loads weights)."""
-    path = Path(folder).expanduser() / "config.json"
-    if not path.is_file():
-        raise UserError(f"{path.parent} has no config.json (give a local HF model folder, or 'geometry')",
-                        field="model.spec")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-        config = config.get("text_config", config)
-        layers, heads = int(config["num_hidden_layers"]), int(config["num_attention_heads"])
-        kv = int(config.get("num_key_value_heads") or heads)
-        head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
-        positions = int(config.get("max_position_embeddings") or 131072)
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise UserError(f"cannot read the geometry from {path}: {err}", field="model.spec") from None
-    return {"num_layers": layers, "num_query_heads": heads, "num_kv_heads": kv, "head_dim": head_dim,
-            "max_positions": positions}
-
-
-def build_study(body: StudyIn) -> tuple[SearchConfig, dict]:
+def build_study(body: StudyIn, validator) -> tuple[SearchConfig, dict]:
     if (body.model is None) == (body.geometry is None):
         raise UserError("give exactly one of 'model' (a spec whose config.json gives the geometry) or 'geometry'",
                         field="model")
@@ -131,7 +109,10 @@ def build_study(body: StudyIn) -> tuple[SearchConfig, dict]:
         geometry["num_query_heads"] = geometry["num_query_heads"] or geometry["num_kv_heads"]
         model = body.name
     else:
-        geometry = geometry_from_config(body.model.spec)
+        # Read from the model's config by the validator process (any spec the CLI takes, bundled
+        # ones too): the HTTP process never imports torch nor loads weights.
+        geometry = validator.geometry(body.model.spec, source="study")
+        geometry.pop("dtype_bytes", None)
         model = body.model.spec
     space, opt = body.search_space, body.optimizer
     config = SearchConfig(
@@ -156,7 +137,7 @@ def _studies(request: Request):
 @router.post("/studies", status_code=201)
 def post_study(request: Request, body: StudyIn):
     """Create an ask/tell study; its first generation is ready for ``suggest`` at once."""
-    config, spec = build_study(body)
+    config, spec = build_study(body, request.app.state.service.validator)
     return _studies(request).create(body.name, config, spec)
 
 

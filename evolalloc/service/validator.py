@@ -1,5 +1,6 @@
 """The checks the HTTP process cannot run itself: task and scorer names against their registries,
-and the model: it must exist and ``task.context_tokens`` must fit its positions (its config only).
+and the model: it must exist and ``task.context_tokens`` must fit its positions (its config only);
+and an ask/tell study's model geometry (``{"geometry": spec}`` -> ``{"ok": true, "geometry": {...}}``).
 
 The scorer registry imports torch (~3 s, ~300 MB); the HTTP process must stay light. So one
 helper process (``python -m evolalloc.service.validator``) imports it once and answers checks
@@ -46,11 +47,18 @@ class Validator:
 
     def check(self, recipe_dict: dict, source: str) -> None:
         """``UserError`` (naming ``source`` and the field) if a name in the recipe is unknown."""
+        self._ask({"recipe": recipe_dict}, source)
+
+    def geometry(self, spec: str, source: str) -> dict:
+        """A model spec's ``ModelGeometry`` as a dict, from its config alone (any spec the CLI takes)."""
+        return self._ask({"geometry": spec}, source)["geometry"]
+
+    def _ask(self, request: dict, source: str) -> dict:
         with self._lock:
             for attempt in (1, 2):
                 process = self._ensure()
                 try:
-                    process.stdin.write(json.dumps({"recipe": recipe_dict}) + "\n")
+                    process.stdin.write(json.dumps(request) + "\n")
                     process.stdin.flush()
                     ready, _, _ = select.select([process.stdout], [], [], TIMEOUT_SECONDS)
                     line = process.stdout.readline() if ready else ""
@@ -64,6 +72,7 @@ class Validator:
         answer = json.loads(line)
         if not answer["ok"]:
             raise UserError(answer["message"], source=source, field=answer.get("field"))
+        return answer
 
     def _stop_locked(self) -> None:
         if self._process is not None:
@@ -80,13 +89,17 @@ def _serve() -> None:  # pragma: no cover - runs in the helper process
     from evolalloc.config.recipe import recipe_from_dict
     from evolalloc.pipeline.start import check_context_fits
     from evolalloc.runtime import scorers  # noqa: F401  - the slow import, once, before the first request
+    from evolalloc.runtime.model import model_geometry
 
     for line in sys.stdin:
-        data = json.loads(line)["recipe"]
+        request = json.loads(line)
         try:
-            recipe = recipe_from_dict(data, source="", check_names=True)
-            check_context_fits(recipe)  # the model's config only (no weights): a missing model is a 422 too
-            answer = {"ok": True}
+            if "geometry" in request:  # an ask/tell study's model spec: its shape, from its config
+                answer = {"ok": True, "geometry": model_geometry(request["geometry"]).to_dict()}
+            else:
+                recipe = recipe_from_dict(request["recipe"], source="", check_names=True)
+                check_context_fits(recipe)  # the model's config only (no weights): a missing model is a 422 too
+                answer = {"ok": True}
         except UserError as err:
             answer = {"ok": False, "message": _bare_message(err), "field": err.field}
         sys.stdout.write(json.dumps(answer) + "\n")

@@ -228,3 +228,9 @@ def test_a_study_reads_its_geometry_from_a_model_folder(service, tiny_model_dir)
     assert study["spec"]["geometry"]["num_layers"] == 4 and study["spec"]["geometry"]["num_kv_heads"] == 2
     trial = client.suggest(study["id"], "a")["trial"]
     assert np.array(trial["budgets"]).shape == (4, 2)
+
+
+def test_a_study_reads_the_bundled_models_geometry_without_loading_it_in_the_http_process(service):
+    study = Client(service.url).create_study({"model": {"spec": "bundled:smollm2-135m-instruct"}, "target": 128})
+    geometry = study["spec"]["geometry"]
+    assert (geometry["num_layers"], geometry["num_kv_heads"]) == (30, 3)
