@@ -234,3 +234,21 @@ def test_a_study_reads_the_bundled_models_geometry_without_loading_it_in_the_htt
     study = Client(service.url).create_study({"model": {"spec": "bundled:smollm2-135m-instruct"}, "target": 128})
     geometry = study["spec"]["geometry"]
     assert (geometry["num_layers"], geometry["num_kv_heads"]) == (30, 3)
+
+
+def test_studies_never_import_torch_in_the_http_process_and_are_in_the_openapi_schema(service, tiny_model_dir):
+    from pathlib import Path
+
+    from .test_api import _maps_of_a_torch_process
+
+    client = Client(service.url)
+    study = client.create_study({"model": {"spec": str(tiny_model_dir)}, "target": 24, "search_space": {"group_size": 2},
+                                 "optimizer": {"generations": 1}})
+    run_clients(service.url, study["id"], 2, evaluate=lambda b: 1.0 - abs(float(b.mean()) - 24) / 100)
+    finished = client.study(study["id"])  # suggested, completed, told, profile registered
+    assert finished["status"] == "finished" and finished["failures"] == 0 and len(finished["profile_ids"]) == 1
+    maps = Path(f"/proc/{service.process.pid}/maps").read_text()
+    assert "libtorch" not in maps and "libtorch" in _maps_of_a_torch_process()
+    paths = client.http.get("/openapi.json").json()["paths"]
+    assert {"/studies", "/studies/{study_id}", "/studies/{study_id}/suggest", "/trials/{trial_id}/complete",
+            "/trials/{trial_id}/fail"} <= set(paths)
