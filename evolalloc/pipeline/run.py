@@ -75,7 +75,9 @@ def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float,
 
     methods: dict[str, dict[float, Allocation]] = {"evolved": profiles}
     for name in recipe.baselines:
-        methods[name] = {budget: experiment.baseline(name, budget) for budget in profiles}
+        # A method that adapts the searched profile (evolved+adakv) starts from it at each budget.
+        base = profiles if BASELINES.get(name).adapts == EVOLVED else {}
+        methods[name] = {budget: experiment.baseline(name, budget, base=base.get(budget)) for budget in profiles}
     scores: dict[str, dict[float, dict[str, float]]] = {}
     for method, per_budget in methods.items():
         scorer = experiment.scorer_for(next(iter(per_budget.values())))

@@ -1,0 +1,49 @@
+"""The input-adaptive methods take part in `compare` like the baselines, with per-instance scores."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evolalloc.config.recipe import recipe_from_dict
+from evolalloc.core.allocation import Allocation
+from evolalloc.core.allocation_file import load_allocation, save_allocation
+from evolalloc.core.baselines import default_baselines, methods
+from evolalloc.pipeline.experiment import Experiment
+from evolalloc.pipeline.run import compare
+from evolalloc.runtime.adaptive import Adapted
+
+ADAPTIVE = ["uniform+adakv", "pyramid+adakv", "evolved+adakv", "cake"]
+
+
+def recipe(model_dir, baselines):
+    return recipe_from_dict({
+        "model": {"spec": str(model_dir)},
+        "task": {"name": "passkey", "context_tokens": 200, "search": {"n": 1}, "heldout": {"n": 3}},
+        "scorer": {"name": "snapkv", "params": {"window": 8}},
+        "budget": {"target": 24, "expansions": [48]},
+        "baselines": baselines,
+        "engine": {"threads": 1, "batch_size": 8},
+    })
+
+
+def test_the_adaptive_methods_are_opt_in_methods_an_allocation_file_may_name():
+    assert set(ADAPTIVE + ["gates"]) <= set(methods())
+    assert not set(ADAPTIVE + ["gates"]) & set(default_baselines())
+
+
+def test_compare_scores_every_adaptive_method_at_every_budget_per_instance(tiny_model_dir, tmp_path):
+    run = recipe(tiny_model_dir, ["uniform", *ADAPTIVE])
+    with Experiment(run, progress=False) as experiment:
+        evolved = {b: Allocation(model="m", geometry=experiment.geometry, scorer="snapkv", scorer_params={"window": 8},
+                                 target=b, budgets=np.tile(np.array([[b - 8], [b + 8], [b - 8], [b + 8]]), (1, 2)),
+                                 provenance={"method": "evolved"}) for b in (24.0, 48.0)}
+        rows, chosen = compare(tmp_path, run, experiment, evolved)
+        assert isinstance(experiment.scorer_for(chosen["uniform+adakv"][24.0]), Adapted)
+        assert not isinstance(experiment.scorer_for(chosen["uniform"][24.0]), Adapted)
+    assert {(row.method, row.budget) for row in rows} == {(m, b) for m in ["evolved", "uniform", *ADAPTIVE] for b in (24.0, 48.0)}
+    assert all(row.score.n == 3 for row in rows)
+    assert all(row.versus is not None for row in rows if row.method != "evolved")  # paired with evolved
+    # evolved+adakv starts from the searched profile at each budget; its file is valid.
+    adapted = chosen["evolved+adakv"][48.0]
+    assert (adapted.budgets == evolved[48.0].budgets).all()
+    assert load_allocation(save_allocation(adapted, tmp_path / "a.json")).provenance["method"] == "evolved+adakv"
