@@ -18,7 +18,7 @@ def test_training_lowers_the_attention_lost_under_the_global_capacity():
     fresh.fit_standardisation(features)  # the same kind of standardisation, so only the learning differs
     untrained = gates_loss(fresh, features, importance, age, 40, 0, 0, 1.0)
     trained = gates_loss(gates, features, importance, age, 40, 0, 0, 1.0)
-    assert float(trained[0]) < float(untrained[0])
+    assert float(trained[0].detach()) < float(untrained[0].detach())
     assert summary["final_used_over_capacity"] < 1.5
 
 
