@@ -47,3 +47,30 @@ def test_compare_scores_every_adaptive_method_at_every_budget_per_instance(tiny_
     adapted = chosen["evolved+adakv"][48.0]
     assert (adapted.budgets == evolved[48.0].budgets).all()
     assert load_allocation(save_allocation(adapted, tmp_path / "a.json")).provenance["method"] == "evolved+adakv"
+
+
+def test_compare_runs_the_global_gates_from_the_default_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
+    import torch
+
+    from evolalloc.runtime.gates import GatesConfig, RetentionGates, save_gates
+    from evolalloc.runtime.model import load_model
+    from evolalloc.runtime.policy import model_identity
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # the default checkpoint is under ~/.cache/evolalloc/gates
+    loaded = load_model(str(tiny_model_dir))
+    torch.manual_seed(0)
+    save_gates(tmp_path / ".cache/evolalloc/gates/gates.pt", RetentionGates(GatesConfig(4, 2, 16, hidden=4)),
+               model=model_identity("tiny", loaded.model), geometry=loaded.geometry.to_dict(), training={})
+    run = recipe(tiny_model_dir, ["uniform", "gates"])
+    with Experiment(run, progress=False) as experiment:
+        assert "gates" in [s.name for s in experiment.scorers]  # its records hold the gates' ranking and scores
+        evolved = {24.0: Allocation(model="m", geometry=experiment.geometry, scorer="snapkv", scorer_params={"window": 8},
+                                    target=24, budgets=np.full((4, 2), 24), provenance={"method": "evolved"})}
+        (tmp_path / "run").mkdir()
+        rows, chosen = compare(tmp_path / "run", run, experiment, evolved)
+        gates = chosen["gates"][24.0]
+        assert gates.scorer == "gates" and gates.total == 24 * 4 * 2
+        record = experiment.records("heldout")[0]
+        budgets = experiment.scorer_for(gates).adapt(record, gates.budgets)
+        assert budgets.sum() == 24 * 4 * 2
+    assert [row.method for row in rows] == ["evolved", "uniform", "gates"] and all(row.score.n == 3 for row in rows)
