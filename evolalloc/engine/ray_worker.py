@@ -88,7 +88,10 @@ class EvalWorker:
     def _evaluator(self, scorer):
         from evolalloc.engine.local import LocalEvaluator
 
-        if scorer.key not in self._evaluators:
-            self._evaluators[scorer.key] = LocalEvaluator(
+        # An adapted scorer (AdaKV, CAKE, gates) shares its key, and so its rankings, with the
+        # plain one, but selects differently: cache evaluators by what selects the tokens.
+        key = getattr(scorer, "selection_key", scorer.key)
+        if key not in self._evaluators:
+            self._evaluators[key] = LocalEvaluator(
                 self.loaded, self.task, self.instances, scorer, batch_size=self.spec.batch_size, records=self.records)
-        return self._evaluators[scorer.key]
+        return self._evaluators[key]

@@ -113,3 +113,13 @@ def test_top_with_floor_never_exceeds_a_group_and_splits_ties_evenly():
     counts = top_with_floor(torch.zeros(3, 10), floor=2, total=24)
     assert counts.tolist() == [8, 8, 8]
     assert top_with_floor(torch.zeros(2, 10), floor=2, total=500).tolist() == [10, 10]
+
+
+def test_an_adapted_scorer_survives_pickling_for_ray_workers(snapkv):
+    import pickle
+
+    adapted = pickle.loads(pickle.dumps(Adapted(snapkv, get_adapter("adakv", alpha=0.1))))
+    assert adapted.key == snapkv.key and adapted.adapter.alpha == 0.1
+    assert adapted.selection_key == "snapkv(window=4)+adakv(alpha=0.1)"  # Ray workers cache evaluators by it
+    scores = ranked(torch.rand(1, 2, 50, generator=torch.Generator().manual_seed(4)))
+    assert adapted.adapt(fake_record(scores), np.array([[10, 10]])).sum() == 20

@@ -75,6 +75,12 @@ class Adapted:
     def adapt(self, record, budgets: np.ndarray) -> np.ndarray:
         return self.adapter.adapt(record, budgets, self.scorer)
 
+    @property
+    def selection_key(self) -> str:
+        """Identifies how tokens are selected (``key`` identifies only the ranking it reads)."""
+        params = ",".join(f"{k}={v}" for k, v in sorted(self.adapter.params().items()))
+        return f"{self.scorer.key}+{self.adapter.name}({params})"
+
     def __repr__(self) -> str:
         return f"Adapted({self.scorer!r}, {self.adapter!r})"
 
