@@ -74,3 +74,13 @@ def test_compare_runs_the_global_gates_from_the_default_checkpoint(tiny_model_di
         budgets = experiment.scorer_for(gates).adapt(record, gates.budgets)
         assert budgets.sum() == 24 * 4 * 2
     assert [row.method for row in rows] == ["evolved", "uniform", "gates"] and all(row.score.n == 3 for row in rows)
+
+
+def test_compare_baselines_option_refuses_an_unknown_method_in_one_line(tmp_path):
+    from evolalloc.config.run_folder import create_run_folder
+    from tests.clitools import run_cli
+
+    folder = create_run_folder(recipe("bundled:smollm2-135m-instruct", ["uniform"]), tmp_path / "runs")
+    result = run_cli("compare", str(folder), "--baselines", "uniform,pyramid+adakvv")
+    assert result.code == 2 and len(result.error_lines) == 1
+    assert "pyramid+adakv" in result.stderr and "--baselines" in result.stderr
