@@ -85,6 +85,7 @@ OPTIMIZERS: Registry[type[AskTellOptimizer]] = Registry(
         "cma": "evolalloc.search.optimizers.pycma",
         "optuna-cma": "evolalloc.search.optimizers.optuna_cma",
         "optuna-tpe": "evolalloc.search.optimizers.optuna_tpe",
+        "random": "evolalloc.search.optimizers.random_search",
     },
     package="evolalloc.search.optimizers",
 )
@@ -111,6 +112,6 @@ def check_optimizer_name(name: str) -> None:
 def get_optimizer(
     name: str, *, x0: np.ndarray, sigma0: float, bounds: tuple, popsize: int, seed: int
 ) -> AskTellOptimizer:
-    """Build back-end ``name`` ("cma" = pycma, the default; "optuna-cma"; "optuna-tpe")."""
+    """Build back-end ``name`` ("cma" = pycma, the default; "optuna-cma"; "optuna-tpe"; "random")."""
     check_optimizer_name(name)
     return OPTIMIZERS.get(name)(x0=x0, sigma0=sigma0, bounds=bounds, popsize=popsize, seed=seed)
