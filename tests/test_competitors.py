@@ -84,3 +84,14 @@ def test_compare_baselines_option_refuses_an_unknown_method_in_one_line(tmp_path
     result = run_cli("compare", str(folder), "--baselines", "uniform,pyramid+adakvv")
     assert result.code == 2 and len(result.error_lines) == 1
     assert "pyramid+adakv" in result.stderr and "--baselines" in result.stderr
+
+
+def test_a_recipe_naming_gates_without_a_checkpoint_is_refused_saying_how_to_train_one(tmp_path, monkeypatch):
+    import pytest
+
+    from evolalloc.core.errors import UserError
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(UserError, match="evolalloc gates train") as caught:
+        recipe("bundled:smollm2-135m-instruct", ["uniform", "gates"])
+    assert caught.value.field == "baselines[1]"

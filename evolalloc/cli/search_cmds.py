@@ -251,6 +251,9 @@ def _baseline_list(text: str) -> list[str]:
             BASELINES.check_name(name)
         except UnknownNameError as err:
             raise UserError(str(err), field="--baselines") from None
+        problem = BASELINES.create(name).problem()
+        if problem:
+            raise UserError(problem, field="--baselines")
     if len(set(names)) != len(names):
         raise UserError("a method is listed twice", field="--baselines")
     return names

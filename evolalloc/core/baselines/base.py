@@ -53,6 +53,12 @@ class Baseline:
         """The smallest target ``c`` this baseline can hold."""
         return 1
 
+    def problem(self) -> str | None:
+        """Why this baseline cannot run on this machine (a missing checkpoint...), or ``None``.
+
+        Asked when a recipe (or ``compare --baselines``) names it, before anything is written."""
+        return None
+
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

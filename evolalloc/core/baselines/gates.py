@@ -9,6 +9,7 @@ always-kept tokens. Needs a checkpoint from ``evolalloc gates train`` (default p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from evolalloc.core.baselines import register_baseline
 from evolalloc.core.baselines.uniform import Uniform
@@ -38,6 +39,11 @@ class GlobalGates(Uniform):
     @property
     def adapter(self):
         return ("global", {})
+
+    def problem(self):
+        if not Path(self.checkpoint).expanduser().is_file():
+            return f"method 'gates' needs a gates checkpoint at {self.checkpoint}; train one with `evolalloc gates train TRACES`"
+        return None
 
     def provenance(self, *, reserved=0):
         return {}  # the checkpoint is in scorer_params
