@@ -123,3 +123,8 @@ def test_an_adapted_scorer_survives_pickling_for_ray_workers(snapkv):
     assert adapted.selection_key == "snapkv(window=4)+adakv(alpha=0.1)"  # Ray workers cache evaluators by it
     scores = ranked(torch.rand(1, 2, 50, generator=torch.Generator().manual_seed(4)))
     assert adapted.adapt(fake_record(scores), np.array([[10, 10]])).sum() == 20
+
+
+def test_cake_keeps_the_whole_prompt_when_the_budget_exceeds_it(snapkv):
+    record = fake_record(torch.zeros(3, 2, 50), dispersion=torch.rand(3, 2))
+    assert (get_adapter("cake").adapt(record, np.full((3, 2), 64), snapkv) == 50).all()

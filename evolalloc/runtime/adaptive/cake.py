@@ -90,6 +90,8 @@ class Cake(BudgetAdapter):
         # One budget per layer for all its heads, summing to c * L; an indivisible total (a
         # head-granularity allocation) leaves < H tokens, given to the most preferred layer's first heads.
         per_head, rest = divmod(total, heads)
+        if per_head >= layers * cap:  # a budget beyond the prompt everywhere: keep it all (compress clips)
+            return np.full_like(budgets, cap)
         weights = preference(record.dispersion.numpy(), self.tau1, self.tau2)
         per_layer = share_out(weights, per_head, floor, cap)
         out = np.repeat(per_layer[:, None], heads, axis=1)
