@@ -114,6 +114,7 @@ class Recipe(RecipeData):
             "lam": opt.lam,
             "gamma": opt.gamma,
             "cache_scope": opt.cache_scope,
+            "budget_rule": opt.budget_rule,
             "seed": opt.seed,
             "storage": self.storage,
             "study_name": self.name,

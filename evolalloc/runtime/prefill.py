@@ -31,6 +31,8 @@ class PrefillRecord:
     ``dispersion``: ``[num_layers, 2]`` float32 (entropy, variance) of each layer's window
     attention (``window_dispersion``), for CAKE's layer preference; ``None`` when no scorer
     captured a window.
+    ``prompt_ids``: ``[L]`` the prefilled tokens (a windowed-attention scorer prefills them again
+    under each allocation's windows, see ``runtime/windowed.py``).
     """
 
     uid: str
@@ -42,6 +44,7 @@ class PrefillRecord:
     question_ids: torch.Tensor | None = None
     scores: dict[str, torch.Tensor] = field(default_factory=dict)
     dispersion: torch.Tensor | None = None
+    prompt_ids: torch.Tensor | None = None
 
     @property
     def num_layers(self) -> int:
@@ -117,6 +120,7 @@ def prefill(
         question_ids=question,
         scores=scores,
         dispersion=dispersion,
+        prompt_ids=ids[0],
     )
 
 
