@@ -68,7 +68,8 @@ def test_the_method_enum_is_evolved_and_every_registered_baseline_and_the_file_l
 
     assert schema()["$defs"]["provenance"]["properties"]["method"]["enum"] == list(methods())
     on_disk = json.loads(_schema_text())["$defs"]["provenance"]["properties"]["method"]["enum"]
-    assert on_disk == ["evolved", "uniform", "pyramid", "streaming"] == list(methods())
+    assert on_disk == ["evolved", "uniform", "pyramid", "streaming", "evolved+adakv", "uniform+adakv", "pyramid+adakv",
+                       "cake", "gates"] == list(methods())
 
 
 def test_save_replaces_the_file_and_leaves_no_temp_file(tmp_path):
@@ -220,7 +221,7 @@ def test_expand_refuses_a_target_below_what_the_scorer_always_keeps(tmp_path, sc
     kept = get_scorer(scorer, **params).always_kept  # asked, not hard-coded
     assert kept > 2
     # A (bad) profile searched below the floor: any target between it and the floor is refused.
-    low = Allocation.uniform(TINY, 2, scorer=scorer, scorer_params=params)
+    low = make_baseline("uniform").allocation(TINY, 2, scorer=scorer, scorer_params=params)
     path, result, before, after = expand_cli(tmp_path, low, str(kept - 1))
     assert_refused(result, source=str(path), field="--to", phrase=f"below the {kept} tokens every unit must keep")
     assert after == before
