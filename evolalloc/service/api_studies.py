@@ -43,7 +43,7 @@ class ModelIn(Strict):
 
 
 class SearchSpaceIn(Strict):
-    name: Literal["layer_groups", "head_groups"] = "layer_groups"
+    name: str = Field("layer_groups", description="a search space: layer_groups, head_groups, or a plugin")
     group_size: int = Field(8, gt=0)
     ratio_bounds: tuple[float, float] | None = None
     min_budget: int = Field(1, ge=0)

@@ -252,3 +252,20 @@ def test_studies_never_import_torch_in_the_http_process_and_are_in_the_openapi_s
     paths = client.http.get("/openapi.json").json()["paths"]
     assert {"/studies", "/studies/{study_id}", "/studies/{study_id}/suggest", "/trials/{trial_id}/complete",
             "/trials/{trial_id}/fail"} <= set(paths)
+
+
+def test_a_head_group_study_matches_the_local_loop_and_registers_a_head_profile(service, tmp_path):
+    run_dir = tmp_path / "heads"
+    local = run_search(run_dir, ProfileEvaluator(), small_config(run_dir, search_space="head_groups"), progress=False)
+    client = Client(service.url)
+    study = client.create_study({**STUDY, "name": "heads", "search_space": {"name": "head_groups", "group_size": 4}})
+    run_clients(service.url, study["id"], 3)
+    assert_same_as_local(client, study["id"], local)
+    profile = {p["id"]: p for p in client.profiles()}[client.study(study["id"])["profile_ids"][0]]
+    assert profile["granularity"] == "head"
+
+
+def test_an_unknown_search_space_is_a_422_naming_it(service):
+    response = Client(service.url).http.post("/studies", json={**STUDY, "search_space": {"name": "layer_grups"}})
+    assert response.status_code == 422
+    assert response.json()["field"] == "search_space" and "layer_groups" in response.json()["error"]
