@@ -269,3 +269,21 @@ def test_an_unknown_search_space_is_a_422_naming_it(service):
     response = Client(service.url).http.post("/studies", json={**STUDY, "search_space": {"name": "layer_grups"}})
     assert response.status_code == 422
     assert response.json()["field"] == "search_space" and "layer_groups" in response.json()["error"]
+
+
+def test_with_a_token_every_study_write_needs_it(tmp_path):
+    from .conftest import TOKEN
+
+    service = ServiceProcess(tmp_path / "runs", max_jobs=0, token=TOKEN).start()
+    try:
+        anonymous = Client(service.url)
+        assert anonymous.http.post("/studies", json=STUDY).status_code == 401
+        client = Client(service.url, token=TOKEN)
+        study = client.create_study(STUDY)
+        assert anonymous.http.post(f"/studies/{study['id']}/suggest", json={"client_id": "a"}).status_code == 401
+        trial = client.suggest(study["id"], "a")["trial"]
+        assert anonymous.http.post(f"/trials/{trial['id']}/complete", json={"client_id": "a", "task_score": 0.5}).status_code == 401
+        assert anonymous.study(study["id"])["evaluations_done"] == 0  # reads stay open
+        assert client.complete(trial["id"], "a", 0.5)["accepted"]
+    finally:
+        service.stop()
