@@ -270,6 +270,11 @@ def _check_names(recipe: Recipe) -> None:
 
     _check_registered("scorer.name", SCORERS, recipe.scorer.name)
     try:
-        get_scorer(recipe.scorer.name, **recipe.scorer.params)
+        scorer = get_scorer(recipe.scorer.name, **recipe.scorer.params)
     except ValueError as err:
         raise FieldProblem("scorer.params", str(err)) from None
+    if recipe.task.question_after_compression and not scorer.query_free:
+        query_free = [name for name, cls in SCORERS.load_all().items() if cls.query_free]
+        raise FieldProblem("scorer.name", f"scorer {scorer.name!r} ranks tokens by what the queries attend to, so it "
+                                          "cannot serve task.question_after_compression: true (the question comes after "
+                                          f"compression); use a query-free scorer: {', '.join(query_free)}")
