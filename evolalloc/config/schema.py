@@ -21,9 +21,9 @@ from typing import Any, Callable, Union
 
 from named_registry import UnknownNameError
 
+from evolalloc import DEFAULT_MODEL
 from evolalloc.core.baselines import baseline_names
 
-DEFAULT_MODEL = "bundled:smollm2-135m-instruct"  # same as evolalloc.runtime.model.DEFAULT_MODEL
 DTYPES = ("float32", "bfloat16")
 CACHE_SCOPES = ("group", "allocation")
 # Open vocabularies are checked against their registries (``registry`` rule: "module:NAME"), whose

@@ -38,25 +38,12 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from evolalloc.learned.settings import TraceSettings
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture, _attention_rows
 
 FORMAT = "evolalloc-trace"
 VERSION = 1
 _CHUNK = 128  # future queries per attention chunk (memory bound, see module docstring)
-
-
-@dataclass
-class TraceSettings:
-    """What corpus to trace: ``count`` prompts spread over ``tasks`` x ``lengths``."""
-
-    tasks: tuple[str, ...] = ("passkey", "niah_single")
-    lengths: tuple[int, ...] = (1024,)
-    count: int = 16
-    split: str = "search"
-    seed: int = 0
-    future: int = 32
-    splits_per_trace: int = 3
-    min_split: int = 128
 
 
 class TraceCapture(PrefillCapture):
