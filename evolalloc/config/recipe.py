@@ -60,31 +60,6 @@ class Recipe(RecipeData):
         header = "# Resolved evolalloc recipe: defaults + recipe file + --set overrides, as run.\n"
         return header + yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
 
-    def search_kwargs(self) -> dict:
-        """Keyword arguments of ``evolalloc.search.SearchConfig`` besides the model's geometry.
-
-        ``SearchConfig(num_layers=L, num_kv_heads=H, **recipe.search_kwargs())``; the caller may
-        add ``min_budget`` / ``max_budget``, which depend on the scorer and the prompts. The study
-        is named after the run, so several runs can share one database URL.
-        """
-        opt = self.optimizer
-        return {
-            "target": float(self.budget.target),
-            "search_space": self.search_space.name,
-            "group_size": self.search_space.group_size,
-            "ratio_bounds": tuple(self.search_space.ratio_bounds) if self.search_space.ratio_bounds else None,
-            "optimizer": opt.name,
-            "generations": opt.generations_per_group,
-            "popsize": opt.popsize,
-            "sigma0": opt.sigma0,
-            "lam": opt.lam,
-            "gamma": opt.gamma,
-            "cache_scope": opt.cache_scope,
-            "seed": opt.seed,
-            "storage": self.storage,
-            "study_name": self.name,
-        }
-
 
 # -- reading -------------------------------------------------------------------------------
 

@@ -94,6 +94,8 @@ class OptimizerSection:
     gamma: float = _rule(0.2, min_exclusive=0.0, max=1.0, help="discount for staying under the budget")
     cache_scope: str = _rule("group", choices=CACHE_SCOPES, help="whose mean budget CacheScore sees")
     seed: int | None = _rule(None, min=0, help="optimizer seed; null = the recipe's seed")
+    options: dict = _rule(help="passed to the back-end as they are (pycma's CMAOptions, the Optuna sampler's "
+                               "arguments)", factory=dict)
 
 
 @dataclass
