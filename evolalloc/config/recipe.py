@@ -206,9 +206,6 @@ def _check(recipe: Recipe) -> None:
         least = make_baseline(name).min_target  # e.g. streaming's sink tokens
         if target < least:
             raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")
-    if recipe.engine.kind == "local" and recipe.engine.workers > 1:
-        raise FieldProblem("engine.workers", f"the local engine runs one worker, got {recipe.engine.workers}; "
-                                             "use engine.kind: ray for more")
     if recipe.storage is not None and not _URL.match(recipe.storage):
         raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
     from searchspaces import SEARCH_SPACES  # a leaf package of plain numpy: cheap
@@ -236,6 +233,12 @@ def _check_names(recipe: Recipe) -> None:
 
     from evolalloc.engine.base import ENGINES
 
+    engines = ENGINES.load_all()
+    most = engines[recipe.engine.kind].max_workers
+    if most is not None and recipe.engine.workers > most:
+        unlimited = [name for name, cls in engines.items() if cls.max_workers is None]
+        raise FieldProblem("engine.workers", f"the {recipe.engine.kind} engine runs at most {most} worker(s), got "
+                                             f"{recipe.engine.workers}; use engine.kind: {' or '.join(unlimited)} for more")
     takes = [p for p in ENGINES.parameters(recipe.engine.kind) if p != "experiment"]
     for key in recipe.engine.options:
         if key not in takes:
