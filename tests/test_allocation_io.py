@@ -185,3 +185,55 @@ def test_a_profile_for_another_head_dim_is_refused_but_another_dtype_is_not(tmp_
 def test_a_missing_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="no such file"):
         load_allocation(tmp_path / "nope.json")
+
+
+def expand_cli(tmp_path, allocation: Allocation, *targets: str, extra=()):
+    from tests.clitools import run_cli, snapshot
+
+    path = save_allocation(allocation, tmp_path / "profile" / "A.json")
+    before = snapshot(path.parent)
+    result = run_cli("expand", path, *[a for t in targets for a in ("--to", t)], *extra)
+    return path, result, before, snapshot(path.parent)
+
+
+@pytest.mark.parametrize(
+    ("targets", "phrase"),
+    [
+        (("16",), "16 is not above the searched target 128: a profile is only carried to larger budgets"),
+        (("256", "64"), "64 is not above the searched target 128"),  # checked before anything is written
+        (("128",), "not above the searched target 128"),
+    ],
+)
+def test_expand_refuses_targets_not_above_the_searched_one_and_writes_nothing(tmp_path, targets, phrase):
+    from tests.clitools import assert_refused
+
+    path, result, before, after = expand_cli(tmp_path, searched(), *targets)
+    assert_refused(result, source=str(path), field="--to", phrase=phrase)
+    assert after == before
+
+
+@pytest.mark.parametrize(("scorer", "params", "kept"), [("snapkv", {"window": 32}, 32), ("streaming", {}, None)])
+def test_expand_refuses_a_target_below_what_the_scorer_always_keeps(tmp_path, scorer, params, kept):
+    from evolalloc.runtime.scorers import get_scorer
+    from tests.clitools import assert_refused
+
+    kept = get_scorer(scorer, **params).always_kept  # asked, not hard-coded
+    assert kept > 2
+    # A (bad) profile searched below the floor: any target between it and the floor is refused.
+    low = make_baseline("uniform").allocation(TINY, 2, scorer=scorer, scorer_params=params)
+    path, result, before, after = expand_cli(tmp_path, low, str(kept - 1))
+    assert_refused(result, source=str(path), field="--to", phrase=f"below the {kept} tokens every unit must keep")
+    assert after == before
+
+
+def test_expanded_budgets_never_go_below_what_the_scorer_always_keeps(tmp_path):
+    from tests.clitools import run_cli
+
+    budgets = np.array([[1, 40], [2, 60], [40, 49]])  # a profile that starves some heads
+    alloc = Allocation(model="m", geometry=TINY, scorer="snapkv", scorer_params={"window": 32}, target=32,
+                       granularity="head", budgets=budgets, provenance={"method": "uniform"}).complete()
+    path = save_allocation(alloc, tmp_path / "A.json")
+    result = run_cli("expand", path, "--to", "40")
+    assert result.code == 0, result.stderr
+    expanded = load_allocation(tmp_path / "allocation-c40.json")
+    assert expanded.budgets.min() >= 32 and expanded.total == 40 * 3 * 2

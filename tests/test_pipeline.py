@@ -4,6 +4,7 @@ and the CLI around it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,8 +34,14 @@ def tiny_recipe(tmp_path: Path, model_dir: Path, **changes) -> Path:
     return path
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
 def evolalloc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evolalloc", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    # PYTHONPATH: this checkout's code, not whichever one the venv has installed in editable mode.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "evolalloc", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env=env)
 
 
 def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
@@ -46,7 +53,7 @@ def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
     run = create_run_folder(recipe, tmp_path / "runs")
     search_run(run, recipe, progress=False)
     names = {p.name for p in run.iterdir()}
-    for expected in ("recipe.yaml", "study.db", "search_checkpoint.pkl", "allocation-c24.json", "allocation-c48.json",
+    for expected in ("recipe.yaml", "study.db", "search_checkpoint.json", "allocation-c24.json", "allocation-c48.json",
                      "comparison.json", "report.md", "budgets-per-layer.png", "fitness-over-evaluations.png", "score-vs-budget.png"):
         assert expected in names, expected
     profile = load_allocation(run / "allocation-c24.json")

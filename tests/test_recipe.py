@@ -7,7 +7,7 @@ import pytest
 from evolalloc.core.errors import UserError
 from evolalloc.config.recipe import load_recipe, recipe_from_dict
 from evolalloc.config.run_folder import (
-    CHECKPOINT_FILE, RECIPE_FILE, STUDY_FILE, allocation_filename, create_run_folder, load_run_recipe,
+    CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, RECIPE_FILE, STUDY_FILE, allocation_filename, create_run_folder, load_run_recipe,
 )
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "runs" / "quickstart.yaml"
@@ -94,10 +94,11 @@ def test_the_optimizer_names_a_recipe_accepts_are_the_registered_back_ends():
 
 
 def test_the_run_folder_names_agree_with_the_search_package():
-    from evolalloc.search.checkpoint import CHECKPOINT_NAME
+    from evolalloc.search.checkpoint import CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME
     from evolalloc.search.loop import STUDY_FILE as LOOP_STUDY_FILE
 
     assert (STUDY_FILE, CHECKPOINT_FILE) == (LOOP_STUDY_FILE, CHECKPOINT_NAME)
+    assert LEGACY_CHECKPOINT_FILE == LEGACY_CHECKPOINT_NAME
     assert allocation_filename(128) == "allocation-c128.json"
     assert allocation_filename(256.0, "pyramid") == "pyramid-c256.json"
 

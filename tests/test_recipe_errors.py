@@ -47,6 +47,7 @@ MALFORMED = [
      "scorer.name", "use a query-free scorer: keydiff, knorm, learned, position, random, streaming"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 128]"), "budget.expansions[1]", "listed twice"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, x]"), "budget.expansions[1]", "must be an integer"),
+    (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 64]"), "budget.expansions[1]", "only carried to larger budgets"),
     (GOOD + "search_space: {ratio_bounds: [2, 1]}\n", "search_space.ratio_bounds", "0 <= lo < hi"),
     (GOOD + "search_space: {ratio_bounds: [0.1]}\n", "search_space.ratio_bounds", "exactly 2 entries"),
     (GOOD + "search_space: {name: layer_group}\n", "search_space.name", "did you mean 'layer_groups'"),
@@ -116,3 +117,26 @@ def test_a_malformed_override_names_the_override(tmp_path, override, field, phra
         load_recipe(path, [override], check_names=False)
     assert info.value.source.startswith("--set")
     assert info.value.field == field and phrase in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "field", "phrase"), MALFORMED, ids=[m[1] for m in MALFORMED])
+def test_search_refuses_a_malformed_recipe_in_one_line_and_leaves_the_runs_dir_as_it_was(tmp_path, text, field, phrase):
+    from tests.clitools import assert_refused, populated_runs_dir, run_cli, snapshot
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    runs = populated_runs_dir(tmp_path)
+    before = snapshot(runs)
+    result = run_cli("search", path, "--runs-dir", runs, "--no-progress")
+    assert_refused(result, source=str(path), field=field, phrase=phrase)
+    assert snapshot(runs) == before
+
+
+def test_search_refusing_a_recipe_does_not_create_a_missing_runs_dir(tmp_path):
+    from tests.clitools import assert_refused, run_cli
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(GOOD.replace("target: 128", "target: 0"))
+    result = run_cli("search", path, "--runs-dir", tmp_path / "runs", "--no-progress")
+    assert_refused(result, source=str(path), field="budget.target")
+    assert not (tmp_path / "runs").exists()

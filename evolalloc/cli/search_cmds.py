@@ -24,19 +24,20 @@ progress_option = click.option("--progress/--no-progress", default=True, show_de
 def search(recipe, overrides, name, runs_dir, progress):
     """Search a budget profile as RECIPE says, then compare it with the baselines and write a report.
 
-    Creates runs/<name>/ (never overwrites one). If the run is killed, `evolalloc resume` continues it.
+    Checks the recipe, model, datasets and trial store first, then creates runs/<name>/ (never
+    overwrites one; a refused start writes nothing). If the run is killed, `evolalloc resume`
+    continues it.
     """
-    from evolalloc.pipeline.run import search_run
     from evolalloc.config.recipe import load_recipe
-    from evolalloc.config.run_folder import create_run_folder
-
-    loaded = load_recipe(recipe, overrides)
-    run_dir = create_run_folder(loaded, runs_dir, name)
-    click.echo(f"run folder: {run_dir}")
-    search_run(run_dir, loaded, progress=progress)
+    from evolalloc.pipeline.run import run_prepared
+    from evolalloc.pipeline.start import prepare_run
     from evolalloc.report.summary import show_run
 
-    click.echo(show_run(run_dir))
+    loaded = load_recipe(recipe, overrides)
+    prepared = prepare_run(loaded, runs_dir, name, progress=progress)  # writes nothing unless the run can start
+    click.echo(f"run folder: {prepared.run_dir}")
+    run_prepared(prepared, progress=progress)
+    click.echo(show_run(prepared.run_dir))
 
 
 @main.command()
@@ -111,20 +112,54 @@ def compare(run, progress):
 @main.command()
 @click.argument("allocation", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--to", "targets", type=float, multiple=True, required=True, help="New target average budget (repeatable).")
-@click.option("--min-budget", default=1, show_default=True, help="No budget goes below this.")
+@click.option("--min-budget", default=1, show_default=True, help="No budget goes below this (nor below the tokens the scorer always keeps).")
 @click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: beside ALLOCATION.")
 def expand(allocation, targets, min_budget, out_dir):
-    """Carry a profile to larger budgets by EvolKV's proportional rule (no new search)."""
+    """Carry a profile to larger budgets by EvolKV's proportional rule (no new search).
+
+    Only larger budgets: a profile searched at c says nothing about where a smaller cache
+    should go (the always-kept tokens take a larger share of it); search at that budget instead.
+    Every target is checked before any file is written.
+    """
     from evolalloc.core.allocation_file import load_allocation, save_allocation
     from evolalloc.config.run_folder import allocation_filename
 
     source = load_allocation(allocation)
+    floor = max(min_budget, expansion_floor(source, str(allocation)))
+    paths = []
     for target in targets:
+        check_expansion(target, source.target, floor, source.scorer, where=str(allocation), field="--to")
         path = (out_dir or allocation.parent) / allocation_filename(target)
         if path.exists():
             raise click.ClickException(f"{path} exists; not overwriting it (use --out-dir)")
-        save_allocation(source.expand(target, min_budget=min_budget), path)
+        paths.append(path)
+    for target, path in zip(targets, paths):
+        save_allocation(source.expand(target, min_budget=floor), path)
         click.echo(f"wrote {path}")
+
+
+def expansion_floor(source, where: str) -> int:
+    """The smallest budget the profile's scorer can honour: the tokens it always keeps (at least 1)."""
+    from evolalloc.core.errors import UserError
+    from evolalloc.runtime.scorers import get_scorer
+
+    try:
+        scorer = get_scorer(source.scorer, **source.scorer_params)
+    except ValueError as err:
+        raise UserError(str(err), source=where, field="scorer") from None
+    return max(1, scorer.always_kept)
+
+
+def check_expansion(target: float, searched: float, floor: int, scorer: str, *, where: str, field: str) -> None:
+    """Refuse an expansion target that is not larger than the searched one, or below ``floor``."""
+    from evolalloc.core.errors import UserError
+
+    if not target > searched:
+        raise UserError(f"{target:g} is not above the searched target {searched:g}: a profile is only carried to "
+                        f"larger budgets; search at {target:g} instead", source=where, field=field)
+    if target < floor:
+        raise UserError(f"{target:g} is below the {floor} tokens every unit must keep (scorer {scorer} always "
+                        f"keeps {floor}, or --min-budget)", source=where, field=field)
 
 
 @main.command()

@@ -192,6 +192,10 @@ def _check(recipe: Recipe) -> None:
             raise FieldProblem(f"budget.expansions[{i}]", f"must be >= 1, got {value}")
         if value == target or value in recipe.budget.expansions[:i]:
             raise FieldProblem(f"budget.expansions[{i}]", f"{value} is listed twice (the target counts)")
+        if value < target:
+            # As for `evolalloc expand`: a profile searched at c says nothing about a smaller cache.
+            raise FieldProblem(f"budget.expansions[{i}]", f"{value} is below budget.target {target}: a profile is "
+                                                          "only carried to larger budgets; search at that target instead")
     context = recipe.task.context_tokens
     if context is not None and target >= context:
         raise FieldProblem("budget.target", f"{target} leaves nothing to compress in a {context}-token prompt "

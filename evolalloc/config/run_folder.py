@@ -4,7 +4,7 @@ A run folder (``runs/<name>/``) holds::
 
     recipe.yaml               the resolved recipe, written first
     study.db                  the Optuna trial store (unless storage is another URL)
-    search_checkpoint.pkl     the search checkpoint (evolalloc.search.checkpoint)
+    search_checkpoint.json    how far the search got (evolalloc.search.checkpoint; JSON, no pickle)
     allocation-c{N}.json      the evolved profile at the target and at each expansion
     comparison.json           held-out scores per method and budget (``compare``)
     report.md, *.png          the report and its plots
@@ -23,7 +23,8 @@ from evolalloc.config.recipe import Recipe, load_recipe
 
 RECIPE_FILE = "recipe.yaml"
 STUDY_FILE = "study.db"
-CHECKPOINT_FILE = "search_checkpoint.pkl"
+CHECKPOINT_FILE = "search_checkpoint.json"
+LEGACY_CHECKPOINT_FILE = "search_checkpoint.pkl"  # older versions' pickle; refused by resume, never loaded
 COMPARISON_FILE = "comparison.json"
 REPORT_FILE = "report.md"
 PLOT_LAYER_BUDGETS = "budgets-per-layer.png"
@@ -39,26 +40,43 @@ def allocation_filename(budget: float, method: str = "evolved") -> str:
     return f"{prefix}-c{label}.json"
 
 
+def run_folder_path(recipe: Recipe, runs_dir: str | Path = "runs", name: str | None = None) -> Path:
+    """``runs_dir/<name or recipe.name>``, checked to be a plain name that is not taken yet.
+
+    A cheap early check, so a start-up does not load a model only to find the name taken;
+    ``create_run_folder`` claims the folder for real.
+    """
+    folder_name = name or recipe.name
+    if not folder_name or Path(folder_name).name != folder_name or folder_name in (".", ".."):
+        raise UserError(f"run name must be a plain folder name, got {folder_name!r}", field="name")
+    folder = Path(runs_dir) / folder_name
+    if folder.exists():
+        raise _taken(folder)
+    return folder
+
+
+def _taken(folder: Path) -> UserError:
+    return UserError(
+        "run folder already exists; a run is never overwritten: resume it, delete it, or pass another name",
+        source=str(folder),
+    )
+
+
 def create_run_folder(recipe: Recipe, runs_dir: str | Path = "runs", name: str | None = None) -> Path:
     """Create ``runs_dir/<name or recipe.name>/`` and write the resolved ``recipe.yaml`` into it.
 
     Refuses (``UserError``) a folder that already exists, even an empty one: a run folder is
     never overwritten or reused. ``mkdir`` without ``exist_ok`` is the claim, so two runs
     started at once cannot both get the folder. If writing the recipe fails, the folder is
-    removed again, so a failed start leaves nothing behind.
+    removed again, so a failed start leaves nothing behind. (``pipeline.start.prepare_run``
+    checks everything else a run needs before calling this.)
     """
-    folder_name = name or recipe.name
-    if not folder_name or Path(folder_name).name != folder_name or folder_name in (".", ".."):
-        raise UserError(f"run name must be a plain folder name, got {folder_name!r}", field="name")
-    folder = Path(runs_dir) / folder_name
+    folder = run_folder_path(recipe, runs_dir, name)
     try:
         Path(runs_dir).mkdir(parents=True, exist_ok=True)
         folder.mkdir()
     except FileExistsError:
-        raise UserError(
-            "run folder already exists; a run is never overwritten: resume it, delete it, or pass another name",
-            source=str(folder),
-        ) from None
+        raise _taken(folder) from None
     except OSError as err:
         raise UserError(f"cannot create the run folder: {err}", source=str(folder)) from None
     try:

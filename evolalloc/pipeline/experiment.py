@@ -106,7 +106,23 @@ class Experiment:
                 )
             except FitnessError as err:
                 raise UserError(str(err), source=self.recipe.source, field=f"task.{split}") from None
+            self._check_fits(self._instances[split])
         return self._instances[split]
+
+    def _check_fits(self, instances) -> None:
+        """Refuse (``UserError`` on ``task.context_tokens``) an instance beyond the model's positions."""
+        from evolalloc.engine.local import tokenize_instance
+
+        limit = self.geometry.max_positions
+        if not limit:
+            return
+        for instance in instances:
+            ids, question = tokenize_instance(self.loaded.tokenizer, instance, self.recipe.task.question_after_compression)
+            needed = len(ids) + len(question or []) + instance.max_new_tokens
+            if needed > limit:
+                raise UserError(f"instance {instance.uid} needs {needed} positions (prompt and answer), beyond the "
+                                f"model's {limit}; choose a shorter context", source=self.recipe.source,
+                                field="task.context_tokens")
 
     def records(self, split: str) -> list:
         """Prefill records of a split, made once, holding every scorer's ranking."""

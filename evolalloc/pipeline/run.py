@@ -19,6 +19,7 @@ from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.config.run_folder import COMPARISON_FILE, allocation_filename, load_run_recipe
 from evolalloc.search import SearchConfig, resume_search, run_search
+from evolalloc.search.loop import open_search
 
 HELDOUT = "heldout"
 
@@ -130,13 +131,27 @@ def _quiet_optuna() -> None:
 
 
 def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
-    """Search, ship, compare and report in a fresh run folder; returns the report's path."""
+    """Search, ship, compare and report in a fresh run folder; returns the report's path.
+
+    The folder comes from ``create_run_folder``; ``pipeline.start.prepare_run`` + ``run_prepared``
+    is the path that checks everything before writing anything.
+    """
     started = time.perf_counter()
     _quiet_optuna()
     with Experiment(recipe, progress=progress) as experiment:
         config = search_config(recipe, experiment)
         result = run_search(run_dir, experiment.evaluator("search"), config, progress=progress)
         return finish(run_dir, recipe, experiment, result, config, started)
+
+
+def run_prepared(prepared, *, progress: bool = True) -> Path:
+    """Search, ship, compare and report a run made by ``pipeline.start.prepare_run``."""
+    started = time.perf_counter()
+    _quiet_optuna()
+    config = prepared.config
+    with prepared.experiment as experiment:  # closes its engine (Ray workers) however the run ends
+        result = resume_search(prepared.run_dir, experiment.evaluator("search"), config=config, progress=progress)
+        return finish(prepared.run_dir, prepared.recipe, experiment, result, config, started)
 
 
 def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
@@ -146,5 +161,6 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     recipe = load_run_recipe(run_dir)
     with Experiment(recipe, progress=progress) as experiment:
         config = search_config(recipe, experiment)
-        result = resume_search(run_dir, experiment.evaluator("search"), progress=progress)
+        opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
+        result = opened.run(experiment.evaluator("search"), progress=progress)
         return finish(run_dir, recipe, experiment, result, config, started)

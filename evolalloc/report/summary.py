@@ -12,7 +12,7 @@ from pathlib import Path
 
 from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.errors import UserError
-from evolalloc.config.run_folder import CHECKPOINT_FILE, COMPARISON_FILE, REPORT_FILE, STUDY_FILE, load_run_recipe
+from evolalloc.config.run_folder import CHECKPOINT_FILE, COMPARISON_FILE, LEGACY_CHECKPOINT_FILE, REPORT_FILE, STUDY_FILE, load_run_recipe
 from evolalloc.report.comparison import REFERENCE, load_comparison
 from evolalloc.report.markdown import fmt_p
 
@@ -67,7 +67,7 @@ def _comparison_lines(path: Path) -> list[str]:
 def _status(run_dir: Path, profiles: dict) -> str:
     if profiles:
         return "search finished"
-    if (run_dir / CHECKPOINT_FILE).exists():
+    if (run_dir / CHECKPOINT_FILE).exists() or (run_dir / LEGACY_CHECKPOINT_FILE).exists():
         return "search started, not finished (resume it)"
     return "created, not searched yet"
 

@@ -152,6 +152,15 @@ def load_tokenizer(spec: str = DEFAULT_MODEL):
     return AutoTokenizer.from_pretrained(resolve_model_folder(spec))
 
 
+def model_geometry(spec: str = DEFAULT_MODEL, dtype: str = "float32") -> ModelGeometry:
+    """The geometry of a model spec from its config alone (no weights loaded)."""
+    from transformers import AutoConfig
+
+    if dtype not in DTYPES:
+        raise UserError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}", field="dtype")
+    return geometry_of(AutoConfig.from_pretrained(resolve_model_folder(spec)), DTYPES[dtype])
+
+
 def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", device: str | None = None) -> LoadedModel:
     """Load a causal LM for the eviction runtime.
 

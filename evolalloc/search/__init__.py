@@ -3,7 +3,7 @@
 Model-free: it talks to an ``evolalloc.engine.base.Evaluator``. Entry points::
 
     run_search(run_dir, evaluator, SearchConfig(...)) -> SearchResult
-    resume_search(run_dir, evaluator) -> SearchResult
+    resume_search(run_dir, evaluator[, config=...]) -> SearchResult   (replays the stored trials)
 
 The names below are imported on first use (PEP 562), so importing a submodule such as
 ``evolalloc.search.optimizers`` (the recipe checks its registry) does not import optuna.

@@ -1,69 +1,113 @@
-"""The search checkpoint: where the loop is and what it knows, written atomically every generation.
+"""The search checkpoint: a small JSON file saying which search this is and how far it got.
 
-It holds the config, the position (group, generation), the optimizer state (which owns its RNG,
-see ``optimizers/base.py``) and the best-so-far allocation. The trials themselves live in the
-trial store; the two agree because the loop writes a generation's trials *before* its
-checkpoint, and on resume re-asks the generation the checkpoint names, taking any trials it
-already finds stored.
+The optimizer state is *not* in it. It is a pure function of the seed and the stored trials:
+every optimizer is seeded (``optimizers/base.py``) and the trial store holds every finished
+evaluation with its parameters and fitness, so ``resume`` rebuilds the state by replaying
+ask/tell from the study, checking that each replayed ``ask()`` equals the stored parameters
+(``loop.py``). That keeps the run folder free of pickles: a run folder received from someone
+else is data, never code (a pickle can run anything when loaded).
 
-Written as a pickle via a temporary file in the same folder, ``fsync`` and ``os.replace``, so a
-crash leaves either the old checkpoint or the new one, never half a file. It is a pickle: only
-resume run folders you wrote yourself.
+The file holds the search config and the next position ``(group, generation)``, written
+atomically (``fileio.write_atomic``) after each generation's trials are stored. The position
+is a progress marker and a consistency check: the replay must reach at least that far.
+
+``search_checkpoint.pkl`` is the pickle checkpoint of evolalloc before this format; it is
+refused, never unpickled (``refuse_legacy``).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-import numpy as np
-
-from evolalloc.search.config import SearchConfig
+from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
+from evolalloc.search.config import SearchConfig
 
-CHECKPOINT_NAME = "search_checkpoint.pkl"
-FORMAT_VERSION = 1
+CHECKPOINT_NAME = "search_checkpoint.json"
+LEGACY_CHECKPOINT_NAME = "search_checkpoint.pkl"
+FORMAT = "evolalloc.search_checkpoint"
+FORMAT_VERSION = 2  # version 1 was the pickle
 
 
 @dataclass
 class Checkpoint:
-    """Everything ``resume`` needs besides the trial store.
-
-    Attributes:
-        group, generation: the next generation to run (``group == n_groups`` when done).
-        optimizer_state: ``AskTellOptimizer.state_bytes()`` of the current group's optimizer,
-            ``None`` before the group's first generation (it is then built from the seed).
-        best_ratios: ``[n_units]`` best-so-far ratios (G* of Algorithm 1).
-        best_fitness: F_best, ``-inf`` until a candidate has finished.
-    """
+    """Which search, and the next generation to run (``group == n_groups`` when done)."""
 
     config: SearchConfig
-    group: int
-    generation: int
-    optimizer_state: bytes | None
-    best_ratios: np.ndarray
-    best_budgets: np.ndarray
-    best_fitness: float
-    best_task_score: float | None = None
-    best_key: tuple[int, int, int] | None = None  # (group, generation, candidate) of the best
-    format_version: int = FORMAT_VERSION
+    group: int = 0
+    generation: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "config": self.config.to_dict(),
+                           "group": self.group, "generation": self.generation}, indent=2) + "\n"
 
 
 def checkpoint_path(run_dir: str | os.PathLike) -> Path:
     return Path(run_dir) / CHECKPOINT_NAME
 
 
+def legacy_checkpoint_path(run_dir: str | os.PathLike) -> Path:
+    return Path(run_dir) / LEGACY_CHECKPOINT_NAME
+
+
+def has_checkpoint(run_dir: str | os.PathLike) -> bool:
+    """Whether ``run_dir`` holds a search checkpoint of any format (a search was started there)."""
+    return checkpoint_path(run_dir).exists() or legacy_checkpoint_path(run_dir).exists()
+
+
 def save_checkpoint(run_dir: str | os.PathLike, checkpoint: Checkpoint) -> Path:
-    """Atomically replace ``<run_dir>/search_checkpoint.pkl``."""
-    return write_atomic(checkpoint_path(run_dir), pickle.dumps(checkpoint, protocol=pickle.HIGHEST_PROTOCOL))
+    """Atomically replace ``<run_dir>/search_checkpoint.json``."""
+    return write_atomic(checkpoint_path(run_dir), checkpoint.to_json())
+
+
+def recovery_hint(run_dir: str | os.PathLike) -> str:
+    return (f"the trial store still holds every finished evaluation: delete this file and run "
+            f"`evolalloc resume {run_dir}` again, which rebuilds the search from recipe.yaml and the trial store")
+
+
+def refuse_legacy(run_dir: str | os.PathLike) -> None:
+    """``UserError`` for a pickle checkpoint of an older evolalloc, which is never unpickled."""
+    path = legacy_checkpoint_path(run_dir)
+    raise UserError(
+        "pickle checkpoint of an older evolalloc; not loaded, because unpickling a file can run arbitrary code; "
+        + recovery_hint(run_dir),
+        source=str(path),
+    )
 
 
 def load_checkpoint(run_dir: str | os.PathLike) -> Checkpoint:
+    """Read and check ``search_checkpoint.json``; any damage is a ``UserError`` naming the file and the way out."""
     path = checkpoint_path(run_dir)
-    with open(path, "rb") as handle:
-        checkpoint = pickle.load(handle)
-    if not isinstance(checkpoint, Checkpoint) or checkpoint.format_version != FORMAT_VERSION:
-        raise ValueError(f"{path}: not a search checkpoint of format {FORMAT_VERSION}")
-    return checkpoint
+    if not path.exists() and legacy_checkpoint_path(run_dir).exists():
+        refuse_legacy(run_dir)
+
+    def bad(detail: str, field: str | None = None) -> UserError:
+        return UserError(f"corrupt or truncated search checkpoint ({detail}); {recovery_hint(Path(run_dir))}",
+                         source=str(path), field=field)
+
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise bad(f"not JSON: {err}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise bad("not an evolalloc search checkpoint")
+    if data.get("version") != FORMAT_VERSION:
+        raise UserError(f"search checkpoint version {data.get('version')!r}; this evolalloc reads version "
+                        f"{FORMAT_VERSION}", source=str(path), field="version")
+    for key in ("group", "generation"):
+        if not isinstance(data.get(key), int) or isinstance(data.get(key), bool) or data[key] < 0:
+            raise bad(f"{key} must be an integer >= 0", field=key)
+    raw = data.get("config")
+    names = {f.name for f in fields(SearchConfig)}
+    if not isinstance(raw, dict) or not names.issuperset(raw) or "num_layers" not in raw:
+        raise bad("config is not a search config", field="config")
+    if isinstance(raw.get("ratio_bounds"), list):
+        raw["ratio_bounds"] = tuple(raw["ratio_bounds"])
+    try:
+        config = SearchConfig(**raw)
+    except (TypeError, ValueError, UserError) as err:
+        raise bad(f"config: {err}", field="config") from None
+    return Checkpoint(config=config, group=data["group"], generation=data["generation"])

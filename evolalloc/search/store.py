@@ -34,13 +34,89 @@ _KEYS = ("group", "generation", "candidate")
 JOURNAL_PREFIX = "journal:"
 
 
-def open_storage(url: str) -> str | optuna.storages.BaseStorage:
-    """An Optuna storage for ``url``: ``journal:<path>`` is a journal file, anything else an RDB URL."""
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """An Optuna storage for ``url``, connected and checked: ``journal:<path>`` is a journal file,
+    anything else an RDB URL (see ``driver_url`` for PostgreSQL).
+
+    A missing database driver or a database that cannot be reached is a ``UserError`` (field
+    ``storage``) naming the URL without its password, and what to install or check.
+    """
     if url.startswith(JOURNAL_PREFIX):
         from optuna.storages.journal import JournalFileBackend
 
-        return optuna.storages.JournalStorage(JournalFileBackend(url[len(JOURNAL_PREFIX):]))
+        try:
+            return optuna.storages.JournalStorage(JournalFileBackend(url[len(JOURNAL_PREFIX):]))
+        except OSError as err:
+            raise UserError(f"cannot open the journal file: {err}", field="storage") from None
+    import sqlalchemy.exc
+
+    shown = display_url(url)  # as the user wrote it
+    url = driver_url(url)
+    try:
+        return optuna.storages.RDBStorage(url)
+    except ImportError as err:
+        module = getattr(err.__cause__, "name", None) or str(err.__cause__ or err)
+        hint = " for PostgreSQL: pip install 'evolalloc[postgres]'" if url.startswith("postgresql+psycopg://") else ""
+        raise UserError(f"no database driver for {shown} (missing module {module!r});{hint or ' install the driver the URL names'}",
+                        field="storage") from None
+    except sqlalchemy.exc.ArgumentError as err:
+        raise UserError(f"not a usable database URL {shown}: {_first_line(err)}", field="storage") from None
+    except sqlalchemy.exc.SQLAlchemyError as err:
+        raise UserError(f"cannot open the database {shown}: {_first_line(getattr(err, 'orig', None) or err)}",
+                        field="storage") from None
+
+
+def driver_url(url: str) -> str:
+    """PostgreSQL URLs as users write them (``postgresql://``, ``postgres://``) use psycopg 3,
+    the driver of the ``evolalloc[postgres]`` extra; SQLAlchemy's default driver for a bare
+    ``postgresql://`` differs between its versions (psycopg2 before 2.1). A URL naming its
+    driver (``postgresql+psycopg2://``) is left alone."""
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url[len(scheme):]
     return url
+
+
+def display_url(url: str) -> str:
+    """``url`` with any password masked, for messages."""
+    if url.startswith(JOURNAL_PREFIX):
+        return url
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not parseable: show the scheme only, it may hold a password
+        return url.split("://", 1)[0] + "://..."
+
+
+def _first_line(err: object) -> str:
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def check_study_name_free(url: str, study_name: str) -> None:
+    """Open the storage at ``url`` and refuse (``UserError``) if ``study_name`` is taken there."""
+    storage = open_storage(url)
+    try:
+        storage.get_study_id_from_name(study_name)
+    except KeyError:
+        return
+    finally:
+        close_storage(storage)
+    raise _duplicated(url, study_name)
+
+
+def close_storage(storage) -> None:
+    """Release an RDB storage's connections (a journal file needs nothing)."""
+    storage = getattr(storage, "_backend", storage)  # optuna wraps an RDBStorage in a cache
+    engine = getattr(storage, "engine", None)
+    if engine is not None:
+        engine.dispose()
+
+
+def _duplicated(url: str, study_name: str) -> UserError:
+    return UserError(f"study {study_name!r} already exists in {display_url(url)}; resume that run or pick another study_name",
+                     field="study_name")
 
 
 def unit_param(unit: int) -> str:
@@ -99,18 +175,29 @@ class TrialStore:
         """A new study; refuses one that exists (a run never writes into another run's study)."""
         try:
             study = optuna.create_study(storage=open_storage(url), study_name=study_name, direction="maximize")
-        except optuna.exceptions.DuplicatedStudyError as err:
-            raise UserError(
-                f"study {study_name!r} already exists in {url}; resume that run or pick another study_name",
-                field="study_name",
-            ) from err
+        except optuna.exceptions.DuplicatedStudyError:
+            raise _duplicated(url, study_name) from None
         for key, value in attrs.items():
             study.set_user_attr(key, value)
         return cls(study, ratio_bounds)
 
     @classmethod
     def open(cls, url: str, study_name: str, ratio_bounds: tuple[float, float]) -> "TrialStore":
-        return cls(optuna.load_study(storage=open_storage(url), study_name=study_name), ratio_bounds)
+        """The existing study ``study_name`` (``UserError`` if there is none)."""
+        try:
+            study = optuna.load_study(storage=open_storage(url), study_name=study_name)
+        except KeyError:
+            raise UserError(f"no study {study_name!r} in {display_url(url)}: this search never started, "
+                            "so there is nothing to resume", field="storage") from None
+        return cls(study, ratio_bounds)
+
+    def delete(self) -> None:
+        """Remove this study from its storage (a start-up that failed after creating it)."""
+        optuna.delete_study(study_name=self.study.study_name, storage=self.study._storage)
+        self.close()
+
+    def close(self) -> None:
+        close_storage(self.study._storage)
 
     def get(self, group: int, generation: int, candidate: int) -> TrialRecord | None:
         return self._index.get((group, generation, candidate))

@@ -5,14 +5,14 @@ One generation is ``xs = opt.ask()`` followed by exactly one ``opt.tell(xs, loss
 ``None`` — never as a made-up number — and each back-end documents, in its module docstring,
 what it does with ``None`` (see ``pycma.py`` and ``optuna_study.py``).
 
-An optimizer owns all of its randomness, so pickling it (``state_bytes``) and restoring it
-(``from_state``) reproduces the very same next ``ask()``; that is what makes ``resume``
-re-ask the generation it was killed in and re-use the stored trials.
+An optimizer owns all of its randomness (it is seeded), so its state is a pure function of the
+seed and of what it was told: a fresh optimizer asked and told the same generations again
+asks the very same next generation. That is how ``resume`` rebuilds it from the trial store
+(``search/loop.py``); no optimizer state is ever saved to a file.
 """
 
 from __future__ import annotations
 
-import pickle
 from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
@@ -23,7 +23,7 @@ from evolalloc.core.errors import UserError
 
 
 class AskTellOptimizer(ABC):
-    """A seeded, picklable ask/tell minimiser over a box ``[lower, upper]^dim``.
+    """A seeded, deterministic ask/tell minimiser over a box ``[lower, upper]^dim``.
 
     Args (shared by every back-end's constructor):
         x0: start point, shape ``[dim]``.
@@ -74,18 +74,6 @@ class AskTellOptimizer(ABC):
     @abstractmethod
     def implementation(self) -> tuple[str, str]:
         """``(package, version)`` that actually produced the candidates, e.g. ``("cma", "4.5.0")``."""
-
-    def state_bytes(self) -> bytes:
-        """Everything needed to continue exactly here, RNG included."""
-        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
-
-    @staticmethod
-    def from_state(data: bytes) -> "AskTellOptimizer":
-        """Inverse of ``state_bytes``. Only load states written by this program (pickle)."""
-        opt = pickle.loads(data)
-        if not isinstance(opt, AskTellOptimizer):
-            raise TypeError(f"not an optimizer state: {type(opt).__name__}")
-        return opt
 
     def _check_tell(self, xs: Sequence[np.ndarray], losses: Sequence[float | None]) -> None:
         if len(xs) != len(losses):

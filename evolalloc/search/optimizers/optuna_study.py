@@ -12,8 +12,8 @@ its internal generation with later COMPLETE trials instead (in effect a re-sampl
 failed point). So our generations and the sampler's internal ones can drift apart after a
 failure; that is Optuna's behaviour and is recorded, not hidden.
 
-State: the in-memory storage and the sampler (with its RNG) are pickled; the ``Study`` handle
-is rebuilt with ``optuna.load_study`` on restore.
+State: the in-memory study and the seeded sampler; ``resume`` rebuilds both by replaying the
+stored generations (see ``optimizers/base.py``).
 """
 
 from __future__ import annotations
@@ -94,15 +94,3 @@ class OptunaOptimizer(AskTellOptimizer):
             else:
                 self._study.tell(trial, float(loss))
         self._pending = []
-
-    def __getstate__(self) -> dict:
-        if self._pending:
-            # Pending trials would come back as RUNNING forever; checkpoints happen after tell().
-            raise RuntimeError("cannot save an Optuna optimizer between ask() and tell()")
-        state = self.__dict__.copy()
-        del state["_study"]
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._study = optuna.load_study(study_name=_STUDY_NAME, storage=self._storage, sampler=self._sampler)

@@ -14,11 +14,9 @@ never hand it a None. The rule, applied per generation:
   ``ask()`` draws a fresh generation from it.
 
 Randomness. By default pycma samples with ``np.random.randn``, a method of NumPy's *global*
-RandomState: other code using ``np.random`` would shift the search, and pickling the strategy
-copies that global generator at pickling time (the restored run then drifts from the original).
-We hand pycma the ``randn`` of a RandomState owned by this wrapper instead (pycma's ``randn``
-option), so the search is isolated and a pickle of the wrapper holds exactly one generator,
-shared by the strategy and its sampler, in the state it had.
+RandomState: other code using ``np.random`` would shift the search, and a replay on resume would
+not reproduce it. We hand pycma the ``randn`` of a RandomState owned by this wrapper instead
+(pycma's ``randn`` option), so the search is isolated and a function of its seed alone.
 """
 
 from __future__ import annotations

@@ -1,0 +1,100 @@
+"""Starting a run: check everything it needs, and only then create its folder.
+
+``prepare_run`` is the one start-up path (the ``search`` command, and a service that starts runs,
+call it). A start refused for bad input leaves nothing behind: the recipe is validated, the
+model's config read (``task.context_tokens`` must fit its positions), the model loaded, both
+splits' instances generated (and each checked to fit), the search settings built and an external
+trial store opened and checked — all before anything is written. Then the folder is claimed
+(``mkdir``, atomic), ``recipe.yaml`` written and the study and first checkpoint created; if any
+of these few writes fails, the folder (and the study, if it was created) is removed again.
+
+Why not build the folder under a temporary name and rename it into place: ``rename`` silently
+replaces an existing *empty* folder, so the claim would no longer be atomic, and the default
+SQLite store inside the folder would have to be reopened under the new path. The writes after
+the claim are few and fast; the slow, failure-prone checks all come before it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from evolalloc.core.errors import UserError
+from evolalloc.pipeline.experiment import Experiment
+from evolalloc.search.config import SearchConfig
+
+
+@dataclass
+class PreparedRun:
+    """A run whose folder, study and first checkpoint exist, with its experiment ready.
+
+    ``experiment`` has its model loaded and both splits' instances generated.
+    """
+
+    run_dir: Path
+    recipe: object
+    experiment: Experiment
+    config: SearchConfig
+
+
+@contextmanager
+def blamed_on(recipe):
+    """A ``UserError`` naming a field but no file is re-raised naming the recipe's file."""
+    try:
+        yield
+    except UserError as err:
+        if err.source is not None:
+            raise
+        message = str(err)[len(err.field) + 2:] if err.field else str(err)
+        raise UserError(message, source=recipe.source, field=err.field) from None
+
+
+def check_context_fits(recipe) -> None:
+    """``task.context_tokens`` against the model's positions, from the model's config alone."""
+    from evolalloc.runtime.model import model_geometry
+
+    context = recipe.task.context_tokens
+    try:
+        limit = model_geometry(recipe.model.spec, recipe.model.dtype).max_positions
+    except UserError as err:  # the runtime names its own field ("model", "dtype"): say where in the recipe
+        where = ": ".join(part for part in (err.source, err.field) if part)
+        message = str(err)[len(where) + 2:] if where else str(err)
+        field = "model.dtype" if err.field == "dtype" else "model.spec"
+        raise UserError(message, source=recipe.source, field=field) from None
+    if limit and context is not None and context >= limit:
+        raise UserError(f"{context} tokens do not fit the model's {limit} positions ({recipe.model.spec}); "
+                        f"choose fewer than {limit}", source=recipe.source, field="task.context_tokens")
+
+
+def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True) -> PreparedRun:
+    """Check everything a run needs, then create ``runs_dir/<name>`` with its recipe, study and checkpoint.
+
+    Raises ``UserError`` (and writes nothing) for any bad input: a taken or bad run name, a missing
+    model, a context longer than the model's positions, a dataset line the task refuses, search
+    settings that do not fit the model, a trial store that cannot be opened or already holds the
+    study.
+    """
+    from evolalloc.config.run_folder import create_run_folder, run_folder_path
+    from evolalloc.pipeline.run import search_config
+    from evolalloc.search.loop import start_search
+    from evolalloc.search.store import check_study_name_free
+
+    run_folder_path(recipe, runs_dir, name)  # cheap: refuse a taken name before loading anything
+    check_context_fits(recipe)
+    experiment = Experiment(recipe, progress=progress)
+    experiment.scorers  # noqa: B018 - builds (and checks) the scorers
+    for split in ("search", "heldout"):
+        experiment.instances(split)  # loads the model, generates and checks the instances
+    with blamed_on(recipe):
+        config = search_config(recipe, experiment)
+        if config.storage:
+            check_study_name_free(config.storage, config.study_name)
+    run_dir = create_run_folder(recipe, runs_dir, name)
+    try:
+        start_search(run_dir, config).close()  # run_prepared opens it again, like resume
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return PreparedRun(run_dir=run_dir, recipe=recipe, experiment=experiment, config=config)

@@ -1,0 +1,175 @@
+"""A start refused for bad input writes nothing: every fault found by probing the command line
+(issue 12) gives one line naming the file and field, exit status 2, and an unchanged runs dir."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.clitools import assert_refused, populated_runs_dir, run_cli, snapshot
+from tests.test_pipeline import tiny_recipe
+
+
+@pytest.fixture
+def runs(tmp_path):
+    return populated_runs_dir(tmp_path)
+
+
+def refused_start(recipe, runs, *, field, phrase="", source=None):
+    """``search`` on ``recipe`` is refused in one line and the runs dir is byte-for-byte unchanged."""
+    before = snapshot(runs)
+    line = assert_refused(run_cli("search", recipe, "--runs-dir", runs, "--no-progress"),
+                          source=source or str(recipe), field=field, phrase=phrase)
+    assert snapshot(runs) == before
+    return line
+
+
+def test_a_missing_model_path_is_refused_before_anything_is_written(tmp_path, runs):
+    recipe = tiny_recipe(tmp_path, tmp_path / "no-such-model")
+    refused_start(recipe, runs, field="model.spec", phrase="no such model path")
+
+
+GSM8K_RECORDS = [{"question": f"What is {i} + 1?", "answer": f"{i} + 1 = {i + 1}\n#### {i + 1}"} for i in range(6)]
+
+
+def gsm8k_recipe(tmp_path, model_dir, records, **params):
+    """A small gsm8k run on its own JSONL lines (``records``: dicts, or raw strings for bad lines)."""
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+    task = {"name": "gsm8k", "context_tokens": None,
+            "params": {"data_file": str(data), "num_shots": 0, "max_new_tokens": 4, **params},
+            "search": {"n": 1}, "heldout": {"n": 1}}
+    recipe = tiny_recipe(tmp_path, model_dir, task=task, baselines=["uniform"],
+                         optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3},
+                         budget={"target": 8, "expansions": []}, scorer={"name": "snapkv", "params": {"window": 4}})
+    return recipe, data
+
+
+def test_a_malformed_dataset_line_is_refused_and_the_corrected_recipe_then_starts(tmp_path, runs, tiny_model_dir):
+    bad = list(GSM8K_RECORDS)
+    bad[3] = {"question": "What is 2 + 2?", "answer": "four"}  # no "#### <number>"
+    recipe, data = gsm8k_recipe(tmp_path, tiny_model_dir, bad)
+    line = refused_start(recipe, runs, field="task", phrase=f"{data}:4: field 'answer'")
+    assert "####" in line
+
+    # The issue's trap: the corrected recipe under the same name must not meet "already exists".
+    recipe, _ = gsm8k_recipe(tmp_path, tiny_model_dir, GSM8K_RECORDS)
+    started = run_cli("search", recipe, "--runs-dir", runs, "--no-progress")
+    assert started.code == 0, started.stderr
+    assert (runs / "tiny" / "report.md").exists()
+
+
+def test_a_dataset_line_that_is_not_json_is_refused_before_anything_is_written(tmp_path, runs, tiny_model_dir):
+    recipe, data = gsm8k_recipe(tmp_path, tiny_model_dir, [*GSM8K_RECORDS[:2], '{"question": "cut off'])
+    refused_start(recipe, runs, field="task", phrase=f"{data}:3")
+
+
+def test_a_context_beyond_the_models_positions_is_refused_without_loading_it(tmp_path, runs, tiny_model_dir, monkeypatch):
+    from evolalloc.pipeline import experiment
+
+    def no_model(self):
+        raise AssertionError("the model was loaded: the check should read its config only")
+
+    monkeypatch.setattr(experiment.Experiment, "loaded", property(no_model))
+    task = {"name": "passkey", "context_tokens": 100000}
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, task=task)
+    refused_start(recipe, runs, field="task.context_tokens", phrase="100000 tokens do not fit the model's 2048 positions")
+
+
+@pytest.mark.real_model
+def test_a_context_beyond_the_bundled_models_positions_is_one_line_from_its_config_alone(tmp_path, runs, monkeypatch):
+    from evolalloc.pipeline import experiment
+
+    def no_model(self):
+        raise AssertionError("the model was loaded: the check should read its config only")
+
+    monkeypatch.setattr(experiment.Experiment, "loaded", property(no_model))
+    recipe = tmp_path / "long.yaml"
+    recipe.write_text("name: long\ntask: {name: passkey, context_tokens: 100000}\nbudget: {target: 128}\n")
+    refused_start(recipe, runs, field="task.context_tokens", phrase="100000 tokens do not fit the model's 8192 positions")
+
+
+def test_an_instance_that_overflows_the_positions_with_its_answer_is_refused(tmp_path, runs, tiny_model_dir):
+    # No context_tokens to check up front: the prompt fits the tiny model's 2048 positions, the
+    # 1900 answer tokens on top of it do not.
+    recipe, _ = gsm8k_recipe(tmp_path, tiny_model_dir, GSM8K_RECORDS, num_shots=8, max_new_tokens=1900)
+    refused_start(recipe, runs, field="task.context_tokens", phrase="beyond the model's 2048")
+
+
+@pytest.mark.parametrize(
+    "storage, phrase",
+    [
+        ("sqlite:////no/such/folder/study.db", "cannot open the database sqlite:////no/such/folder/study.db"),
+        ("postgresql://evolalloc:secret@127.0.0.1:1/nothing", "cannot open the database postgresql://evolalloc:***@127.0.0.1:1/nothing"),
+        ("mysqll://user@host/db", "not a usable database URL"),
+    ],
+)
+def test_a_storage_that_cannot_be_opened_is_one_line_before_anything_is_written(tmp_path, runs, tiny_model_dir, storage, phrase):
+    if storage.startswith("postgresql"):
+        pytest.importorskip("psycopg", reason="the PostgreSQL driver (evolalloc[postgres]) is needed to reach the server")
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, storage=storage)
+    line = refused_start(recipe, runs, field="storage", phrase=phrase)
+    assert "secret" not in line
+
+
+def test_a_postgresql_url_without_its_driver_names_the_extra_to_install(tmp_path, runs, tiny_model_dir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if psycopg were not installed
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, storage="postgresql://someone@db.example/studies")
+    refused_start(recipe, runs, field="storage", phrase="pip install 'evolalloc[postgres]'")
+
+
+def test_a_study_name_taken_in_the_storage_is_refused_before_anything_is_written(tmp_path, runs, tiny_model_dir):
+    import optuna
+
+    from evolalloc.search.store import open_storage
+
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    optuna.create_study(storage=open_storage(shared), study_name="tiny")  # the recipe's name
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, storage=shared)
+    refused_start(recipe, runs, field="study_name", phrase="already exists")
+
+
+@pytest.fixture
+def started_run(tmp_path, tiny_model_dir):
+    """A run folder as ``search`` leaves it before its first evaluation (folder, study, checkpoint)."""
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.pipeline.start import prepare_run
+
+    recipe, _ = gsm8k_recipe(tmp_path, tiny_model_dir, GSM8K_RECORDS)
+    return prepare_run(load_recipe(recipe), tmp_path / "runs", progress=False).run_dir
+
+
+def test_resume_on_a_truncated_checkpoint_names_the_file_and_the_way_to_recover(started_run):
+    checkpoint = started_run / "search_checkpoint.json"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:25])
+    before = snapshot(started_run)
+    line = assert_refused(run_cli("resume", started_run, "--no-progress"), source=str(checkpoint),
+                          field="corrupt or truncated search checkpoint", phrase="delete this file")
+    assert snapshot(started_run) == before
+    assert f"evolalloc resume {started_run}" in line
+
+    checkpoint.unlink()  # the way out the message names: the search is rebuilt from the study
+    resumed = run_cli("resume", started_run, "--no-progress")
+    assert resumed.code == 0, resumed.stderr
+    assert (started_run / "allocation-c8.json").exists()
+
+
+@pytest.mark.parametrize("name", ["search_checkpoint.pkl", "search_checkpoint.json"])
+def test_resume_refuses_a_crafted_pickle_checkpoint_without_running_it(tmp_path, started_run, name):
+    import pickle
+
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):  # unpickling this would create the marker file
+            return (open, (str(marker), "w"))
+
+    (started_run / "search_checkpoint.json").unlink()
+    (started_run / name).write_bytes(pickle.dumps(Payload()))
+    before = snapshot(started_run)
+    line = assert_refused(run_cli("resume", started_run, "--no-progress"), source=str(started_run / name), field="")
+    assert ("can run arbitrary code" in line) if name.endswith(".pkl") else ("not JSON" in line)
+    assert not marker.exists()
+    assert snapshot(started_run) == before
