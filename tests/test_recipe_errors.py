@@ -64,6 +64,41 @@ MALFORMED = [
     (GOOD + "scorer: {name: snapkv, params: {windw: 8}}\n", "scorer.params", "bad parameters"),
     (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  question_after_compression: maybe"),
      "task.question_after_compression", "true or false"),
+    # fitness, curation, several tasks, the random control
+    (GOOD + "fitness: {mode: likelyhood}\n", "fitness.mode", "did you mean 'likelihood'"),
+    (GOOD + "fitness: {modes: generate}\n", "fitness.modes", "did you mean 'mode'"),
+    (GOOD + "optimizer: {name: randm}\n", "optimizer.name", "did you mean 'random'"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {curate: {full_cache_solve: true}}"),
+     "task.search.curate.full_cache_solve", "did you mean 'full_cache_solves'"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {curate: {full_cache_solves: yes please}}"),
+     "task.search.curate.full_cache_solves", "true or false"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {curate: {full_cache_solves: true, "
+                  "reference_unsolved: pyramid}}"), "task.search.curate.reference_unsolved", "choose one of uniform"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  heldout: {curate: {full_cache_solves: true, "
+                  "reference_unsolved: uniform}}"), "task.heldout.curate.reference_unsolved", "never filtered"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {curate: {reference_unsolved: uniform}}"),
+     "task.search.curate.reference_unsolved", "needs full_cache_solves: true"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {n: 8, curate: {draw: 20}}"),
+     "task.search.curate.draw", "only matters when curating"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {n: 8, curate: {full_cache_solves: true, "
+                  "draw: 4}}"), "task.search.curate.draw", "must be >= task.search.n (8)"),
+    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {curate: {full_cache_solves: true, draw: 0}}"),
+     "task.search.curate.draw", "must be >= 1"),
+    (GOOD + "tasks: [{name: passkey}]\n", "tasks", "not both"),
+    ("tasks: []\nbudget: {target: 64}\n", "tasks", "at least one task"),
+    ("tasks: passkey\nbudget: {target: 64}\n", "tasks", "must be a list of mappings"),
+    ("tasks: [passkey]\nbudget: {target: 64}\n", "tasks[0]", "must be a mapping"),
+    ("tasks: [{name: passkey, weight: 0}]\nbudget: {target: 64}\n", "tasks[0].weight", "must be > 0"),
+    ("tasks: [{name: passkey}, {name: passkee}]\nbudget: {target: 64}\n", "tasks[1].name", "did you mean 'passkey'"),
+    ("tasks: [{name: passkey}, {name: passkey}]\nbudget: {target: 64}\n", "tasks[1].label", "used twice"),
+    ("tasks: [{name: passkey, label: a b}]\nbudget: {target: 64}\n", "tasks[0].label", "letters, digits"),
+    ("tasks: [{name: passkey, weght: 2}]\nbudget: {target: 64}\n", "tasks[0].weght", "did you mean 'weight'"),
+    ("tasks: [{name: passkey, context_tokens: 100}]\nbudget: {target: 128}\n", "budget.target",
+     "(tasks[0].context_tokens)"),
+    ("tasks: [{name: passkey, heldout: {curate: {full_cache_solves: true, reference_unsolved: uniform}}}]\n"
+     "budget: {target: 64}\n", "tasks[0].heldout.curate.reference_unsolved", "never filtered"),
+    ("tasks: [{name: passkey}, {name: passkey, label: p2}]\nbudget: {target: 64}\nengine: {kind: ray}\n",
+     "engine.kind", "one task"),
 ]
 
 
@@ -108,6 +143,8 @@ def test_an_empty_recipe_asks_for_the_first_required_field(tmp_path):
         ("optimizer.sigma0=[1", "line 1, column 3", "not valid YAML"),
         ("optimizer.nme=cma", "optimizer.nme", "did you mean 'name'"),
         ("budget.target.value=3", "budget.target", "not a section"),
+        ("fitness.mode=likelyhood", "fitness.mode", "did you mean 'likelihood'"),
+        ("task.search.curate.draw=2", "task.search.curate.draw", "only matters when curating"),
     ],
 )
 def test_a_malformed_override_names_the_override(tmp_path, override, field, phrase):
@@ -140,3 +177,29 @@ def test_search_refusing_a_recipe_does_not_create_a_missing_runs_dir(tmp_path):
     result = run_cli("search", path, "--runs-dir", tmp_path / "runs", "--no-progress")
     assert_refused(result, source=str(path), field="budget.target")
     assert not (tmp_path / "runs").exists()
+
+
+MULTI = """\
+name: multi
+tasks:
+  - {name: passkey, weight: 2, context_tokens: 1000}
+  - {name: niah_single, label: words, params: {needle_type: word}, context_tokens: 1000}
+budget: {target: 128}
+"""
+
+
+@pytest.mark.parametrize(
+    ("override", "field", "phrase"),
+    [
+        ("tasks.1.weight=-1", "tasks[1].weight", "must be > 0"),
+        ("tasks.5.weight=1", "tasks.5", "has no item 5"),
+        ("tasks.x.weight=1", "tasks.x", "has no item x"),
+    ],
+)
+def test_an_override_of_a_listed_task_names_the_override(tmp_path, override, field, phrase):
+    path = tmp_path / "multi.yaml"
+    path.write_text(MULTI)
+    with pytest.raises(UserError) as info:
+        load_recipe(path, [override], check_names=False)
+    assert info.value.source == f"--set {override}"
+    assert info.value.field == field and phrase in str(info.value)

@@ -5,7 +5,9 @@ times, per candidate allocation,
   (a) evaluation from cached prefill records (the real path: compress + batched decode + metric),
   (b) the same with the prefill re-run for every candidate (what a naive harness does),
 and the floor: the bare decode loop of the stock model (sdpa attention, transformers'
-``DynamicCache``) producing the same number of tokens for the same rows, with nothing else.
+``DynamicCache``) producing the same number of tokens for the same rows, with nothing else;
+and (c) the likelihood fitness mode on the same records and allocations (compress + one
+teacher-forced chunk of the reference, no decode loop), with its speed-up over (a).
 """
 
 from __future__ import annotations
@@ -29,10 +31,15 @@ class EvalBenchResult:
     reprefill_candidates: int
     floor_per_candidate: float
     tokens_per_candidate: float
+    likelihood_per_candidate: float
 
     @property
     def speedup(self) -> float:
         return self.reprefill_per_candidate / self.cached_per_candidate
+
+    @property
+    def likelihood_speedup(self) -> float:
+        return self.cached_per_candidate / self.likelihood_per_candidate
 
     @property
     def over_floor(self) -> float:
@@ -47,6 +54,8 @@ class EvalBenchResult:
             f"    floor: bare decode loop: {self.floor_per_candidate:8.3f} s per candidate",
             f"speed-up (b)/(a)           : {self.speedup:8.1f}x",
             f"overhead (a)/floor         : {self.over_floor:8.2f}x",
+            f"(c) likelihood mode        : {self.likelihood_per_candidate:8.3f} s per candidate (same records and allocations)",
+            f"speed-up (a)/(c)           : {self.likelihood_speedup:8.1f}x (generate mode / likelihood mode)",
         ]
 
 
@@ -123,6 +132,12 @@ def bench_eval(loaded, *, prompts: int = 8, context_tokens: int = 2000, candidat
     results = evaluator.evaluate(allocations)
     cached = (time.perf_counter() - started) / candidates
 
+    teacher_forced = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size, records=records, mode="likelihood")
+    teacher_forced.evaluate(allocations[:1])  # warm-up, as for (a)
+    started = time.perf_counter()
+    teacher_forced.evaluate(allocations)
+    likelihood = (time.perf_counter() - started) / candidates
+
     started = time.perf_counter()
     for budgets in allocations[:reprefill_candidates]:
         fresh = prefill_instances(loaded, instances, [scorer])
@@ -145,4 +160,5 @@ def bench_eval(loaded, *, prompts: int = 8, context_tokens: int = 2000, candidat
         reprefill_candidates=reprefill_candidates,
         floor_per_candidate=floor,
         tokens_per_candidate=float(sum(steps)) / candidates,
+        likelihood_per_candidate=likelihood,
     )

@@ -23,7 +23,8 @@ def bench() -> None:
 @click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
 @click.option("--seed", default=0, show_default=True)
 def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_candidates, batch_size, threads, seed):
-    """Per-candidate evaluation time: cached prefill records vs re-prefilling, and the decode floor."""
+    """Per-candidate evaluation time: cached prefill records vs re-prefilling, the decode floor,
+    and the likelihood fitness mode on the same records and allocations."""
     import torch
 
     from evolalloc.bench.eval import bench_eval
@@ -35,6 +36,37 @@ def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_ca
     click.echo(f"model: {model_spec} ({loaded.geometry.num_layers} layers x {loaded.geometry.num_kv_heads} KV heads), torch threads: {torch.get_num_threads()}")
     result = bench_eval(loaded, prompts=prompts, context_tokens=context_tokens, candidates=candidates,
                         reprefill_candidates=reprefill_candidates, batch_size=batch_size, seed=seed)
+    for line in result.lines():
+        click.echo(line)
+
+
+@bench.command("fitness")
+@click.option("--model", "model_spec", default="bundled:smollm2-135m-instruct", show_default=True, help="Model spec.")
+@click.option("--prompts", default=16, show_default=True, help="Passkey prompts.")
+@click.option("--context-tokens", default=1000, show_default=True, help="Prompt length in model tokens.")
+@click.option("--budgets", default="64,128,512", show_default=True, help="Uniform budgets, comma-separated (the full cache is added).")
+@click.option("--scorer", "scorer_name", default="snapkv", show_default=True, help="Token scorer.")
+@click.option("--batch-size", default=16, show_default=True, help="Rows per forward.")
+@click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
+@click.option("--seed", default=0, show_default=True)
+def bench_fitness_cmd(model_spec, prompts, context_tokens, budgets, scorer_name, batch_size, threads, seed):
+    """Mean exact-match, graded and likelihood scores against the budget: which fitness has slope."""
+    import torch
+
+    from evolalloc.bench.fitness import bench_fitness
+    from evolalloc.core.errors import UserError
+    from evolalloc.runtime.model import load_model
+
+    try:
+        values = [int(b) for b in budgets.split(",") if b.strip()]
+    except ValueError:
+        raise UserError(f"must be whole numbers separated by commas; got {budgets!r}", field="--budgets") from None
+    if threads:
+        torch.set_num_threads(threads)
+    loaded = load_model(model_spec)
+    click.echo(f"model: {model_spec}, torch threads: {torch.get_num_threads()}")
+    result = bench_fitness(loaded, prompts=prompts, context_tokens=context_tokens, budgets=values,
+                           scorer_name=scorer_name, batch_size=batch_size, seed=seed)
     for line in result.lines():
         click.echo(line)
 

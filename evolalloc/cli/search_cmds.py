@@ -17,11 +17,15 @@ progress_option = click.option("--progress/--no-progress", default=True, show_de
 
 @main.command()
 @click.argument("recipe", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("more_seeds", nargs=-1, type=int, metavar="")
 @set_option
 @click.option("--name", default=None, help="Run folder name (default: the recipe's name).")
 @click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Where run folders go.")
+@click.option("--seeds", "first_seed", type=str, default=None, metavar="S [S ...]",
+              help="Search once per optimizer seed (e.g. --seeds 0 1 2): runs NAME-s0, NAME-s1, ... on the same "
+                   "instances, then NAME-seeds/summary.md with the spread. Run it again to resume.")
 @progress_option
-def search(recipe, overrides, name, runs_dir, progress):
+def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, progress):
     """Search a budget profile as RECIPE says, then compare it with the baselines and write a report.
 
     Checks the recipe, model, datasets and trial store first, then creates runs/<name>/ (never
@@ -33,11 +37,36 @@ def search(recipe, overrides, name, runs_dir, progress):
     from evolalloc.pipeline.start import prepare_run
     from evolalloc.report.summary import show_run
 
+    seeds = _seeds(first_seed, more_seeds)
     loaded = load_recipe(recipe, overrides)
+    if seeds is not None:
+        from evolalloc.pipeline.seeds import SUMMARY_MD, search_seeds
+
+        folder = search_seeds(loaded, seeds, runs_dir, name, progress=progress, echo=click.echo)
+        click.echo((folder / SUMMARY_MD).read_text())
+        click.echo(f"summary: {folder / SUMMARY_MD}")
+        return
     prepared = prepare_run(loaded, runs_dir, name, progress=progress)  # writes nothing unless the run can start
     click.echo(f"run folder: {prepared.run_dir}")
     run_prepared(prepared, progress=progress)
     click.echo(show_run(prepared.run_dir))
+
+
+def _seeds(first: str | None, more: tuple[int, ...]) -> list[int] | None:
+    """``--seeds 0 1 2`` (click hands the 1 and 2 over as extra arguments) or ``--seeds 0,1,2``."""
+    from evolalloc.core.errors import UserError
+
+    if first is None:
+        if more:
+            raise click.UsageError(f"unexpected extra arguments {' '.join(map(str, more))} (seeds go after --seeds)")
+        return None
+    try:
+        seeds = [int(part) for part in first.replace(",", " ").split()] + list(more)
+    except ValueError:
+        raise UserError(f"seeds must be whole numbers, got {first!r}", field="--seeds") from None
+    if any(seed < 0 for seed in seeds):
+        raise UserError(f"seeds must be >= 0, got {seeds}", field="--seeds")
+    return seeds
 
 
 @main.command()
@@ -70,8 +99,11 @@ def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progres
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.report.stats import bootstrap_mean
 
+    from evolalloc.config.run_folder import CURATION_FILE
+
     recipe = _recipe(recipe_path, run_dir, overrides)
-    with Experiment(recipe, progress=progress) as experiment:
+    curation = run_dir / CURATION_FILE if run_dir else None  # a run's curated splits, as it used them
+    with Experiment(recipe, progress=progress, curation_file=curation) as experiment:
         if allocation in BASELINES.load_all():
             chosen = experiment.baseline(allocation, budget or recipe.budget.target)
         else:
@@ -82,7 +114,7 @@ def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progres
     for outcome in result.instances:
         click.echo(f"{outcome.uid:40s} score {outcome.score:.2f}  {outcome.prediction!r}")
     interval = bootstrap_mean([o.score for o in result.instances], seed=recipe.seed)
-    click.echo(f"{allocation} (c = {chosen.target:g}, scorer {chosen.scorer}) on {recipe.task.name}/{split}: "
+    click.echo(f"{allocation} (c = {chosen.target:g}, scorer {chosen.scorer}) on {recipe.task_names}/{split}: "
                f"mean {interval.mean:.3f}, 95% CI [{interval.low:.3f}, {interval.high:.3f}], n = {interval.n}")
 
 
@@ -96,14 +128,14 @@ def compare(run, progress):
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.pipeline.run import compare as compare_profiles
-    from evolalloc.config.run_folder import load_run_recipe
+    from evolalloc.config.run_folder import CURATION_FILE, load_run_recipe
     from evolalloc.report.summary import allocation_files, show_run
 
     recipe = load_run_recipe(run)
     files = allocation_files(run)
     if not files:
         raise click.ClickException(f"{run} has no allocation-c*.json yet: finish the search first (evolalloc resume {run})")
-    with Experiment(recipe, progress=progress) as experiment:
+    with Experiment(recipe, progress=progress, curation_file=run / CURATION_FILE) as experiment:
         profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
         compare_profiles(run, recipe, experiment, profiles)
     click.echo(show_run(run))

@@ -35,7 +35,8 @@ def _parse_params(pairs: tuple[str, ...]) -> dict:
 @main.group("tasks", invoke_without_command=True)
 @click.pass_context
 def tasks(ctx: click.Context) -> None:
-    """List the fitness tasks (one line each); `tasks show NAME` prints an example instance."""
+    """List the fitness tasks (one line each: metric, default fitness mode, description);
+    `tasks show NAME` prints an example instance."""
     if ctx.invoked_subcommand is not None:
         return
     import fitness
@@ -46,7 +47,7 @@ def tasks(ctx: click.Context) -> None:
     for name in names:
         cls = task_class(name)
         metric = cls.metric if name != "longbench" else "per subset"
-        click.echo(f"{name:<{width}}  {metric:<16}  {cls.description}")
+        click.echo(f"{name:<{width}}  {metric:<16}  {cls.default_fitness_mode:<10}  {cls.description}")
 
 
 @tasks.command("show")
@@ -71,6 +72,7 @@ def show(name: str, context_tokens: int | None, split: str, seed: int, params: t
     click.echo(task.describe())
     click.echo(f"uid: {instance.uid}")
     click.echo(f"metric: {task.metric}   max_new_tokens: {instance.max_new_tokens}   stop: {list(instance.stop)}")
+    click.echo(f"graded score: {task.graded_metric or task.metric}   default fitness mode: {task.default_fitness_mode}")
     for key, value in instance.metadata.items():
         click.echo(f"{key}: {value}")
     click.echo("--- prompt (context) ---")
@@ -80,3 +82,12 @@ def show(name: str, context_tokens: int | None, split: str, seed: int, params: t
     click.echo("--- references ---")
     for reference in instance.references:
         click.echo(f"- {reference}")
+    try:
+        continuations = task.reference_continuations(instance)
+    except fitness.FitnessError as err:
+        continuations = ()
+        click.echo(f"--- likelihood mode: not available ({err}) ---")
+    if continuations:
+        click.echo("--- reference continuations (likelihood mode) ---")
+        for text in continuations:
+            click.echo(f"- {text!r}")

@@ -26,11 +26,14 @@ from named_registry import UnknownNameError
 
 from evolalloc.core.baselines import BASELINES, make_baseline
 from evolalloc.core.errors import UserError
-from evolalloc.config.schema import FieldProblem, RecipeData, build_section, describe, unknown_key
+from evolalloc.config.schema import (
+    FieldProblem, RecipeData, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 OVERRIDE_SOURCE = "--set"
+_NO_TASK = "missing required field (registered task (see `evolalloc tasks`); or list several under tasks)"
 
 
 @dataclass
@@ -52,9 +55,40 @@ class Recipe(RecipeData):
 
         return search_space_granularity(self.search_space.name)
 
+    @property
+    def task_entries(self) -> list[TaskEntrySection]:
+        """Every task the fitness averages, with weight and label: ``tasks``, or ``task`` alone
+        (weight 1, labelled with its name)."""
+        if self.tasks is not None:
+            return list(self.tasks)
+        fields = {f.name: getattr(self.task, f.name) for f in dataclasses.fields(TaskSection)}
+        return [TaskEntrySection(**fields, weight=1.0, label=self.task.name)]
+
+    @property
+    def multi_task(self) -> bool:
+        return self.tasks is not None
+
+    @property
+    def task_names(self) -> str:
+        """``passkey`` or ``passkey+niah_single``: the task(s) in one word, for provenance and titles."""
+        return "+".join(entry.label for entry in self.task_entries)
+
+    def for_task(self, entry: TaskEntrySection) -> "Recipe":
+        """This recipe with ``entry`` as its only task: what one task's part of an experiment runs."""
+        fields = {f.name: getattr(entry, f.name) for f in dataclasses.fields(TaskSection)}
+        single = dataclasses.replace(self, task=TaskSection(**fields), tasks=None)
+        single.source = self.source
+        return single
+
     def to_dict(self) -> dict:
-        """The resolved recipe as plain YAML-able objects, sections in reading order."""
-        return dataclasses.asdict(self)
+        """The resolved recipe as plain YAML-able objects, sections in reading order.
+
+        Of ``task`` and ``tasks`` only the one given is written."""
+        data = dataclasses.asdict(self)
+        for key in ("task", "tasks"):
+            if data[key] is None:
+                del data[key]
+        return data
 
     def to_yaml(self) -> str:
         header = "# Resolved evolalloc recipe: defaults + recipe file + --set overrides, as run.\n"
@@ -120,21 +154,35 @@ def _apply_overrides(data: Any, overrides: Iterable[str]) -> tuple[Any, dict[str
             break  # the file's own top level is wrong; that error comes first
         node, parts = data, key.split(".")
         for i, part in enumerate(parts[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            if not isinstance(child, dict):
+            if isinstance(node, list):  # tasks.1.search.n: a list item by its index
+                child = node[int(part)] if part.isdigit() and int(part) < len(node) else None
+                if child is None:
+                    raise UserError(f"cannot set {key}: {'.'.join(parts[:i])} has no item {part}",
+                                    source=f"{OVERRIDE_SOURCE} {text}", field=".".join(parts[: i + 1]))
+            else:
+                child = node.get(part)
+                if child is None:
+                    child = node[part] = {}
+            if not isinstance(child, (dict, list)):
                 section = ".".join(parts[: i + 1])
                 raise UserError(f"cannot set {key}: {section} is {describe(child)}, not a section",
                                 source=f"{OVERRIDE_SOURCE} {text}", field=section)
             node = child
-        node[parts[-1]] = value
+        if isinstance(node, list):
+            last = parts[-1]
+            if not (last.isdigit() and int(last) < len(node)):
+                raise UserError(f"cannot set {key}: {'.'.join(parts[:-1])} has no item {last}",
+                                source=f"{OVERRIDE_SOURCE} {text}", field=key)
+            node[int(last)] = value
+        else:
+            node[parts[-1]] = value
         applied[key] = text
     return data, applied
 
 
 def _source_of(field: str, file_source: str, applied: dict[str, str]) -> str:
     """Blame ``--set`` when the faulty field (or a section holding it) came from an override."""
+    field = re.sub(r"\[(\d+)\]", r".\1", field)  # tasks[1].weight is set as tasks.1.weight
     for key in applied:
         if field == key or field.startswith(key + ".") or field.startswith(key + "[") or key.startswith(field + "."):
             return f"{OVERRIDE_SOURCE} {applied[key]}"
@@ -161,6 +209,8 @@ def recipe_from_dict(
     """Validate and resolve an already-parsed recipe (see ``load_recipe``)."""
     applied = applied or {}
     try:
+        if isinstance(data, dict) and data.get("task") is None and data.get("tasks") is None:
+            raise FieldProblem("task.name", _NO_TASK)  # the first thing a recipe must say
         recipe = build_section(Recipe, data)
         _resolve(recipe, default_name)
         _check(recipe)
@@ -175,9 +225,13 @@ def recipe_from_dict(
 def _resolve(recipe: Recipe, default_name: str) -> None:
     if recipe.name is None:
         recipe.name = default_name
-    for section in (recipe.task.search, recipe.task.heldout, recipe.optimizer):
+    tasks = [recipe.task] if recipe.task is not None else list(recipe.tasks or [])
+    for section in [s for task in tasks for s in (task.search, task.heldout)] + [recipe.optimizer]:
         if section.seed is None:
             section.seed = recipe.seed
+    for task in recipe.tasks or []:
+        if task.label is None:
+            task.label = task.name
     if recipe.budget.expansions is None and recipe.budget.target is not None:
         recipe.budget.expansions = [2 * recipe.budget.target, 4 * recipe.budget.target]
 
@@ -196,10 +250,21 @@ def _check(recipe: Recipe) -> None:
             # As for `evolalloc expand`: a profile searched at c says nothing about a smaller cache.
             raise FieldProblem(f"budget.expansions[{i}]", f"{value} is below budget.target {target}: a profile is "
                                                           "only carried to larger budgets; search at that target instead")
-    context = recipe.task.context_tokens
-    if context is not None and target >= context:
-        raise FieldProblem("budget.target", f"{target} leaves nothing to compress in a {context}-token prompt "
-                                            "(task.context_tokens); choose a smaller target")
+    for path, task in _task_sections(recipe):
+        context = task.context_tokens
+        if context is not None and target >= context:
+            raise FieldProblem("budget.target", f"{target} leaves nothing to compress in a {context}-token prompt "
+                                                f"({path}.context_tokens); choose a smaller target")
+        _check_curation(path, task)
+    if recipe.tasks is not None:
+        labels = [task.label for task in recipe.tasks]
+        for i, label in enumerate(labels):
+            if not _NAME.match(label):
+                raise FieldProblem(f"tasks[{i}].label", f"must be letters, digits, '.', '_' or '-', got {label!r}")
+            if label in labels[:i]:
+                raise FieldProblem(f"tasks[{i}].label", f"{label!r} is used twice: give each task its own label")
+        if recipe.engine.kind == "ray" and len(recipe.tasks) > 1:
+            raise FieldProblem("engine.kind", "the ray engine evaluates one task; use engine.kind: local for several tasks")
     bounds = recipe.search_space.ratio_bounds
     if bounds is not None and not (0 <= bounds[0] < bounds[1]):
         raise FieldProblem("search_space.ratio_bounds", f"must be [lo, hi] with 0 <= lo < hi, got {bounds}")
@@ -217,6 +282,36 @@ def _check(recipe: Recipe) -> None:
     _check_registered("search_space.name", SEARCH_SPACES, recipe.search_space.name)
 
 
+def _task_sections(recipe: Recipe) -> list[tuple[str, TaskSection]]:
+    """``(dotted path, section)`` of every task: ``task``, or ``tasks[0]``, ``tasks[1]``..."""
+    if recipe.task is not None and recipe.tasks is not None:
+        raise FieldProblem("tasks", "give either task (one task) or tasks (several), not both")
+    if recipe.task is None and recipe.tasks is None:
+        raise FieldProblem("task.name", _NO_TASK)
+    if recipe.tasks is not None and not recipe.tasks:
+        raise FieldProblem("tasks", "must list at least one task")
+    if recipe.task is not None:
+        return [("task", recipe.task)]
+    return [(f"tasks[{i}]", task) for i, task in enumerate(recipe.tasks)]
+
+
+def _check_curation(path: str, task: TaskSection) -> None:
+    """The held-out split is never filtered by a compressed method's score; draws must make sense."""
+    for split in ("search", "heldout"):
+        section = getattr(task, split)
+        curate, where = section.curate, f"{path}.{split}.curate"
+        if split == "heldout" and curate.reference_unsolved is not None:
+            raise FieldProblem(f"{where}.reference_unsolved", "the held-out split is never filtered by a compressed "
+                                                              "method's score; only full_cache_solves is allowed there")
+        if curate.reference_unsolved is not None and not curate.full_cache_solves:
+            raise FieldProblem(f"{where}.reference_unsolved", "needs full_cache_solves: true (an instance the full "
+                                                              "cache fails carries no signal either)")
+        if curate.draw is not None and not curate.active:
+            raise FieldProblem(f"{where}.draw", "only matters when curating: set full_cache_solves: true")
+        if curate.draw is not None and curate.draw < section.n:
+            raise FieldProblem(f"{where}.draw", f"must be >= {path}.{split}.n ({section.n}), got {curate.draw}")
+
+
 def _check_registered(field: str, registry, name: str) -> None:
     """A ``FieldProblem`` (did-you-mean and the valid names) unless ``registry`` knows ``name``."""
     try:
@@ -229,11 +324,12 @@ def _check_names(recipe: Recipe) -> None:
     """Task and scorer names and parameter names, against their registries."""
     from fitness.registry import TASKS, task_parameters
 
-    _check_registered("task.name", TASKS, recipe.task.name)
-    valid = task_parameters(recipe.task.name)
-    for key in recipe.task.params:
-        if key not in valid:
-            raise unknown_key("task.params", key, valid)
+    for path, task in _task_sections(recipe):
+        _check_registered(f"{path}.name", TASKS, task.name)
+        valid = task_parameters(task.name)
+        for key in task.params:
+            if key not in valid:
+                raise unknown_key(f"{path}.params", key, valid)
 
     from evolalloc.engine.base import ENGINES
 

@@ -7,6 +7,7 @@ A run folder (``runs/<name>/``) holds::
     search_checkpoint.json    how far the search got (evolalloc.search.checkpoint; JSON, no pickle)
     allocation-c{N}.json      the evolved profile at the target and at each expansion
     comparison.json           held-out scores per method and budget (``compare``)
+    curation.json             how many instances each curated split drew and kept
     report.md, *.png          the report and its plots
 
 The names live here, below the search and report layers, so every command agrees on them.
@@ -26,6 +27,7 @@ STUDY_FILE = "study.db"
 CHECKPOINT_FILE = "search_checkpoint.json"
 LEGACY_CHECKPOINT_FILE = "search_checkpoint.pkl"  # older versions' pickle; refused by resume, never loaded
 COMPARISON_FILE = "comparison.json"
+CURATION_FILE = "curation.json"
 REPORT_FILE = "report.md"
 PLOT_LAYER_BUDGETS = "budgets-per-layer.png"
 PLOT_HEAD_BUDGETS = "budgets-per-head.png"

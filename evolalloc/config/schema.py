@@ -30,6 +30,11 @@ CACHE_SCOPES = ("group", "allocation")
 # names are listed without importing a plugin, so checking a recipe imports neither optuna nor Ray.
 OPTIMIZER_REGISTRY = "evolalloc.search.optimizers:OPTIMIZERS"
 ENGINE_REGISTRY = "evolalloc.engine.base:ENGINES"
+# What the search climbs (``fitness.mode``); ``compare`` always uses "generate". The evaluator side
+# implements them; these literals keep checking a recipe free of torch.
+FITNESS_MODES = ("generate", "graded", "likelihood")
+# Baselines a search split may be curated against (EvolKV's NIAH protocol): drop what they solve.
+CURATION_REFERENCES = ("uniform",)
 
 
 def _rule(default: Any = dataclasses.MISSING, *, help: str, factory: Callable | None = None, **rules) -> Any:
@@ -50,9 +55,26 @@ class ModelSection:
 
 
 @dataclass
+class CurateSection:
+    """Which drawn instances a split keeps. Off by default: the first ``n`` drawn are used."""
+
+    full_cache_solves: bool = _rule(False, help="keep only instances the full cache answers right (greedy, task metric)")
+    reference_unsolved: str | None = _rule(
+        None, choices=CURATION_REFERENCES,
+        help="search split only: also drop instances this baseline at c already answers right; null = keep them")
+    draw: int | None = _rule(None, min=1, help="candidates drawn to find n kept ones; null = 2n when curating")
+
+    @property
+    def active(self) -> bool:
+        return self.full_cache_solves or self.reference_unsolved is not None
+
+
+@dataclass
 class SplitSection:
     n: int = _rule(8, min=1, help="number of task instances")
     seed: int | None = _rule(None, min=0, help="instance seed; null = the recipe's seed")
+    curate: CurateSection = _rule(help="keep only instances that carry signal (see runs/quickstart.yaml)",
+                                  factory=CurateSection)
 
 
 @dataclass
@@ -63,6 +85,23 @@ class TaskSection:
     search: SplitSection = _rule(help="instances the search scores candidates on", factory=SplitSection)
     heldout: SplitSection = _rule(help="instances `compare` reports on", factory=lambda: SplitSection(n=20))
     question_after_compression: bool = _rule(False, help="compress the context, then feed the question")
+
+
+@dataclass
+class TaskEntrySection(TaskSection):
+    """One of several tasks (``tasks:``): a task section with its weight in the fitness."""
+
+    weight: float = _rule(1.0, min_exclusive=0.0, help="weight of this task in the fitness (weighted mean of task scores)")
+    label: str | None = _rule(None, help="name of this task in tables and plots; null = the task's name")
+
+
+@dataclass
+class FitnessSection:
+    mode: str | None = _rule(
+        None, choices=FITNESS_MODES,
+        help="what the search climbs: generate (greedy answer, task metric), graded (greedy answer, graded score) "
+             "or likelihood (teacher-forced probability of the reference); null = each task's default. "
+             "compare and every reported result always use generate")
 
 
 @dataclass
@@ -86,7 +125,8 @@ class SearchSpaceSection:
 
 @dataclass
 class OptimizerSection:
-    name: str = _rule("cma", registry=OPTIMIZER_REGISTRY, help="cma (pycma), optuna-cma or optuna-tpe")
+    name: str = _rule("cma", registry=OPTIMIZER_REGISTRY,
+                      help="cma (pycma), optuna-cma, optuna-tpe or random (the control: no adaptation)")
     sigma0: float = _rule(0.3, min_exclusive=0.0, help="initial CMA-ES step on the ratio k_i / c")
     popsize: int | None = _rule(None, min=3, help="candidates per generation; null = 4 + floor(3 ln n_g)")
     generations_per_group: int = _rule(10, min=1, help="M: generations per group")
@@ -114,7 +154,9 @@ class RecipeData:
 
     name: str | None = _rule(None, help="run name (folder under runs/); null = the recipe file's stem")
     model: ModelSection = _rule(help="the model to compress", factory=ModelSection)
-    task: TaskSection = _rule(help="the task that scores a candidate", factory=TaskSection)
+    task: TaskSection | None = _rule(None, help="the task that scores a candidate (or list several under tasks)")
+    tasks: list[TaskEntrySection] | None = _rule(None, help="several tasks with weights, instead of task")
+    fitness: FitnessSection = _rule(help="what the search climbs", factory=FitnessSection)
     scorer: ScorerSection = _rule(help="token selection inside a budget", factory=ScorerSection)
     budget: BudgetSection = _rule(help="target average budget and its expansions", factory=BudgetSection)
     search_space: SearchSpaceSection = _rule(help="how CMA-ES vectors map to budgets", factory=SearchSpaceSection)
@@ -166,6 +208,8 @@ _TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "tru
 def _type_word(tp: Any) -> str:
     if dataclasses.is_dataclass(tp):
         return "a mapping (section)"
+    if typing.get_origin(tp) is list and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+        return "a list of mappings (sections)"
     if typing.get_origin(tp) is list:
         return f"a list of {_type_word(typing.get_args(tp)[0]).removeprefix('an ').removeprefix('a ')}s"
     return _TYPE_WORDS[tp]
@@ -177,6 +221,8 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
         if not isinstance(value, list):
             raise FieldProblem(path, f"must be {_type_word(tp)}, got {describe(value)}")
         item = typing.get_args(tp)[0]
+        if dataclasses.is_dataclass(item):
+            return [build_section(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
         return [_convert(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
     ok = isinstance(value, tp) and not (isinstance(value, bool) and tp is not bool)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
@@ -248,6 +294,10 @@ def build_section(cls: type, data: Any, path: str = "", base: Any = None) -> Any
     for name, spec in fields.items():
         where = _join(path, name)
         kinds, nullable = _options(hints[name])
+        optional_section = dataclasses.is_dataclass(kinds[0]) and nullable and spec.default is None
+        if optional_section and data.get(name) is None:
+            values[name] = None  # an optional section left out (or null) stays absent
+            continue
         if name not in data:
             if spec.metadata.get("required"):
                 raise FieldProblem(where, f"missing required field ({spec.metadata['help']})")
@@ -277,6 +327,8 @@ def field_help(cls: type = RecipeData, path: str = "") -> list[tuple[str, str]]:
         where = _join(path, spec.name)
         rows.append((where, spec.metadata["help"]))
         kind = _options(hints[spec.name])[0][0]
-        if dataclasses.is_dataclass(kind):
+        if typing.get_origin(kind) is list and dataclasses.is_dataclass(typing.get_args(kind)[0]):
+            rows.extend(field_help(typing.get_args(kind)[0], f"{where}[i]"))
+        elif dataclasses.is_dataclass(kind):
             rows.extend(field_help(kind, where))
     return rows

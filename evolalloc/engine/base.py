@@ -15,21 +15,29 @@ from named_registry import Registry
 
 @dataclass
 class InstanceOutcome:
-    """One task instance decoded under one allocation."""
+    """One task instance scored under one allocation, in fitness mode ``mode``.
+
+    generate: ``prediction`` is the greedy answer, ``metric`` the task's metric value and
+    ``score`` its common score in [0, 1]. graded: the same, but ``score`` is the task's graded
+    score. likelihood: nothing is generated (``prediction`` is ""), and ``metric`` and ``score``
+    both hold the likelihood score in [0, 1] (the best reference continuation's mean token
+    probability).
+    """
 
     uid: str
     prediction: str
-    metric: float  # the task's own metric value
-    score: float  # common score in [0, 1]
+    metric: float
+    score: float  # what the mode scores, in [0, 1]; an EvalResult's task_score is their mean
     generated_tokens: int = 0
     error: str | None = None
+    mode: str = "generate"
 
 
 @dataclass
 class EvalResult:
     """One allocation evaluated on a set of instances.
 
-    ``task_score`` is the mean common score over instances, or ``None`` when the evaluation
+    ``task_score`` is the mean of the instances' ``score`` (in the evaluator's fitness mode), or ``None`` when the evaluation
     failed (``error`` says why). A failure is never reported as a number.
     """
 
@@ -77,8 +85,9 @@ class Engine:
         self.experiment = experiment
         self.closed = False
 
-    def evaluator(self, split: str, scorer) -> Evaluator:
-        """An ``Evaluator`` of ``split`` that ranks tokens with ``scorer`` (one of ``experiment.scorers``)."""
+    def evaluator(self, split: str, scorer, mode: str = "generate") -> Evaluator:
+        """An ``Evaluator`` of ``split`` that ranks tokens with ``scorer`` (one of ``experiment.scorers``)
+        and scores in fitness ``mode`` (``fitness.FITNESS_MODES``; see ``LocalEvaluator``)."""
         raise NotImplementedError
 
     def scorer_keys(self) -> list[str]:

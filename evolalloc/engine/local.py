@@ -1,9 +1,17 @@
 """The in-process evaluator: prefill each task instance once, then score any allocation.
 
-``LocalEvaluator.evaluate(budgets)`` decodes every (instance, allocation) row on cached prefill
-records, batched, and scores the answers with the task's metric. An allocation whose rows fail
-(out of memory, a bad budget) comes back as a failed ``EvalResult`` with the error; it never
-gets a made-up score.
+``LocalEvaluator.evaluate(budgets)`` scores every (instance, allocation) row on cached prefill
+records, batched, in one of the fitness modes (``fitness.FITNESS_MODES``):
+
+* ``generate``: greedy-decode the answer, score it with the task's metric (the paper's path,
+  and what ``compare`` and every report use);
+* ``graded``: the same answer, scored with the task's graded score (partial credit);
+* ``likelihood``: no decoding; the mean probability the compressed model gives each of the
+  task's reference continuations, teacher-forced in one chunk (``runtime.likelihood``), the best
+  continuation counting.
+
+An allocation whose rows fail (out of memory, a bad budget) comes back as a failed
+``EvalResult`` with the error; it never gets a made-up score.
 """
 
 from __future__ import annotations
@@ -18,9 +26,13 @@ from tqdm.auto import tqdm
 
 from evolalloc.engine.base import ENGINES, Engine, EvalResult, InstanceOutcome, check_scorer
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
+from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs_batch
 from evolalloc.runtime.model import LoadedModel
 from evolalloc.runtime.prefill import PrefillRecord, prefill
 from evolalloc.runtime.scorers import Scorer
+from fitness.task import check_fitness_mode
+
+_ROW_ERRORS = (ValueError, RuntimeError, torch.OutOfMemoryError)
 
 
 def tokenize_instance(tokenizer, instance, question_after_compression: bool):
@@ -46,11 +58,19 @@ def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer],
 
 
 class LocalEvaluator:
-    """Scores budgets ``[num_layers, num_kv_heads]`` on a fixed set of task instances, in-process."""
+    """Scores budgets ``[num_layers, num_kv_heads]`` on a fixed set of task instances, in-process.
 
-    def __init__(self, loaded: LoadedModel, task, instances, scorer: Scorer, *, question_after_compression=False, batch_size=16, progress=False, records=None):
+    ``mode``: one of ``fitness.FITNESS_MODES`` (see the module docstring); anything else is a
+    ``ValueError`` naming the valid modes.
+    """
+
+    def __init__(self, loaded: LoadedModel, task, instances, scorer: Scorer, *, question_after_compression=False, batch_size=16,
+                 progress=False, records=None, mode: str = "generate"):
+        self.mode = check_fitness_mode(mode)
         self.loaded, self.task, self.instances, self.scorer = loaded, task, list(instances), scorer
         self.batch_size = batch_size
+        # Tokenized up front: a task without continuations fails here, not as failed candidates.
+        self._references = self._reference_ids() if mode == "likelihood" else None
         self.records = records if records is not None else prefill_instances(
             loaded, self.instances, [scorer], question_after_compression=question_after_compression, progress=progress
         )
@@ -68,22 +88,24 @@ class LocalEvaluator:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _reference_ids(self) -> list[list[torch.Tensor]]:
+        """Per instance, the token ids ``[r]`` of each reference continuation."""
+        out = []
+        for inst in self.instances:
+            ids = [torch.tensor(self.loaded.tokenizer.encode(text, add_special_tokens=False), dtype=torch.long)
+                   for text in self.task.reference_continuations(inst)]
+            if not ids or any(len(i) == 0 for i in ids):
+                raise ValueError(f"instance {inst.uid} has an empty reference continuation: nothing to score in likelihood mode")
+            out.append(ids)
+        return out
+
     def evaluate(self, budgets: Sequence[np.ndarray]) -> list[EvalResult]:
         started = time.perf_counter()
-        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances) for a in range(len(budgets))}
         errors: dict[int, str] = {}
-        # Instances with the same decoding limits decode together, all allocations in one batch.
-        groups = defaultdict(list)
-        for i, inst in enumerate(self.instances):
-            groups[(inst.max_new_tokens, inst.stop)].append(i)
-        for (max_new, stop), members in groups.items():
-            settings = DecodeSettings(max_new_tokens=max_new, stop=stop, eos_ids=self._eos)
-            keys = [(a, i) for a in range(len(budgets)) if a not in errors for i in members]
-            for (a, i), gen in zip(keys, self._decode(keys, budgets, settings, errors)):
-                if gen is None:
-                    continue
-                metric, score = self.task.score(self.instances[i], gen.text)
-                outcomes[a][i] = InstanceOutcome(self.instances[i].uid, gen.text, float(metric), float(score), generated_tokens=len(gen.token_ids))
+        if self.mode == "likelihood":
+            outcomes = self._likelihood_outcomes(budgets, errors)
+        else:
+            outcomes = self._generated_outcomes(budgets, errors)
         elapsed = time.perf_counter() - started
         results = []
         for a in range(len(budgets)):
@@ -95,6 +117,26 @@ class LocalEvaluator:
             results.append(EvalResult(task_score=score, instances=done, seconds=elapsed / len(budgets)))
         return results
 
+    def _generated_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
+        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances) for a in range(len(budgets))}
+        # Instances with the same decoding limits decode together, all allocations in one batch.
+        groups = defaultdict(list)
+        for i, inst in enumerate(self.instances):
+            groups[(inst.max_new_tokens, inst.stop)].append(i)
+        for (max_new, stop), members in groups.items():
+            settings = DecodeSettings(max_new_tokens=max_new, stop=stop, eos_ids=self._eos)
+            keys = [(a, i) for a in range(len(budgets)) if a not in errors for i in members]
+            for (a, i), gen in zip(keys, self._decode(keys, budgets, settings, errors)):
+                if gen is None:
+                    continue
+                inst = self.instances[i]
+                metric, score = self.task.score(inst, gen.text)
+                if self.mode == "graded":
+                    score = self.task.graded_score(inst, gen.text)
+                outcomes[a][i] = InstanceOutcome(inst.uid, gen.text, float(metric), float(score),
+                                                 generated_tokens=len(gen.token_ids), mode=self.mode)
+        return outcomes
+
     def _decode(self, keys, budgets, settings, errors) -> list[Generation | None]:
         """Decode rows in batches; a failing batch is retried row by row to isolate the culprit."""
         out: list[Generation | None] = []
@@ -104,15 +146,41 @@ class LocalEvaluator:
             try:
                 out.extend(generate(self.loaded.model, rows, self.scorer, settings, self.loaded.tokenizer, self.batch_size))
                 continue
-            except (ValueError, RuntimeError, torch.OutOfMemoryError):
+            except _ROW_ERRORS:
                 pass
             for (a, i), row in zip(chunk, rows):
                 try:
                     out.extend(generate(self.loaded.model, [row], self.scorer, settings, self.loaded.tokenizer))
-                except (ValueError, RuntimeError, torch.OutOfMemoryError) as exc:
+                except _ROW_ERRORS as exc:
                     errors.setdefault(a, f"{type(exc).__name__} on {self.instances[i].uid}: {exc}")
                     out.append(None)
         return out
+
+    def _likelihood_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
+        """One row per (allocation, instance, reference continuation), scored in batches."""
+        keys = [(a, i, r) for a in range(len(budgets)) for i in range(len(self.instances)) for r in range(len(self._references[i]))]
+        logprobs: dict[tuple[int, int, int], torch.Tensor] = {}
+        for start in range(0, len(keys), self.batch_size):
+            chunk = [k for k in keys[start : start + self.batch_size] if k[0] not in errors]
+            rows = [(self.records[i], budgets[a], self._references[i][r]) for a, i, r in chunk]
+            try:
+                logprobs.update(zip(chunk, reference_logprobs_batch(self.loaded.model, rows, self.scorer)))
+                continue
+            except _ROW_ERRORS:
+                pass
+            for key, row in zip(chunk, rows):  # isolate the culprit, as for decoding
+                try:
+                    logprobs[key] = reference_logprobs_batch(self.loaded.model, [row], self.scorer)[0]
+                except _ROW_ERRORS as exc:
+                    errors.setdefault(key[0], f"{type(exc).__name__} on {self.instances[key[1]].uid}: {exc}")
+        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances) for a in range(len(budgets))}
+        for a in range(len(budgets)):
+            if a in errors:
+                continue
+            for i, inst in enumerate(self.instances):
+                value = best_reference_score([logprobs[(a, i, r)] for r in range(len(self._references[i]))])
+                outcomes[a][i] = InstanceOutcome(inst.uid, "", value, value, mode="likelihood")
+        return outcomes
 
 
 @ENGINES.register("local")
@@ -121,8 +189,8 @@ class LocalEngine(Engine):
 
     max_workers = 1
 
-    def evaluator(self, split: str, scorer) -> LocalEvaluator:
+    def evaluator(self, split: str, scorer, mode: str = "generate") -> LocalEvaluator:
         self.check_open()
         recipe = self.experiment.recipe
         return LocalEvaluator(self.experiment.loaded, self.experiment.task, self.experiment.instances(split), scorer,
-                              batch_size=recipe.engine.batch_size, records=self.experiment.records(split))
+                              batch_size=recipe.engine.batch_size, records=self.experiment.records(split), mode=mode)

@@ -2,7 +2,7 @@
 
 ``RayWorkerPool`` starts (or joins) Ray, shards the instances across ``workers`` actors (one GPU
 each when the cluster has GPUs, else ``threads`` CPU threads each) and waits until every actor
-has loaded the model and prefilled its shard. ``evaluate(budgets, scorer)`` puts the population
+has loaded the model and prefilled its shard. ``evaluate(budgets, scorer, mode)`` puts the population
 in the object store once, sends it to every actor, waits for *all* of them (the generation
 barrier: the search hears nothing until the whole population is done) and merges the shards'
 results per allocation (``shards.merge_results``).
@@ -118,7 +118,7 @@ class RayWorkerPool:
 
         return ray.get([actor.pid.remote() for actor in self.actors])
 
-    def evaluate(self, budgets: Sequence[np.ndarray], scorer) -> list[EvalResult]:
+    def evaluate(self, budgets: Sequence[np.ndarray], scorer, mode: str = "generate") -> list[EvalResult]:
         """Every allocation on every shard, merged; returns only when the whole population is done."""
         import ray
 
@@ -131,7 +131,7 @@ class RayWorkerPool:
         population = ray.put(budgets)  # stored once, read by every worker
         per_shard: list[list[EvalResult] | None] = [None] * len(self.actors)
         deaths = [0] * len(self.actors)
-        pending = {actor.evaluate.remote(population, scorer): k for k, actor in enumerate(self.actors)}
+        pending = {actor.evaluate.remote(population, scorer, mode): k for k, actor in enumerate(self.actors)}
         while pending:
             [ref], _ = ray.wait(list(pending), num_returns=1)
             shard = pending.pop(ref)
@@ -146,7 +146,7 @@ class RayWorkerPool:
                     per_shard[shard] = failed_shard(len(budgets), f"worker for instances {a}-{b - 1} died "
                                                                   f"{deaths[shard]} times: {_first_line(exc)}")
                 else:
-                    pending[self.actors[shard].evaluate.remote(population, scorer)] = shard
+                    pending[self.actors[shard].evaluate.remote(population, scorer, mode)] = shard
             except ray.exceptions.RayTaskError as exc:
                 raise exc.as_instanceof_cause() from None
         return merge_results(per_shard, time.perf_counter() - started)
@@ -170,14 +170,18 @@ class RayWorkerPool:
 
 
 class RayEvaluator:
-    """The search's ``Evaluator`` on a ``RayWorkerPool``, ranking tokens with ``scorer``."""
+    """The search's ``Evaluator`` on a ``RayWorkerPool``, ranking tokens with ``scorer`` and
+    scoring in fitness ``mode`` (see ``LocalEvaluator``)."""
 
-    def __init__(self, pool: RayWorkerPool, scorer):
+    def __init__(self, pool: RayWorkerPool, scorer, mode: str = "generate"):
+        from fitness.task import check_fitness_mode
+
+        self.mode = check_fitness_mode(mode)
         check_scorer(scorer, pool.scorer_keys)
         self.pool, self.scorer = pool, scorer
 
     def evaluate(self, budgets: Sequence[np.ndarray]) -> list[EvalResult]:
-        return self.pool.evaluate(budgets, self.scorer)
+        return self.pool.evaluate(budgets, self.scorer, self.mode)
 
     def close(self) -> None:
         self.pool.close()
@@ -202,9 +206,9 @@ class RayEngine(Engine):
         self._split: str | None = None
         self._pool: RayWorkerPool | None = None
 
-    def evaluator(self, split: str, scorer) -> RayEvaluator:
+    def evaluator(self, split: str, scorer, mode: str = "generate") -> RayEvaluator:
         self.check_open()
-        return RayEvaluator(self.pool(split), scorer)
+        return RayEvaluator(self.pool(split), scorer, mode)
 
     def pool(self, split: str) -> RayWorkerPool:
         """The pool for ``split``, started on first use; another split's pool is closed first."""

@@ -2,8 +2,10 @@
 
 A worker is built from a ``WorkerSpec`` — names, parameters and the shard's instance texts — so
 it loads the model and prefills its instances itself: no weights or records ever travel. Once
-built it answers ``evaluate(budgets, scorer)`` for whole populations, like ``LocalEvaluator``
-(which does the work), for as long as it lives. A restarted worker is simply built again.
+built it answers ``evaluate(budgets, scorer, mode)`` for whole populations, like ``LocalEvaluator``
+(which does the work), for as long as it lives. The fitness mode travels with each call, not in
+the spec: one pool serves a split in every mode (curation generates, the search may score
+likelihoods, on the same prefilled records). A restarted worker is simply built again.
 
 This module imports Ray nowhere: ``EvalWorker`` is a plain class that the pool wraps with
 ``ray.remote``, so tests can subclass it to inject faults.
@@ -72,7 +74,7 @@ class EvalWorker:
         self.instances = [instance_from_wire(d) for d in spec.instances]
         self.records = prefill_instances(self.loaded, self.instances, spec.scorers,
                                          question_after_compression=spec.question_after_compression)
-        self._evaluators: dict[str, object] = {}
+        self._evaluators: dict[tuple[str, str], object] = {}  # (scorer key, mode) -> LocalEvaluator
 
     def ready(self) -> int:
         """Number of records held; returning at all means construction (load + prefill) is done."""
@@ -81,14 +83,14 @@ class EvalWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def evaluate(self, budgets: Sequence[np.ndarray], scorer) -> list[EvalResult]:
+    def evaluate(self, budgets: Sequence[np.ndarray], scorer, mode: str = "generate") -> list[EvalResult]:
         """One result per budget array ``[num_layers, num_kv_heads]``, on this worker's shard."""
-        return self._evaluator(scorer).evaluate(budgets)
+        return self._evaluator(scorer, mode).evaluate(budgets)
 
-    def _evaluator(self, scorer):
+    def _evaluator(self, scorer, mode: str):
         from evolalloc.engine.local import LocalEvaluator
 
-        if scorer.key not in self._evaluators:
-            self._evaluators[scorer.key] = LocalEvaluator(
-                self.loaded, self.task, self.instances, scorer, batch_size=self.spec.batch_size, records=self.records)
-        return self._evaluators[scorer.key]
+        if (scorer.key, mode) not in self._evaluators:
+            self._evaluators[(scorer.key, mode)] = LocalEvaluator(
+                self.loaded, self.task, self.instances, scorer, batch_size=self.spec.batch_size, records=self.records, mode=mode)
+        return self._evaluators[(scorer.key, mode)]

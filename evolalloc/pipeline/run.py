@@ -17,7 +17,7 @@ from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import save_allocation
 from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.pipeline.experiment import Experiment
-from evolalloc.config.run_folder import COMPARISON_FILE, allocation_filename, load_run_recipe
+from evolalloc.config.run_folder import COMPARISON_FILE, CURATION_FILE, allocation_filename, load_run_recipe
 from evolalloc.search import SearchConfig, resume_search, run_search
 from evolalloc.search.loop import open_search
 
@@ -44,7 +44,8 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
         budgets=result.best_budgets,
         provenance={
             "method": "evolved",
-            "task": recipe.task.name,
+            "task": recipe.task_names,
+            "fitness_mode": "+".join(dict.fromkeys(part.fitness_mode for _, _, part in experiment.parts)),
             "fitness": result.best_fitness,
             "task_score": result.best_task_score,
             "lam": config.lam,
@@ -73,28 +74,51 @@ def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation) -> 
 
 
 def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float, Allocation]):
-    """Evolved vs baselines at every budget on the held-out split; writes comparison.json."""
-    from evolalloc.report.comparison import compare_scores, save_comparison
+    """Evolved vs baselines at every budget on the held-out split; writes comparison.json.
+
+    Always greedy generation scored by each task's real metric, whatever the search climbed.
+    Several tasks: each task's rows and the weighted overall (``compare_tasks``).
+    """
+    from evolalloc.report.comparison import compare_scores, compare_tasks, save_comparison
 
     methods: dict[str, dict[float, Allocation]] = {"evolved": profiles}
     for name in recipe.baselines:
         methods[name] = {budget: experiment.baseline(name, budget) for budget in profiles}
-    scores: dict[str, dict[float, dict[str, float]]] = {}
-    for method, per_budget in methods.items():
-        scorer = experiment.scorer_for(next(iter(per_budget.values())))
-        evaluator = experiment.evaluator(HELDOUT, scorer)
-        results = evaluator.evaluate([a.budgets for a in per_budget.values()])
-        scores[method] = {}
-        for budget, result in zip(per_budget, results):
-            if not result.ok:
-                raise RuntimeError(f"held-out evaluation of {method} at c={budget:g} failed: {result.error}")
-            scores[method][budget] = {o.uid: o.score for o in result.instances}
-    rows = compare_scores(scores, reference="evolved", seed=recipe.seed)
-    save_comparison(rows, run_dir / COMPARISON_FILE, meta={"split": HELDOUT, "instances": recipe.task.heldout.n, "task": recipe.task.name})
+    per_task: dict[str, dict[str, dict[float, dict[str, float]]]] = {}
+    for label, _, part in experiment.parts:
+        scores = per_task[label] = {}
+        for method, per_budget in methods.items():
+            scorer = part.scorer_for(next(iter(per_budget.values())))
+            evaluator = part.evaluator(HELDOUT, scorer, mode="generate")
+            results = evaluator.evaluate([a.budgets for a in per_budget.values()])
+            scores[method] = {}
+            for budget, result in zip(per_budget, results):
+                if not result.ok:
+                    raise RuntimeError(f"held-out evaluation of {method} at c={budget:g} on {label} failed: {result.error}")
+                scores[method][budget] = {o.uid: o.score for o in result.instances}
+    if recipe.multi_task:
+        weights = {label: weight for label, weight, _ in experiment.parts}
+        rows = compare_tasks(per_task, weights, reference="evolved", seed=recipe.seed)
+    else:
+        rows = compare_scores(per_task[experiment.label], reference="evolved", seed=recipe.seed)
+    save_comparison(rows, run_dir / COMPARISON_FILE, meta=comparison_meta(recipe, experiment))
     return rows, methods
 
 
-def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float) -> Path:
+def comparison_meta(recipe, experiment: Experiment) -> dict:
+    """The context line of the comparison: split, instances really used (after any curation), task(s)."""
+    counts = {label: len(part.instances(HELDOUT)) for label, _, part in experiment.parts}
+    meta = {"split": HELDOUT, "instances": counts[experiment.label] if not recipe.multi_task else counts,
+            "task": recipe.task_names, "scored by": "greedy generation, each task's metric"}
+    if recipe.multi_task:
+        meta["weights"] = {label: weight for label, weight, _ in experiment.parts}
+    filtered = [part.curations[HELDOUT].line() for _, _, part in experiment.parts if HELDOUT in part.curations]
+    if filtered:
+        meta["held-out filter"] = "; ".join(filtered)
+    return meta
+
+
+def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, experiment: Experiment | None = None) -> Path:
     from evolalloc.config.run_folder import PLOT_FITNESS, PLOT_HEAD_BUDGETS, PLOT_LAYER_BUDGETS, PLOT_SCORE_VS_BUDGET
     from evolalloc.report.markdown import write_report
     from evolalloc.report.plots import plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget
@@ -111,16 +135,20 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float) ->
     best = {"fitness": result.best_fitness, "task_score": result.best_task_score,
             "optimizer": "/".join(result.implementation), "evaluations": len(result.history)}
     allocations = {budget: allocation_filename(budget) for budget in methods["evolved"]}
+    from evolalloc.pipeline.curation import read_curations
+
+    meta = comparison_meta(recipe, experiment) if experiment is not None else {"split": HELDOUT}
     return write_report(run_dir, recipe, history=result.history, comparison=rows, allocations=allocations,
-                        plots=plots, best=best, wall_seconds=wall_seconds,
-                        comparison_meta={"split": HELDOUT, "instances": recipe.task.heldout.n})
+                        plots=plots, best=best, wall_seconds=wall_seconds, comparison_meta=meta,
+                        curation=[c.line() for c in read_curations(run_dir / CURATION_FILE)])
 
 
 def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig, started: float) -> Path:
     evolved = evolved_allocation(recipe, experiment, result, config)
     profiles = ship(run_dir, recipe, experiment, evolved)
+    experiment.release("search")  # its prefill records are not needed for the held-out comparison
     rows, methods = compare(run_dir, recipe, experiment, profiles)
-    return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started)
+    return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started, experiment)
 
 
 def _quiet_optuna() -> None:
@@ -138,9 +166,9 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     """
     started = time.perf_counter()
     _quiet_optuna()
-    with Experiment(recipe, progress=progress) as experiment:
+    with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
         config = search_config(recipe, experiment)
-        result = run_search(run_dir, experiment.evaluator("search"), config, progress=progress)
+        result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
         return finish(run_dir, recipe, experiment, result, config, started)
 
 
@@ -150,7 +178,8 @@ def run_prepared(prepared, *, progress: bool = True) -> Path:
     _quiet_optuna()
     config = prepared.config
     with prepared.experiment as experiment:  # closes its engine (Ray workers) however the run ends
-        result = resume_search(prepared.run_dir, experiment.evaluator("search"), config=config, progress=progress)
+        experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
+        result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress)
         return finish(prepared.run_dir, prepared.recipe, experiment, result, config, started)
 
 
@@ -159,8 +188,8 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     started = time.perf_counter()
     _quiet_optuna()
     recipe = load_run_recipe(run_dir)
-    with Experiment(recipe, progress=progress) as experiment:
+    with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
         config = search_config(recipe, experiment)
         opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
-        result = opened.run(experiment.evaluator("search"), progress=progress)
+        result = opened.run(experiment.search_evaluator(), progress=progress)
         return finish(run_dir, recipe, experiment, result, config, started)

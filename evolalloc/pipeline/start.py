@@ -55,7 +55,6 @@ def check_context_fits(recipe) -> None:
     """``task.context_tokens`` against the model's positions, from the model's config alone."""
     from evolalloc.runtime.model import model_geometry
 
-    context = recipe.task.context_tokens
     try:
         limit = model_geometry(recipe.model.spec, recipe.model.dtype).max_positions
     except UserError as err:  # the runtime names its own field ("model", "dtype"): say where in the recipe
@@ -63,9 +62,12 @@ def check_context_fits(recipe) -> None:
         message = str(err)[len(where) + 2:] if where else str(err)
         field = "model.dtype" if err.field == "dtype" else "model.spec"
         raise UserError(message, source=recipe.source, field=field) from None
-    if limit and context is not None and context >= limit:
-        raise UserError(f"{context} tokens do not fit the model's {limit} positions ({recipe.model.spec}); "
-                        f"choose fewer than {limit}", source=recipe.source, field="task.context_tokens")
+    for i, entry in enumerate(recipe.task_entries):  # task, or each of tasks
+        context = entry.context_tokens
+        where = f"tasks[{i}].context_tokens" if recipe.multi_task else "task.context_tokens"
+        if limit and context is not None and context >= limit:
+            raise UserError(f"{context} tokens do not fit the model's {limit} positions ({recipe.model.spec}); "
+                            f"choose fewer than {limit}", source=recipe.source, field=where)
 
 
 def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True) -> PreparedRun:

@@ -9,14 +9,18 @@ Input is plain data, what ``compare`` collects from its evaluations::
 ``ComparisonRow`` per (method, budget): mean, 95 % bootstrap interval, and for every method but
 the reference a paired test against the reference at the same budget. ``save_comparison`` /
 ``load_comparison`` keep it as ``comparison.json`` in the run folder for the report and ``show``.
+
+Several tasks: ``compare_tasks`` makes every task's rows (``row.task`` = the task's label) and the
+weighted overall rows (``row.task`` = ``OVERALL``). A single task's rows have ``task`` None.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from evolalloc.core.baselines import EVOLVED, ordered
 from evolalloc.core.errors import UserError
@@ -24,6 +28,7 @@ from evolalloc.core.fileio import write_atomic
 from evolalloc.report.stats import RESAMPLES, Interval, PairedTest, align, bootstrap_mean, paired_test
 
 REFERENCE = EVOLVED
+OVERALL = "overall"
 
 
 @dataclass(frozen=True)
@@ -35,16 +40,17 @@ class ComparisonRow:
     budget: float
     score: Interval
     versus: PairedTest | None = None
+    task: str | None = None  # None: the run's only task; else a task's label, or OVERALL
 
     def to_dict(self) -> dict:
-        return {"method": self.method, "budget": self.budget, "score": asdict(self.score),
+        return {"method": self.method, "budget": self.budget, "task": self.task, "score": asdict(self.score),
                 "versus": None if self.versus is None else self.versus.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> ComparisonRow:
         versus = data.get("versus")
         return cls(method=data["method"], budget=data["budget"], score=Interval(**data["score"]),
-                   versus=None if versus is None else PairedTest(**versus))
+                   versus=None if versus is None else PairedTest(**versus), task=data.get("task"))
 
 
 def compare_scores(
@@ -71,6 +77,54 @@ def compare_scores(
                 versus = paired_test(ours, theirs, seed=seed, n_resamples=n_resamples)
             rows.append(ComparisonRow(method=method, budget=budget, score=interval, versus=versus))
     return rows
+
+
+def compare_tasks(
+    scores: Mapping[str, Mapping[str, Mapping[float, Mapping[str, float]]]], weights: Mapping[str, float], *,
+    reference: str = REFERENCE, seed: int = 0, n_resamples: int = RESAMPLES,
+) -> list[ComparisonRow]:
+    """Rows of every task (``scores``: task label -> the ``compare_scores`` input) and the weighted
+    overall rows, which come first.
+
+    The overall score of a method is ``sum_t w_t * mean_t / sum_t w_t``, the fitness's weighting.
+    Its interval and paired test are computed on per-instance values ``score * (w_t / W) * (N / n_t)``
+    (``W`` = total weight, ``N`` = all instances, ``n_t`` = task t's): their plain mean is exactly
+    that weighted mean, so the bootstrap resamples instances as usual and the paired tests pair
+    each instance with itself. These values can exceed 1; the means cannot.
+    """
+    total = float(sum(weights[label] for label in scores))
+    sizes = {label: _instances_of(per_method) for label, per_method in scores.items()}
+    count = sum(sizes.values())
+    overall: dict[str, dict[float, dict[str, float]]] = {}
+    for label, per_method in scores.items():
+        factor = weights[label] / total * count / sizes[label]
+        for method, per_budget in per_method.items():
+            for budget, per_uid in per_budget.items():
+                target = overall.setdefault(method, {}).setdefault(float(budget), {})
+                target.update({f"{label}/{uid}": value * factor for uid, value in per_uid.items()})
+    # Methods must cover every task at a budget to have an overall score there.
+    for method in list(overall):
+        for budget in list(overall[method]):
+            if any(_at(scores[label].get(method, {}), budget) is None for label in scores):
+                del overall[method][budget]
+    rows = [dataclasses.replace(row, task=OVERALL)
+            for row in compare_scores(overall, reference=reference, seed=seed, n_resamples=n_resamples)]
+    for label, per_method in scores.items():
+        rows += [dataclasses.replace(row, task=label)
+                 for row in compare_scores(per_method, reference=reference, seed=seed, n_resamples=n_resamples)]
+    return rows
+
+
+def _instances_of(per_method: Mapping[str, Mapping[float, Mapping[str, float]]]) -> int:
+    sizes = {len(per_uid) for per_budget in per_method.values() for per_uid in per_budget.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"every method and budget of a task must be scored on the same instances, got sizes {sorted(sizes)}")
+    return sizes.pop()
+
+
+def tasks_of(rows: Sequence[ComparisonRow]) -> list[str | None]:
+    """The tasks the rows cover, in row order (``[None]`` for a single-task comparison)."""
+    return list(dict.fromkeys(row.task for row in rows))
 
 
 def _at(per_budget: Mapping[float, Mapping[str, float]], budget: float) -> Mapping[str, float] | None:

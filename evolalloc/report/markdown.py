@@ -7,14 +7,13 @@ the comparison rows, file names relative to the run folder); ``write_report`` wr
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from evolalloc.core.fileio import write_atomic
 from evolalloc.config.run_folder import REPORT_FILE
-from evolalloc.report.comparison import REFERENCE, ComparisonRow
-from evolalloc.report.plots import best_so_far
+from evolalloc.report.comparison import OVERALL, REFERENCE, ComparisonRow, tasks_of
+from evolalloc.report.plots import best_so_far, group_progress
 from evolalloc.report.plots import record_field as _get
 
 
@@ -40,16 +39,38 @@ def _as_dict(recipe: Any) -> Mapping:
     return recipe.to_dict() if hasattr(recipe, "to_dict") else recipe
 
 
+def _curate_words(split: Mapping) -> str:
+    curate = split.get("curate") or {}
+    if not (curate.get("full_cache_solves") or curate.get("reference_unsolved")):
+        return ""
+    words = ["full cache solves"] + ([f"{curate['reference_unsolved']} at c does not"] if curate.get("reference_unsolved") else [])
+    return f", curated: {' and '.join(words)}, from {curate.get('draw') or 2 * split['n']} drawn"
+
+
+def _task_rows(task: Mapping, prefix: str = "") -> list[tuple[str, str]]:
+    weight = f" (weight {task['weight']:g})" if "weight" in task else ""
+    return [
+        (f"{prefix}task", f"{task['name']} {task['params'] or ''}".strip() + weight
+         + (f", ~{task['context_tokens']} tokens" if task.get("context_tokens") else "")),
+        (f"{prefix}instances", f"search {task['search']['n']} (seed {task['search']['seed']}{_curate_words(task['search'])}), "
+                               f"held-out {task['heldout']['n']} (seed {task['heldout']['seed']}{_curate_words(task['heldout'])})"),
+        (f"{prefix}question after compression", "yes" if task.get("question_after_compression") else "no"),
+    ]
+
+
 def searched_section(recipe: Mapping) -> list[str]:
     """A key/value table of the recipe, in words a reader of the report needs."""
-    task, budget, space, opt = recipe["task"], recipe["budget"], recipe["search_space"], recipe["optimizer"]
+    budget, space, opt = recipe["budget"], recipe["search_space"], recipe["optimizer"]
+    if recipe.get("tasks"):
+        task_rows = [row for task in recipe["tasks"] for row in _task_rows(task, f"{task.get('label') or task['name']}: ")]
+    else:
+        task_rows = _task_rows(recipe["task"])
+    mode = (recipe.get("fitness") or {}).get("mode")
     rows = [
         ("model", f"`{recipe['model']['spec']}` ({recipe['model']['dtype']})"),
-        ("task", f"{task['name']} {task['params'] or ''}".strip()
-         + (f", ~{task['context_tokens']} tokens" if task.get("context_tokens") else "")),
-        ("instances", f"search {task['search']['n']} (seed {task['search']['seed']}), "
-                      f"held-out {task['heldout']['n']} (seed {task['heldout']['seed']})"),
-        ("question after compression", "yes" if task.get("question_after_compression") else "no"),
+        *task_rows,
+        ("fitness mode", f"{mode or 'each task’s default'} (the search only; every reported result is greedy "
+                         "generation scored by the task's metric)"),
         ("scorer", f"{recipe['scorer']['name']} {recipe['scorer']['params'] or ''}".strip()),
         ("target budget c", f"{budget['target']} tokens per (layer, KV head)"),
         ("expansions", ", ".join(map(str, budget["expansions"])) or "none"),
@@ -67,47 +88,80 @@ def searched_section(recipe: Mapping) -> list[str]:
 
 
 def progress_section(history: Sequence[Any], best: Mapping | None = None) -> list[str]:
-    """Evaluations, failures and the best fitness at the end of each layer group."""
+    """Evaluations, failures and the best fitness of each layer group, and whether it climbed.
+
+    "gain within group": the group's best minus the best of its first generation; "task scores":
+    how many distinct task scores the group saw — 1 means the group was flat (only CacheScore
+    moved the fitness), which the report says rather than hides.
+    """
     lines = ["## Best fitness over time", ""]
     if not history:
         return lines + ["No evaluations recorded."]
     failed = sum(1 for r in history if _get(r, "state") == "FAIL")
     running = best_so_far(history)
-    per_group: OrderedDict = OrderedDict()
-    for index, (record, best_now) in enumerate(zip(history, running)):
-        group = _get(record, "group")
-        entry = per_group.setdefault(group, {"evaluations": 0, "failed": 0, "group_best": None})
-        entry["evaluations"] += 1
-        entry["failed"] += _get(record, "state") == "FAIL"
-        entry["after"] = (index + 1, best_now)
-        fitness = _get(record, "fitness")
-        if _get(record, "state") != "FAIL" and fitness is not None:
-            entry["group_best"] = fitness if entry["group_best"] is None else max(entry["group_best"], fitness)
-    rows = []
-    for group, entry in per_group.items():
-        total, best_now = entry["after"]
+    rows, flat = [], []
+    for info in group_progress(history):
+        name = "–" if info.group is None else int(info.group) + 1
+        if info.flat and info.best is not None:
+            flat.append(str(name))
         rows.append((
-            "–" if group is None else int(group) + 1, entry["evaluations"], entry["failed"],
-            "–" if entry["group_best"] is None else f"{entry['group_best']:.4f}",
-            total, "–" if best_now is None else f"{best_now:.4f}",
+            name, info.evaluations, info.failed,
+            "–" if info.best is None else f"{info.best:.4f}",
+            "–" if info.within_gain is None else f"{info.within_gain:+.4f}",
+            info.task_scores,
+            info.last, "–" if running[info.last - 1] is None else f"{running[info.last - 1]:.4f}",
         ))
     lines.append(f"{len(history)} evaluations, {failed} failed.")
     if best:
         parts = [f"{key.replace('_', ' ')} {value:.4f}" if isinstance(value, float) else f"{key.replace('_', ' ')} {value}"
                  for key, value in best.items() if value is not None]
         lines.append("Best allocation: " + ", ".join(parts) + ".")
+    if flat:
+        lines.append(f"Flat group(s) {', '.join(flat)}: every evaluation had the same task score, so only the "
+                     "CacheScore term moved the fitness there.")
     lines.append("")
-    header = ("group", "evaluations", "failed", "best in group", "evaluations so far", "best so far")
+    header = ("group", "evaluations", "failed", "best in group", "gain within group", "task scores",
+              "evaluations so far", "best so far")
     return lines + _table(header, rows)
 
 
+def curation_section(lines_in: Sequence[str]) -> list[str]:
+    """How many instances each curated split drew and kept (``curation.json``)."""
+    if not lines_in:
+        return []
+    return ["## Instances", "", *[f"- {line}" for line in lines_in], ""]
+
+
 def comparison_section(rows: Sequence[ComparisonRow], meta: Mapping | None = None) -> list[str]:
-    """Method x budget: mean, 95 % CI, and the paired test against the evolved profile."""
+    """Method x budget: mean, 95 % CI, and the paired test against the evolved profile.
+
+    Several tasks: the weighted overall table first, then one table per task."""
     lines = ["## Comparison on held-out instances", ""]
     if not rows:
         return lines + ["Not compared yet (run `evolalloc compare`)."]
     if meta:
         lines += [", ".join(f"{k}: {v}" for k, v in meta.items()), ""]
+    tasks = tasks_of(rows)
+    fallback = False
+    for task in tasks:
+        if task is not None:
+            title = ("Weighted overall (the fitness's weights; per-instance values rescaled by weight, so they can "
+                     "exceed 1)" if task == OVERALL else f"Task {task}")
+            lines += [f"### {title}", ""]
+        table, used = _comparison_table([row for row in rows if row.task == task])
+        fallback |= used
+        lines += table + [""]
+    lines.pop()
+    lines += ["", "Intervals: percentile bootstrap over instances (10 000 resamples, seeded). "
+              f"Difference: paired bootstrap of {REFERENCE} minus the method on the same instances. "
+              "p: two-sided Wilcoxon signed-rank test on per-instance differences (zeros dropped); "
+              "* p < 0.05."]
+    if fallback:
+        lines.append("† every difference is zero, so Wilcoxon is undefined: paired-bootstrap p shown.")
+    return lines
+
+
+def _comparison_table(rows: Sequence[ComparisonRow]) -> tuple[list[str], bool]:
     table, fallback = [], False
     for row in rows:
         versus = row.versus
@@ -121,14 +175,7 @@ def comparison_section(rows: Sequence[ComparisonRow], meta: Mapping | None = Non
         table.append((f"{row.budget:g}", row.method, row.score.n, f"{row.score.mean:.3f}",
                       f"[{row.score.low:.3f}, {row.score.high:.3f}]", delta, p))
     header = ("budget", "method", "n", "mean score", "95% CI", f"{REFERENCE} − method [95% CI]", f"p vs {REFERENCE}")
-    lines += _table(header, table)
-    lines += ["", "Intervals: percentile bootstrap over instances (10 000 resamples, seeded). "
-              f"Difference: paired bootstrap of {REFERENCE} minus the method on the same instances. "
-              "p: two-sided Wilcoxon signed-rank test on per-instance differences (zeros dropped); "
-              "* p < 0.05."]
-    if fallback:
-        lines.append("† every difference is zero, so Wilcoxon is undefined: paired-bootstrap p shown.")
-    return lines
+    return _table(header, table), fallback
 
 
 def render_report(
@@ -141,6 +188,7 @@ def render_report(
     plots: Mapping[str, str] | None = None,
     best: Mapping | None = None,
     wall_seconds: float | None = None,
+    curation: Sequence[str] = (),
 ) -> str:
     """The whole report as Markdown.
 
@@ -152,12 +200,14 @@ def render_report(
         plots: caption -> PNG file name, relative to the run folder.
         best: facts about the best allocation (fitness, task_score, optimizer...).
         wall_seconds: wall time of the run.
+        curation: one line per curated split (``Curation.line()``).
     """
     recipe = _as_dict(recipe)
     lines = [f"# evolalloc run `{recipe['name']}`", ""]
     if wall_seconds is not None:
         lines += [f"Wall time: {fmt_seconds(wall_seconds)}.", ""]
     lines += searched_section(recipe) + [""]
+    lines += curation_section(curation)
     lines += progress_section(history, best) + [""]
     lines += comparison_section(comparison, comparison_meta) + [""]
     if allocations:

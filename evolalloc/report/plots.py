@@ -2,14 +2,17 @@
 
 - ``plot_layer_budgets``: budget per layer, evolved profile against uniform and pyramid;
 - ``plot_head_budgets``: a (layer x KV head) heat-map, for head-granularity profiles;
-- ``plot_fitness_history``: every evaluation's fitness and the best so far;
-- ``plot_score_vs_budget``: held-out score (95 % interval) against budget for every method.
+- ``plot_fitness_history``: every evaluation's fitness, the best so far overall and within each
+  layer group, and which groups were flat;
+- ``plot_score_vs_budget``: held-out score (95 % interval) against budget for every method, one
+  panel per task (and the weighted overall) when there are several.
 
 Each returns the path it wrote. Figures are closed after saving so a long run leaks nothing.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -21,12 +24,11 @@ import numpy as np  # noqa: E402
 
 from evolalloc.core.allocation import Allocation  # noqa: E402
 from evolalloc.core.baselines import BASELINES, EVOLVED  # noqa: E402
-from evolalloc.report.comparison import ComparisonRow  # noqa: E402
+from evolalloc.report.comparison import OVERALL, ComparisonRow, tasks_of  # noqa: E402
 
 # One colour per method in every plot, so a reader learns them once: evolved's here, each
 # baseline's as it declares it (None: matplotlib's next colour).
 EVOLVED_COLOR = "#d62728"
-EVALUATION_COLOR = "#1f77b4"  # the cloud of single evaluations in the fitness history
 DPI = 120
 
 
@@ -94,41 +96,144 @@ def best_so_far(records: Iterable[Any]) -> list[float | None]:
     return out
 
 
-def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str | None = None) -> Path:
-    """Fitness of each evaluation (dots), best so far (line), group boundaries (dotted lines).
+@dataclass(frozen=True)
+class GroupProgress:
+    """How one layer group's search went, from its trial records (evaluation numbers are 1-based).
 
-    ``records``: dicts or ``TrialRecord``s with ``fitness``, ``state`` and ``group``, in search
-    order. Failed evaluations are marked with a red x on the axis, never plotted as a score.
+    ``within_gain``: the group's best fitness minus the best of its *first generation* — what the
+    optimizer's later generations added inside the group (0 when they added nothing).
+    ``task_scores``: distinct task scores seen in the group; ``flat`` when there was only one, so
+    the fitness could only move through the CacheScore term.
     """
-    fig, ax = plt.subplots(figsize=(8, 4))
+
+    group: int | None
+    first: int
+    last: int
+    evaluations: int
+    failed: int
+    best: float | None
+    best_at: int | None
+    first_generation_best: float | None
+    within_gain: float | None
+    task_scores: int
+    generations: int = 1
+
+    @property
+    def flat(self) -> bool:
+        return self.task_scores <= 1
+
+
+def _ok(record: Any) -> bool:
+    return record_field(record, "state") in (None, "COMPLETE") and record_field(record, "fitness") is not None
+
+
+def group_progress(records: Sequence[Any]) -> list[GroupProgress]:
+    """One ``GroupProgress`` per layer group, in search order."""
+    spans: dict[Any, list[int]] = {}
+    for index, record in enumerate(records):
+        spans.setdefault(record_field(record, "group"), []).append(index)
+    out = []
+    for group, indices in spans.items():
+        ok = [i for i in indices if _ok(records[i])]
+        best_at = max(ok, key=lambda i: (record_field(records[i], "fitness"), -i)) if ok else None
+        generations = [record_field(records[i], "generation") for i in ok]
+        first_gen = min((g for g in generations if g is not None), default=None)
+        opening = [record_field(records[i], "fitness") for i in ok
+                   if first_gen is None or record_field(records[i], "generation") == first_gen]
+        best = record_field(records[best_at], "fitness") if best_at is not None else None
+        first_best = max(opening) if opening else None
+        scores = {round(float(record_field(records[i], "task_score")), 9) for i in ok
+                  if record_field(records[i], "task_score") is not None}
+        out.append(GroupProgress(
+            group=group, first=indices[0] + 1, last=indices[-1] + 1, evaluations=len(indices),
+            failed=len(indices) - len(ok), best=best, best_at=None if best_at is None else best_at + 1,
+            first_generation_best=first_best, within_gain=None if best is None else best - first_best,
+            task_scores=len(scores),
+            generations=len({record_field(records[i], "generation") for i in indices}),
+        ))
+    return out
+
+
+def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str | None = None) -> Path:
+    """Whether the search climbed, within each layer group and overall.
+
+    Top: the fitness of every evaluation (dots, one colour per group), the best so far (solid),
+    the best so far *within* each group (dashed), each group's best (star), group boundaries
+    (dotted) and, per group, its within-group gain — or "flat" when every evaluation of the group
+    had the same task score (then only CacheScore moved the fitness). Bottom: the task score of
+    every evaluation, so ties are visible. ``records``: dicts or ``TrialRecord``s with
+    ``fitness``, ``task_score``, ``state``, ``group`` and ``generation``, in search order. Failed
+    evaluations are red x marks on the axis, never plotted as a score.
+    """
+    fig, (ax, low) = plt.subplots(2, 1, figsize=(9, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1.4]})
     steps = np.arange(1, len(records) + 1)
-    ok = [(i, record_field(r, "fitness")) for i, r in zip(steps, records)
-          if record_field(r, "state") in (None, "COMPLETE") and record_field(r, "fitness") is not None]
-    failed = [i for i, r in zip(steps, records) if record_field(r, "state") == "FAIL"]
-    if ok:
-        xs, ys = zip(*ok)
-        ax.scatter(xs, ys, s=12, alpha=0.5, color=EVALUATION_COLOR, label="evaluation")
+    groups = group_progress(records)
+    palette = plt.get_cmap("tab10")
+    ok_values = [record_field(r, "fitness") for r in records if _ok(r)]
+    floor = min(ok_values, default=0.0)
+    for k, info in enumerate(groups):
+        color = palette(k % 10)
+        span = range(info.first - 1, info.last)
+        points = [(i + 1, record_field(records[i], "fitness")) for i in span if _ok(records[i])]
+        if points:
+            xs, ys = zip(*points)
+            ax.scatter(xs, ys, s=14, alpha=0.55, color=color)
+            ax.step(xs, np.maximum.accumulate(ys), where="post", color=color, linestyle="--", linewidth=1.2)
+            scores = [(i + 1, record_field(records[i], "task_score")) for i in span if _ok(records[i])]
+            low.scatter(*zip(*scores), s=10, alpha=0.6, color=color)
+        if info.best_at is not None:
+            ax.scatter([info.best_at], [info.best], marker="*", s=140, color=color, edgecolor="black", zorder=5)
+        if info.flat:
+            label = "flat (one task score)"
+        elif info.generations < 2:
+            label = "one generation"
+        else:
+            label = "no gain after gen. 1" if not info.within_gain else f"+{info.within_gain:.3g} after gen. 1"
+        name = "–" if info.group is None else int(info.group) + 1
+        ax.annotate(f"group {name}\n{label}", xy=((info.first + info.last) / 2, 1.0), xycoords=("data", "axes fraction"),
+                    ha="center", va="top", fontsize=7, color="black" if not info.flat else "grey")
+        if k:
+            for axis in (ax, low):
+                axis.axvline(info.first - 0.5, color="grey", linewidth=0.8, linestyle=":")
     best = best_so_far(records)
-    ax.plot(steps, [np.nan if b is None else b for b in best], color=EVOLVED_COLOR, linewidth=2, label="best so far")
+    ax.step(steps, [np.nan if b is None else b for b in best], where="post", color=EVOLVED_COLOR, linewidth=2,
+            label="best so far")
+    failed = [i for i, r in zip(steps, records) if record_field(r, "state") == "FAIL"]
     if failed:
-        floor = min((y for _, y in ok), default=0.0)
         ax.scatter(failed, [floor] * len(failed), marker="x", color="red", label=f"failed ({len(failed)})")
-    groups = [record_field(r, "group") for r in records]
-    for i in range(1, len(groups)):
-        if groups[i] != groups[i - 1]:
-            ax.axvline(i + 0.5, color="grey", linewidth=0.8, linestyle=":")
-    ax.set_xlabel("evaluation")
-    ax.set_ylabel("fitness")
-    ax.set_title(title or "Best fitness over evaluations (dotted lines: next layer group)")
     if records:
-        ax.legend(loc="best")
+        ax.plot([], [], color="grey", linestyle="--", label="best within the group")
+        ax.scatter([], [], marker="*", s=80, color="grey", edgecolor="black", label="group's best")
+        ax.legend(loc="lower right", fontsize=8)
+        top = max(ok_values, default=1.0)
+        ax.set_ylim(top=top + 0.18 * max(top - floor, 1e-3))  # room for the group labels
+    ax.set_ylabel("fitness")
+    ax.set_title(title or "Fitness over evaluations: overall and within each layer group")
     ax.grid(alpha=0.3)
+    low.set_xlabel("evaluation")
+    low.set_ylabel("task score")
+    low.grid(alpha=0.3)
     return _save(fig, path)
 
 
 def plot_score_vs_budget(rows: Sequence[ComparisonRow], path: str | Path, *, title: str | None = None) -> Path:
-    """Held-out mean score against budget, one line per method, 95 % intervals as error bars."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    """Held-out mean score against budget, one line per method, 95 % intervals as error bars.
+
+    Rows of several tasks (``row.task``) get one panel each, the weighted overall first."""
+    tasks = tasks_of(rows) or [None]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(7 if len(tasks) == 1 else 4.6 * len(tasks), 4), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        _score_panel(ax, [row for row in rows if row.task == task])
+        if task is not None:
+            ax.set_title("weighted overall" if task == OVERALL else f"task {task}")
+    if len(tasks) == 1:
+        axes[0][0].set_title(title or "Held-out score vs budget (95 % bootstrap intervals)")
+    else:
+        fig.suptitle(title or "Held-out score vs budget (95 % bootstrap intervals)")
+    return _save(fig, path)
+
+
+def _score_panel(ax, rows: Sequence[ComparisonRow]) -> None:
     methods = list(dict.fromkeys(row.method for row in rows))
     for offset, method in enumerate(methods):
         mine = sorted((r for r in rows if r.method == method), key=lambda r: r.budget)
@@ -146,8 +251,6 @@ def plot_score_vs_budget(rows: Sequence[ComparisonRow], path: str | Path, *, tit
     ax.set_xlabel("budget c (tokens per KV head)")
     ax.set_ylabel("held-out score")
     ax.set_ylim(-0.05, 1.05)
-    ax.set_title(title or "Held-out score vs budget (95 % bootstrap intervals)")
     if methods:
         ax.legend()
     ax.grid(alpha=0.3)
-    return _save(fig, path)

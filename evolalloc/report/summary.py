@@ -13,7 +13,7 @@ from pathlib import Path
 from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.errors import UserError
 from evolalloc.config.run_folder import CHECKPOINT_FILE, COMPARISON_FILE, LEGACY_CHECKPOINT_FILE, REPORT_FILE, STUDY_FILE, load_run_recipe
-from evolalloc.report.comparison import REFERENCE, load_comparison
+from evolalloc.report.comparison import REFERENCE, load_comparison, tasks_of
 from evolalloc.report.markdown import fmt_p
 
 _ALLOCATION = re.compile(r"^allocation-c(\d+(?:\.\d+)?)\.json$")
@@ -53,14 +53,18 @@ def _comparison_lines(path: Path) -> list[str]:
     except UserError as err:
         return [f"  unreadable ({err})"]
     lines = []
-    for budget in sorted({row.budget for row in rows}):
-        cells = []
-        for row in (r for r in rows if r.budget == budget):
-            cell = f"{row.method} {row.score.mean:.3f} [{row.score.low:.2f}, {row.score.high:.2f}]"
-            if row.versus is not None:
-                cell += f" (p {fmt_p(row.versus.p_value)})"
-            cells.append(cell)
-        lines.append(f"  c = {budget:g}: " + "; ".join(cells))
+    for task in tasks_of(rows):
+        mine = [r for r in rows if r.task == task]
+        if task is not None:
+            lines.append(f"  {task}:")
+        for budget in sorted({row.budget for row in mine}):
+            cells = []
+            for row in (r for r in mine if r.budget == budget):
+                cell = f"{row.method} {row.score.mean:.3f} [{row.score.low:.2f}, {row.score.high:.2f}]"
+                if row.versus is not None:
+                    cell += f" (p {fmt_p(row.versus.p_value)})"
+                cells.append(cell)
+            lines.append(f"{'    ' if task is not None else '  '}c = {budget:g}: " + "; ".join(cells))
     return lines
 
 
@@ -80,8 +84,10 @@ def show_run(run_dir: str | Path) -> str:
     lines = [
         f"run {recipe.name} ({run_dir})",
         f"  status: {_status(run_dir, profiles)}",
-        f"  model {recipe.model.spec}, task {recipe.task.name} (~{recipe.task.context_tokens} tokens), "
-        f"scorer {recipe.scorer.name}",
+        f"  model {recipe.model.spec}, "
+        + ", ".join(f"task {t.name}" + (f" as {t.label} (weight {t.weight:g})" if recipe.multi_task else "")
+                    + f" (~{t.context_tokens} tokens)" for t in recipe.task_entries)
+        + f", scorer {recipe.scorer.name}, fitness mode {recipe.fitness.mode or 'task default'}",
         f"  budgets {', '.join(map(str, recipe.budgets))} (target {recipe.budget.target}), "
         f"{recipe.search_space.name} group size {recipe.search_space.group_size}, optimizer {recipe.optimizer.name} "
         f"x {recipe.optimizer.generations_per_group} generations per group",

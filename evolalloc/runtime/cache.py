@@ -34,6 +34,15 @@ class EvictedCache:
             self.used.append(s)
         self._pending_valid: torch.Tensor | None = None
 
+    @classmethod
+    def adopt(cls, keys: list[torch.Tensor], values: list[torch.Tensor], valid: list[torch.Tensor | None], used: list[int]) -> "EvictedCache":
+        """A cache over buffers already allocated with room: per layer ``[B, Hkv, used[l] + room, D]``
+        whose first ``used[l]`` slots are filled (no copy, unlike the constructor)."""
+        cache = cls.__new__(cls)
+        cache.keys, cache.values, cache.valid, cache.used = list(keys), list(values), list(valid), list(used)
+        cache._pending_valid = None
+        return cache
+
     @property
     def batch_size(self) -> int:
         return self.keys[0].shape[0]

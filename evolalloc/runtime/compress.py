@@ -49,16 +49,18 @@ def validate_budgets(budgets, num_layers: int, num_kv_heads: int, scorer: Scorer
 def _kept_slots(ranking: torch.Tensor, budgets: torch.Tensor, slots: int, length: int):
     """Positions kept per head, in position order, padded to ``slots``.
 
-    ranking ``[Hkv, L]``; budgets ``[Hkv]`` (already clipped to L). Returns (positions
-    ``[Hkv, slots]`` clamped to valid indices, valid ``[Hkv, slots]`` bool).
+    ranking ``[..., L]`` (any leading dims, e.g. layers x heads); budgets ``[...]`` (already
+    clipped to L). Returns (positions ``[..., slots]`` clamped to valid indices, valid
+    ``[..., slots]`` bool). Valid positions come first, so a prefix of ``n >= budget`` slots holds
+    every kept position.
     """
     width = min(slots, length)
-    top = ranking[:, :width]
+    top = ranking[..., :width]
     slot = torch.arange(slots, device=ranking.device)
-    keep = slot[None, :] < budgets[:, None]  # [Hkv, slots]
-    padded = torch.cat([top, torch.zeros(top.shape[0], slots - width, dtype=top.dtype, device=top.device)], dim=1)
+    keep = slot < budgets[..., None]  # [..., slots]
+    padded = torch.cat([top, top.new_zeros(*top.shape[:-1], slots - width)], dim=-1)
     # Invalid slots get positions past the end so that sorting moves them last.
-    positions = torch.where(keep, padded, length + slot[None, :])
+    positions = torch.where(keep, padded, length + slot)
     positions, _ = positions.sort(dim=-1)
     valid = positions < length
     return positions.clamp(max=length - 1), valid
@@ -69,6 +71,9 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
 
     Each row keeps, in every (layer, head), the top-``b`` prefix of ``scorer``'s ranking
     (``b`` clipped to the record's length). ``room``: tokens that will be appended later.
+    The kept positions of a row are found for all layers at once; per (row, layer) there is
+    one indexing op for the keys and one for the values (the search calls this for every
+    candidate, so its Python loop is kept short).
     """
     if not rows:
         raise ValueError("compress_batch needs at least one row")
@@ -80,23 +85,36 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
             raise ValueError(f"record {record.uid!r} has no ranking for scorer {scorer.key!r}; it has {sorted(record.rankings)}")
         array = validate_budgets(budgets, num_layers, num_kv_heads, scorer)
         clipped.append(np.minimum(array, record.length))
+    slots = np.stack(clipped).max(axis=(0, 2))  # [num_layers]: each layer's largest kept set
+    widest = int(slots.max())
+    kept = []  # per row: (positions, valid), each [num_layers, Hkv, widest]
+    for (record, _), budget in zip(rows, clipped):
+        ranking = record.rankings[scorer.key]
+        kept.append(_kept_slots(ranking, torch.as_tensor(budget, device=ranking.device), widest, record.length))
+    heads = torch.arange(num_kv_heads, device=first.keys[0].device)[:, None]
     keys, values, valid = [], [], []
     for layer in range(num_layers):
-        slots = int(max(c[layer].max() for c in clipped))
-        layer_keys, layer_values, layer_valid = [], [], []
-        for (record, _), budget in zip(rows, clipped):
-            ranking = record.rankings[scorer.key][layer]
-            head_budget = torch.as_tensor(budget[layer], device=ranking.device)
-            positions, ok = _kept_slots(ranking, head_budget, slots, record.length)
-            index = positions[..., None].expand(-1, -1, record.keys[layer].shape[-1])
-            layer_keys.append(record.keys[layer].gather(1, index).masked_fill(~ok[..., None], 0))
-            layer_values.append(record.values[layer].gather(1, index).masked_fill(~ok[..., None], 0))
-            layer_valid.append(ok)
-        mask = torch.stack(layer_valid)
-        keys.append(torch.stack(layer_keys))
-        values.append(torch.stack(layer_values))
-        valid.append(None if bool(mask.all()) else mask)
-    return EvictedCache(keys, values, valid, room=room)
+        n = int(slots[layer])
+        sample = first.keys[layer]
+        # Buffers with room for what decoding appends, filled row by row (no second copy).
+        layer_keys = sample.new_empty(len(rows), num_kv_heads, n + room, sample.shape[-1])
+        layer_values = first.values[layer].new_empty(len(rows), num_kv_heads, n + room, first.values[layer].shape[-1])
+        for row, ((record, _), (positions, _)) in enumerate(zip(rows, kept)):
+            pick = positions[layer, :, :n]
+            layer_keys[row, :, :n] = record.keys[layer][heads, pick]
+            layer_values[row, :, :n] = record.values[layer][heads, pick]
+        mask = torch.stack([ok[layer, :, :n] for _, ok in kept])  # [B, Hkv, n]
+        if bool(mask.all()):
+            mask = None
+        else:
+            # Padding slots repeat a real token; zero them so nothing can depend on them
+            # (a multiply: ~10x faster than masked_fill here, and keys/values are finite).
+            layer_keys[:, :, :n].mul_(mask[..., None])
+            layer_values[:, :, :n].mul_(mask[..., None])
+        keys.append(layer_keys)
+        values.append(layer_values)
+        valid.append(mask)
+    return EvictedCache.adopt(keys, values, valid, used=[int(n) for n in slots])
 
 
 def compress(record: PrefillRecord, budgets, scorer: Scorer, room: int = 0) -> EvictedCache:

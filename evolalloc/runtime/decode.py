@@ -127,26 +127,40 @@ def decode_batch(model, cache: EvictedCache, records: Sequence[PrefillRecord], s
 
 
 def _feed_questions(model, cache: EvictedCache, questions, start: torch.Tensor) -> torch.Tensor:
-    """Feed each row's question as one chunk after eviction; return logits ``[B, V]`` of its last token.
+    """Feed each row's question as one chunk after eviction; return logits ``[B, V]`` of its last token."""
+    return feed_chunks(model, cache, questions, start, keep=1)[:, -1]
 
-    Questions of different lengths are left-padded; pad tokens are appended as invalid slots, so
-    no real token ever sees them.
+
+def feed_chunks(model, cache: EvictedCache, chunks, start: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+    """Feed each row's tokens as one chunk at positions ``start[i], start[i] + 1, ...``.
+
+    ``chunks``: per row a ``[n_i]`` id tensor (``n_i >= 0``); ``start``: ``[B]`` original lengths.
+    Chunks of different lengths are left-padded to the longest, ``W``; pad tokens are appended as
+    invalid slots, so no real token ever sees them. Left padding puts every row's last token in
+    the last column, so the logits of the last ``keep`` columns are the last ``keep`` tokens of
+    every row (columns left of a short row's first token are padding).
+
+    Returns float logits ``[B, keep, V]`` (``keep`` defaults to ``W``).
     """
     device = start.device
-    width = max(len(q) for q in questions)
-    ids = torch.zeros(len(questions), width, dtype=torch.long, device=device)
-    valid = torch.zeros(len(questions), width, dtype=torch.bool, device=device)
-    for i, q in enumerate(questions):
-        ids[i, width - len(q) :] = q.to(device)
-        valid[i, width - len(q) :] = True
+    width = max(len(c) for c in chunks)
+    if width == 0:
+        raise ValueError("feed_chunks needs at least one token in some row")
+    ids = torch.zeros(len(chunks), width, dtype=torch.long, device=device)
+    valid = torch.zeros(len(chunks), width, dtype=torch.bool, device=device)
+    for i, c in enumerate(chunks):
+        if len(c):
+            ids[i, width - len(c) :] = torch.as_tensor(c, device=device)
+            valid[i, width - len(c) :] = True
     offsets = torch.arange(width, device=device)[None, :] - (width - valid.sum(dim=1, keepdim=True))
     positions = start[:, None] + offsets.clamp(min=0)
     cache.mark_next_chunk(None if bool(valid.all()) else valid)
     try:
-        out = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True, evolalloc_cache=cache)
+        out = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
+                    evolalloc_cache=cache, logits_to_keep=min(keep or width, width))
     finally:
         cache.mark_next_chunk(None)
-    return out.logits[:, -1].float()
+    return out.logits.float()
 
 
 def generate(

@@ -3,6 +3,7 @@ needle-in-a-haystack, and the final-number accuracy of GSM8K."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Sequence
 
@@ -35,6 +36,38 @@ def keyword_recall(prediction: str, references: Sequence[str]) -> float:
         raise ValueError("a metric needs at least one reference")
     words = f" {normalize_answer(prediction)} "
     return sum(f" {normalize_answer(ref)} " in words for ref in references) / len(references)
+
+
+_WORD_EDGES = ".,;:!?\"'()[]{}<>"
+
+
+def _key_chars_one(prediction: str, key: str) -> float:
+    """In-order characters of ``key`` matched by the prediction's best word, over the longer length."""
+    key = key.strip().lower()
+    if not key:
+        raise ValueError("a key must not be empty")
+    if key in prediction.lower():
+        return 1.0  # what string_match_all counts as right is fully right here too
+    best = 0.0
+    for word in prediction.lower().split():
+        word = word.strip(_WORD_EDGES)
+        if word:
+            # difflib's matching blocks: characters that agree in order (not a full LCS, but
+            # close for keys of a few characters, and well kept).
+            matched = sum(b.size for b in difflib.SequenceMatcher(None, key, word, autojunk=False).get_matching_blocks())
+            best = max(best, matched / max(len(key), len(word)))
+    return best
+
+
+@register_metric("key_chars", higher_is_better=True)
+def key_chars(prediction: str, references: Sequence[str]) -> float:
+    """Graded key retrieval: per reference key, the share of its characters that the prediction's
+    best-matching word gets right in order, over the longer of the two (so a missing, extra,
+    wrong or swapped digit each cost one character); 1 when the key occurs verbatim. Every key is
+    needed (like ``string_match_all``), so this is the mean over references."""
+    if not references:
+        raise ValueError("a metric needs at least one reference")
+    return sum(_key_chars_one(prediction, ref) for ref in references) / len(references)
 
 
 _NUMBER = r"-?\d[\d,]*(?:\.\d+)?"

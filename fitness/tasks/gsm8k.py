@@ -95,6 +95,10 @@ class GSM8K(Task):
                 raise FitnessDataError('must end with "#### <number>"', file=self.data_file, line=line, field="answer")
             self.records.append((line, record["question"], found.group(1).replace(",", "")))
 
+    def reference_continuations(self, instance: Instance) -> tuple[str, ...]:
+        raise FitnessError("task 'gsm8k' has no reference continuation: the answer number comes after a "
+                           "chain of thought; use fitness mode 'generate'")
+
     def instances(self, split: str, n: int, seed: int, context_tokens: int | None, tokenizer) -> list[Instance]:
         check_split(split)
         if self.prompt_style == "chat":

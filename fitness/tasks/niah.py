@@ -66,6 +66,14 @@ class Niah(Task):
         self.max_new_tokens = max_new_tokens
         self.prompt_style = check_prompt_style(prompt_style)
 
+    def reference_continuations(self, instance: Instance) -> tuple[str, ...]:
+        """The needle sentence itself (what a retrieving model restates after "Answer:").
+
+        The default mode stays ``generate``: keyword recall is already graded, and a free-text
+        answer has many phrasings that a single teacher-forced continuation would not credit."""
+        lead = "" if instance.prompt[-1:].isspace() else " "
+        return (lead + self.needle,)
+
     def grid(self, context_tokens: int | None = None) -> list[tuple[int, float]]:
         """The (length, depth) cells, in the order instances cycle through them."""
         lengths = (int(context_tokens),) if context_tokens else self.lengths

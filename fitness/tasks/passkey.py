@@ -19,6 +19,8 @@ HEADER = (
 @register_task("passkey")
 class Passkey(SyntheticTask):
     metric = "string_match_all"  # one reference: 1 when the key's digits occur in the answer
+    graded_metric = "key_chars"  # digits right in order
+    default_fitness_mode = "likelihood"  # continuation " 12345": a space token, then one token per digit
     version = 1
     description = "5-digit pass key hidden in repeated filler sentences; answer the key"
     max_new_tokens = 8

@@ -31,6 +31,7 @@ class NeedleTask(SyntheticTask):
     """One configurable generator behind the four registered variants."""
 
     metric = "string_match_all"
+    graded_metric = "key_chars"  # characters of each value right in order, averaged over values
     version = 1
     num_keys = 1
     num_values = 1
@@ -111,22 +112,26 @@ class NeedleTask(SyntheticTask):
 @register_task("niah_single")
 class NiahSingle(NeedleTask):
     description = "RULER single needle: one key, one value (number, word or uuid)"
+    default_fitness_mode = "likelihood"  # one short exact value right after the answer prefix
 
 
 @register_task("niah_multikey")
 class NiahMultiKey(NeedleTask):
     description = "RULER multi-key: four needles with different keys; answer the queried key's value"
+    default_fitness_mode = "likelihood"
     num_keys = 4
 
 
 @register_task("niah_multivalue")
 class NiahMultiValue(NeedleTask):
     description = "RULER multi-value: four needles share one key; answer all four values"
+    default_fitness_mode = "graded"  # four values in any order: a teacher-forced order would be arbitrary
     num_values = 4
 
 
 @register_task("niah_multiquery")
 class NiahMultiQuery(NeedleTask):
     description = "RULER multi-query: four keys, each queried; answer all four values"
+    default_fitness_mode = "graded"
     num_keys = 4
     num_queries = 4

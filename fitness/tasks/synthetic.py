@@ -40,6 +40,15 @@ class SyntheticTask(Task):
     stop: tuple[str, ...] = ()
     default_context_tokens = 1024
     minimum_size = 0  # the smallest haystack size ``build`` accepts
+    answer_separator = ", "  # between the references in the likelihood continuation
+
+    def reference_continuations(self, instance: Instance) -> tuple[str, ...]:
+        """Every reference is needed at once (``string_match_all``): one continuation listing
+        them in the instance's order, joined by ``answer_separator``."""
+        if len(instance.references) == 1:
+            return super().reference_continuations(instance)
+        lead = "" if instance.prompt[-1:].isspace() else " "
+        return (lead + self.answer_separator.join(ref.strip() for ref in instance.references),)
 
     def __init__(self, *, prompt_style: str = "raw", depth: str = "even"):
         self.prompt_style = check_prompt_style(prompt_style)

@@ -20,6 +20,9 @@ class VariableTracking(SyntheticTask):
     metric = "string_match_all"
     version = 1
     description = "RULER variable tracking: name every variable a chain of assignments gives the value"
+    answer_separator = " "  # " AAAAA BBBBB ..." in chain order (likelihood mode, when asked for)
+    # generate: string_match_all is already graded (the share of variables named), and the
+    # order of the names is the model's choice, which a teacher-forced continuation would fix.
 
     def __init__(
         self,

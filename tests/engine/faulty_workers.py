@@ -37,7 +37,7 @@ class FaultyWorker(EvalWorker):
         self.fault_dir = Path(fault_dir)
         self._install_oom()
 
-    def evaluate(self, budgets, scorer):
+    def evaluate(self, budgets, scorer, mode="generate"):
         hold, killed = self.fault_dir / "hold", self.fault_dir / "killed"
         if hold.exists() and not killed.exists():
             (self.fault_dir / f"busy-{os.getpid()}").write_text("")
@@ -48,7 +48,7 @@ class FaultyWorker(EvalWorker):
         if any(int(np.asarray(b)[0, 0]) == DIE_BUDGET for b in budgets) and mortal.exists():
             if mortal.read_text() in {inst.uid for inst in self.instances}:
                 os.kill(os.getpid(), signal.SIGKILL)
-        return super().evaluate(budgets, scorer)
+        return super().evaluate(budgets, scorer, mode)
 
     def _install_oom(self) -> None:
         """Make ``generate`` raise OOM for (first instance, OOM_BUDGET) rows, as a GPU would."""

@@ -34,7 +34,7 @@ def test_bare_tasks_lists_every_task_on_one_line(cli):
     lines = out.strip().splitlines()
     assert code == 0 and len(lines) == len(fitness.list_tasks())
     assert [line.split()[0] for line in lines] == fitness.list_tasks()
-    assert any(line.startswith("passkey") and "string_match_all" in line for line in lines)
+    assert any(line.startswith("passkey") and "string_match_all" in line and " likelihood " in line for line in lines)
 
 
 def test_show_prints_the_prompt_with_its_middle_cut_the_references_and_the_metric(cli, tokenizer):
@@ -45,6 +45,7 @@ def test_show_prints_the_prompt_with_its_middle_cut_the_references_and_the_metri
     [inst] = fitness.get_task("passkey").instances("search", 1, 1, 2048, tokenizer)
     assert f"- {inst.references[0]}" in out
     assert "What is the pass key? The pass key is" in out
+    assert "default fitness mode: likelihood" in out and f"- ' {inst.references[0]}'" in out
 
 
 def test_show_takes_task_parameters(cli):

@@ -17,12 +17,12 @@ class SerialEngine(Engine):
         self.batch_size = batch_size
         self.evaluated = 0
 
-    def evaluator(self, split, scorer):
+    def evaluator(self, split, scorer, mode="generate"):
         self.check_open()
         records = self.experiment.records(split)
         check_scorer(scorer, list(records[0].rankings))
         local = LocalEvaluator(self.experiment.loaded, self.experiment.task, self.experiment.instances(split), scorer,
-                               batch_size=self.batch_size, records=records)
+                               batch_size=self.batch_size, records=records, mode=mode)
         engine = self
 
         class OneAtATime:

@@ -19,8 +19,8 @@ def test_the_report_says_what_was_searched(recipe, history, rows):
 def test_progress_lists_the_best_fitness_per_group_and_the_failures(recipe, history):
     progress = section(render_report(recipe, history=history), "Best fitness over time")
     assert "8 evaluations, 1 failed." in progress
-    assert "| 1 | 4 | 1 | 0.7000 | 4 | 0.7000 |" in progress
-    assert "| 2 | 4 | 0 | 1.1000 | 8 | 1.1000 |" in progress
+    assert "| 1 | 4 | 1 | 0.7000 | +0.0000 | 3 | 4 | 0.7000 |" in progress
+    assert "| 2 | 4 | 0 | 1.1000 | +0.0000 | 4 | 8 | 1.1000 |" in progress
 
 
 def test_the_comparison_table_holds_means_intervals_and_p_values(recipe, rows):

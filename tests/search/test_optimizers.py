@@ -150,7 +150,7 @@ def test_implementations_name_the_library_that_ran():
 
 
 def test_an_unknown_optimizer_name_lists_the_valid_ones():
-    with pytest.raises(UserError, match=r"did you mean 'optuna-cma'.*valid names: cma, optuna-cma, optuna-tpe"):
+    with pytest.raises(UserError, match=r"did you mean 'optuna-cma'.*valid names: cma, optuna-cma, optuna-tpe, random"):
         make("optuna_cma")
 
 

@@ -1,4 +1,5 @@
-"""Ask/tell optimizer back-ends for the search loop: pycma ("cma"), Optuna CMA-ES, Optuna TPE."""
+"""Ask/tell optimizer back-ends for the search loop: pycma ("cma"), Optuna CMA-ES, Optuna TPE, and a
+random-search control ("random")."""
 
 from evolalloc.search.optimizers.base import (
     OPTIMIZERS,

@@ -92,6 +92,7 @@ OPTIMIZERS: Registry[type[AskTellOptimizer]] = Registry(
         "cma": "evolalloc.search.optimizers.pycma",
         "optuna-cma": "evolalloc.search.optimizers.optuna_cma",
         "optuna-tpe": "evolalloc.search.optimizers.optuna_tpe",
+        "random": "evolalloc.search.optimizers.random_search",
     },
     package="evolalloc.search.optimizers",
 )
@@ -127,7 +128,7 @@ def check_optimizer_options(name: str, options: dict) -> None:
 def get_optimizer(
     name: str, *, x0: np.ndarray, sigma0: float, bounds: tuple, popsize: int, seed: int, options: dict | None = None
 ) -> AskTellOptimizer:
-    """Build back-end ``name`` ("cma" = pycma, the default; "optuna-cma"; "optuna-tpe").
+    """Build back-end ``name`` ("cma" = pycma, the default; "optuna-cma"; "optuna-tpe"; "random").
 
     ``options`` go to the back-end's library as they are (pycma's ``CMAOptions``, the Optuna
     sampler's keyword arguments); see each back-end's ``check_options``.

@@ -1,0 +1,154 @@
+"""Stability: one recipe searched with several optimizer seeds, and the spread of the results.
+
+``search_seeds`` runs the recipe once per seed ``s`` in its own run folder ``<name>-s<s>`` with
+``optimizer.seed = s``; everything else is the recipe's — in particular the task instances (their
+seeds are resolved from the recipe before the optimizer seed changes), so the runs differ only in
+the search. A seed whose folder already holds a finished run is read, not run again; one that was
+killed is resumed; so the whole command is resumable by simply running it again.
+
+``summarize`` reads each run's ``comparison.json`` and writes ``<name>-seeds/summary.json`` and
+``summary.md``: every seed's held-out score per method and budget (and task), the evolved score's
+mean ± sd over seeds, and per seed the evolved − baseline difference with its paired p.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Callable, Sequence
+
+from evolalloc.config.run_folder import COMPARISON_FILE, REPORT_FILE, load_run_recipe
+from evolalloc.core.errors import UserError
+from evolalloc.core.fileio import write_atomic
+from evolalloc.report.comparison import load_comparison
+
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "summary.md"
+# The issue's bar for "the evolved profile beats a baseline" on one seed.
+MARGIN, ALPHA = 0.05, 0.05
+VERSUS = ("uniform", "pyramid")
+
+
+def seeded_recipe(recipe, seed: int, base: str):
+    """``recipe`` with optimizer seed ``seed`` and run name ``<base>-s<seed>``; instances unchanged."""
+    seeded = dataclasses.replace(recipe, name=f"{base}-s{seed}", optimizer=dataclasses.replace(recipe.optimizer, seed=seed))
+    seeded.source = recipe.source
+    return seeded
+
+
+def _finished(run_dir: Path) -> bool:
+    return (run_dir / COMPARISON_FILE).is_file() and (run_dir / REPORT_FILE).is_file()
+
+
+def search_seeds(
+    recipe, seeds: Sequence[int], runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True,
+    echo: Callable[[str], None] = print,
+) -> Path:
+    """Run (or resume, or re-use) one search per seed, then write the summary; returns its folder."""
+    from evolalloc.pipeline.run import resume_run, run_prepared
+    from evolalloc.pipeline.start import prepare_run
+
+    if not seeds:
+        raise UserError("give at least one seed", field="--seeds")
+    if len(set(seeds)) != len(seeds):
+        raise UserError(f"a seed is listed twice: {list(seeds)}", field="--seeds")
+    runs_dir, base = Path(runs_dir), name or recipe.name
+    runs = {}
+    for seed in seeds:
+        seeded = seeded_recipe(recipe, seed, base)
+        run_dir = runs_dir / seeded.name
+        runs[seed] = run_dir
+        if not run_dir.exists():
+            echo(f"seed {seed}: new run {run_dir}")
+            run_prepared(prepare_run(seeded, runs_dir, progress=progress), progress=progress)
+            continue
+        stored = load_run_recipe(run_dir)
+        if stored.to_dict() != seeded.to_dict():
+            raise UserError("this folder holds a run of another recipe; pass another --name or delete it",
+                            source=str(run_dir))
+        if _finished(run_dir):
+            echo(f"seed {seed}: finished run {run_dir}, re-used")
+        else:  # prepare_run creates folder, study and first checkpoint together: resume finds them
+            echo(f"seed {seed}: resuming {run_dir}")
+            resume_run(run_dir, progress=progress)
+    return write_summary(runs_dir / f"{base}-seeds", runs)
+
+
+def summarize(runs: dict[int, Path]) -> dict:
+    """Per (task, budget, method): each seed's held-out mean, and per seed the test vs evolved."""
+    table: dict[tuple, dict] = {}
+    for seed, run_dir in runs.items():
+        rows, meta = load_comparison(Path(run_dir) / COMPARISON_FILE)
+        for row in rows:
+            entry = table.setdefault((row.task, row.budget, row.method),
+                                     {"task": row.task, "budget": row.budget, "method": row.method,
+                                      "per_seed": {}, "versus_evolved": {}})
+            entry["per_seed"][str(seed)] = row.score.mean
+            if row.versus is not None:
+                entry["versus_evolved"][str(seed)] = {"diff": row.versus.diff, "p": row.versus.p_value,
+                                                      "low": row.versus.low, "high": row.versus.high}
+    for entry in table.values():
+        values = list(entry["per_seed"].values())
+        entry["mean"] = statistics.fmean(values)
+        entry["sd"] = statistics.stdev(values) if len(values) > 1 else 0.0
+    verdicts = {}
+    for (task, budget, method), entry in table.items():
+        if method not in VERSUS:
+            continue
+        for seed, test in entry["versus_evolved"].items():
+            ok = test["diff"] >= MARGIN and test["p"] < ALPHA
+            key = f"{task or ''}|{budget:g}|{seed}"
+            verdicts[key] = verdicts.get(key, True) and ok
+    return {"format": "evolalloc.seeds", "version": 1, "seeds": [int(s) for s in runs],
+            "runs": {str(s): str(p) for s, p in runs.items()}, "rows": list(table.values()),
+            "beats_uniform_and_pyramid": verdicts,
+            "criterion": f"evolved - baseline >= {MARGIN} and paired p < {ALPHA}, for each of {', '.join(VERSUS)}"}
+
+
+def render_summary(summary: dict) -> str:
+    """The summary as Markdown: one table per task (several tasks: the weighted overall first)."""
+    seeds = [str(s) for s in summary["seeds"]]
+    lines = [f"# Stability over search seeds {', '.join(seeds)}", "",
+             "Held-out mean score of each seed's run (instances identical across seeds; only the optimizer seed "
+             "differs). Evolved: mean ± sd over seeds. Baselines: per seed, evolved − baseline and the paired p.", ""]
+    lines += [f"- seed {s}: `{path}`" for s, path in summary["runs"].items()] + [""]
+    tasks = list(dict.fromkeys(row["task"] for row in summary["rows"]))
+    for task in tasks:
+        if task is not None:
+            lines += [f"## {task}", ""]
+        header = ["c", "method", *[f"seed {s}" for s in seeds], "mean ± sd"]
+        lines += ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+        for row in (r for r in summary["rows"] if r["task"] == task):
+            cells = []
+            for s in seeds:
+                value = row["per_seed"].get(s)
+                cell = "–" if value is None else f"{value:.3f}"
+                test = row["versus_evolved"].get(s)
+                if test is not None:
+                    cell += f" ({test['diff']:+.3f}, p {_p(test['p'])})"
+                cells.append(cell)
+            lines.append("| " + " | ".join([f"{row['budget']:g}", row["method"], *cells,
+                                               f"{row['mean']:.3f} ± {row['sd']:.3f}"]) + " |")
+        lines.append("")
+    lines += [f"Evolved beats both uniform and pyramid ({summary['criterion']}):", ""]
+    for key, ok in summary["beats_uniform_and_pyramid"].items():
+        task, budget, seed = key.split("|")
+        lines.append(f"- {task + ', ' if task else ''}c = {budget}, seed {seed}: {'yes' if ok else 'no'}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _p(p: float) -> str:
+    if p is None or not math.isfinite(p):
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def write_summary(folder: Path, runs: dict[int, Path]) -> Path:
+    summary = summarize(runs)
+    folder.mkdir(parents=True, exist_ok=True)  # the summary is derived data: rewritten on every call
+    write_atomic(folder / SUMMARY_JSON, json.dumps(summary, indent=2) + "\n")
+    write_atomic(folder / SUMMARY_MD, render_summary(summary))
+    return folder
