@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from searchspaces.completion import complete_budgets
+
 # Why 4.0: CMA-ES starts at 1.0 with sigma0 = 0.3, so 4.0 is ten sigmas out and never cuts a
 # normal step short, while it stops one unit from soaking up the whole cache (CacheScore already
 # falls to 0 once the *mean* reaches 2c, but a single unit can still run away while the others
@@ -34,6 +36,11 @@ class SearchSpace:
         ratio_bounds: ``(lower, upper)`` bounds on ``k_i / c`` for the optimizer.
         min_budget: no unit decodes below this (e.g. the scorer's always-kept tokens).
         max_budget: no unit decodes above this (``None``: no cap).
+        exact_total: complete every decoded candidate to exactly ``round(c * n_units)`` tokens
+            (EvolKV §3.2's completion rule, applied before evaluation instead of only to the
+            best profile at the end), so every candidate costs the memory the shipped profile
+            will. ``False`` (EvolKV): a candidate may over- or underspend and the objective's
+            CacheScore judges that.
     """
 
     name: str = ""
@@ -49,6 +56,7 @@ class SearchSpace:
         ratio_bounds: tuple[float, float] | None = None,
         min_budget: int = 1,
         max_budget: int | None = None,
+        exact_total: bool = False,
     ):
         if num_layers < 1 or num_kv_heads < 1:
             raise ValueError(f"num_layers and num_kv_heads must be >= 1, got {num_layers} x {num_kv_heads}")
@@ -71,6 +79,7 @@ class SearchSpace:
         self.min_budget = int(min_budget)
         self.max_budget = None if max_budget is None else int(max_budget)
         self.ratio_bounds = self._resolve_bounds(ratio_bounds)
+        self.exact_total = bool(exact_total)
 
     def _resolve_bounds(self, bounds: tuple[float, float] | None) -> tuple[float, float]:
         if bounds is None:
@@ -123,7 +132,8 @@ class SearchSpace:
 
         Ratios are clipped to ``ratio_bounds`` (so any optimizer back-end, bounded or not, maps
         to the same space), budgets are ``round(ratio * c)`` (halves round up) clipped to
-        ``[min_budget, max_budget]``.
+        ``[min_budget, max_budget]``, then, under ``exact_total``, completed to
+        ``total_budget`` (which may move a unit past ``max_budget``'s clip by the rescaling).
         """
         ratios = np.asarray(ratios, dtype=np.float64)
         if ratios.shape != (self.n_units,):
@@ -133,7 +143,15 @@ class SearchSpace:
         clipped = np.clip(ratios, *self.ratio_bounds)
         budgets = np.floor(clipped * self.target + 0.5).astype(np.int64)
         budgets = np.clip(budgets, self.min_budget, self.max_budget)
+        if self.exact_total:
+            # Proportional, as the final completion; units keep their order and the floor.
+            budgets = complete_budgets(budgets, self.total_budget, floor=self.min_budget)
         return self._to_grid(budgets).astype(np.int64)
+
+    @property
+    def total_budget(self) -> int:
+        """Tokens over all units at the target: ``round(c * n_units)``."""
+        return round(self.target * self.n_units)
 
     def encode(self, budgets: np.ndarray) -> np.ndarray:
         """Budgets ``[num_layers, num_kv_heads]`` -> ratios ``[n_units]`` (float64, ``k / c``).

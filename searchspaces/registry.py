@@ -47,6 +47,7 @@ def get_search_space(
     ratio_bounds: tuple[float, float] | None = None,
     min_budget: int = 1,
     max_budget: int | None = None,
+    exact_total: bool = False,
 ) -> SearchSpace:
     """Build the search space ``name``; ``ValueError`` listing the valid names if unknown."""
     return SEARCH_SPACES.get(name)(
@@ -57,4 +58,5 @@ def get_search_space(
         ratio_bounds=ratio_bounds,
         min_budget=min_budget,
         max_budget=max_budget,
+        exact_total=exact_total,
     )

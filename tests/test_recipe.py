@@ -147,3 +147,10 @@ def test_a_run_name_with_a_path_separator_is_refused(tmp_path):
 def test_loading_a_folder_that_is_not_a_run_says_so(tmp_path):
     with pytest.raises(UserError, match="holds no recipe.yaml"):
         load_run_recipe(tmp_path)
+
+
+def test_the_recipe_offers_exactly_the_budget_rules_the_search_knows():
+    from evolalloc.config.schema import BUDGET_RULES as RECIPE_RULES
+    from evolalloc.search.config import BUDGET_RULES
+
+    assert RECIPE_RULES == BUDGET_RULES

@@ -26,6 +26,7 @@ from evolalloc.core.baselines import baseline_names
 
 DTYPES = ("float32", "bfloat16")
 CACHE_SCOPES = ("group", "allocation")
+BUDGET_RULES = ("cachescore", "exact")  # the same as evolalloc.search.config.BUDGET_RULES (a test checks)
 # Open vocabularies are checked against their registries (``registry`` rule: "module:NAME"), whose
 # names are listed without importing a plugin, so checking a recipe imports neither optuna nor Ray.
 OPTIMIZER_REGISTRY = "evolalloc.search.optimizers:OPTIMIZERS"
@@ -133,6 +134,9 @@ class OptimizerSection:
     lam: float = _rule(0.3, min=0.0, help="weight of CacheScore in the fitness")
     gamma: float = _rule(0.2, min_exclusive=0.0, max=1.0, help="discount for staying under the budget")
     cache_scope: str = _rule("group", choices=CACHE_SCOPES, help="whose mean budget CacheScore sees")
+    budget_rule: str = _rule("cachescore", choices=BUDGET_RULES,
+                             help="cachescore: candidates may over/underspend, judged by CacheScore (EvolKV); "
+                                  "exact: every candidate completed to c x units before it is evaluated")
     seed: int | None = _rule(None, min=0, help="optimizer seed; null = the recipe's seed")
     options: dict = _rule(help="passed to the back-end as they are (pycma's CMAOptions, the Optuna sampler's "
                                "arguments)", factory=dict)

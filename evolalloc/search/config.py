@@ -18,6 +18,8 @@ from evolalloc.core.objective import ObjectiveSettings
 from evolalloc.search.optimizers import check_optimizer_options
 
 CACHE_SCOPES = ("group", "allocation")
+# cachescore: EvolKV as published; exact: every candidate completed to c * units before evaluation.
+BUDGET_RULES = ("cachescore", "exact")
 
 
 def default_popsize(n_units: int) -> int:
@@ -38,6 +40,12 @@ class SearchConfig:
             group being searched, so every group is held near ``c`` on its own.
             ``"allocation"`` uses the mean of the whole candidate allocation (Eq. 2 read
             globally); a group's overspend is then diluted by the other groups.
+        budget_rule: how a candidate's total is held to the target. ``"cachescore"`` (EvolKV as
+            published): a candidate may spend more or less than ``c`` per unit; the objective's
+            CacheScore rewards staying at or under ``c`` and only the best profile is completed
+            to the exact total at the end (§3.2). ``"exact"``: every candidate is completed to
+            exactly ``c * units`` before it is evaluated, so candidates are compared at the
+            memory the shipped profile will have (CacheScore is then 1 for all of them).
         storage: Optuna database URL for the trial store (or ``journal:<path>`` for a journal
             file); ``None`` = SQLite in the run folder, ``sqlite:///<run>/study.db``.
         study_name: name of the Optuna study in that database.
@@ -60,6 +68,7 @@ class SearchConfig:
     lam: float = 0.3
     gamma: float = 0.2
     cache_scope: str = "group"
+    budget_rule: str = "cachescore"
     seed: int = 0
     storage: str | None = None
     study_name: str = "evolalloc"
@@ -89,6 +98,7 @@ class SearchConfig:
             lam=optimizer.lam,
             gamma=optimizer.gamma,
             cache_scope=optimizer.cache_scope,
+            budget_rule=optimizer.budget_rule,
             seed=optimizer.seed,
             storage=storage,
             study_name=study_name,
@@ -105,6 +115,8 @@ class SearchConfig:
             raise UserError(f"must be a positive number, got {self.sigma0}", field="sigma0")
         if self.cache_scope not in CACHE_SCOPES:
             raise UserError(f"must be one of {', '.join(CACHE_SCOPES)}, got {self.cache_scope!r}", field="cache_scope")
+        if self.budget_rule not in BUDGET_RULES:
+            raise UserError(f"must be one of {', '.join(BUDGET_RULES)}, got {self.budget_rule!r}", field="budget_rule")
         if self.seed < 0:
             raise UserError(f"must be >= 0, got {self.seed}", field="seed")
         if not self.study_name:
@@ -129,6 +141,7 @@ class SearchConfig:
                 ratio_bounds=self.ratio_bounds,
                 min_budget=self.min_budget,
                 max_budget=self.max_budget,
+                exact_total=self.budget_rule == "exact",
             )
         except ValueError as err:
             raise UserError(str(err), field="search_space") from err

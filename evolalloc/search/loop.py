@@ -296,7 +296,10 @@ class GroupwiseSearch:
         if not result.ok:
             record.error = result.error or f"non-finite task score {result.task_score!r}"
             return record
-        scored_mean = group_mean if self.config.cache_scope == "group" else mean_budget
+        # Under the exact rule the total is already c * units; a group may then spend above c
+        # only by taking from the others, which is the point, so CacheScore sees the whole mean.
+        by_group = self.config.cache_scope == "group" and self.config.budget_rule != "exact"
+        scored_mean = group_mean if by_group else mean_budget
         record.state = "COMPLETE"
         record.task_score = float(result.task_score)
         record.cache_score = self.objective.cache_score(scored_mean, self.space.target)

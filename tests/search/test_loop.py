@@ -142,3 +142,16 @@ def test_the_search_loop_does_not_import_torch():
     code = "import sys, evolalloc.search, evolalloc.search.optimizers as o; o.optimizer_names(); print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_under_the_exact_rule_every_stored_candidate_costs_the_target_total(tmp_path):
+    result = run_search(tmp_path, ProfileEvaluator(), small_config(tmp_path, budget_rule="exact"), progress=False)
+    totals = {int(np.sum(r.budgets)) for r in result.history}
+    assert totals == {int(TARGET * LAYERS * HEADS)}
+    assert all(r.cache_score == pytest.approx(1.0) for r in result.history if r.ok)
+    assert int(result.best_budgets.sum()) == int(TARGET * LAYERS * HEADS)
+
+
+def test_an_unknown_budget_rule_is_refused(tmp_path):
+    with pytest.raises(UserError, match="budget_rule.*cachescore, exact"):
+        small_config(tmp_path, budget_rule="strict")
