@@ -26,7 +26,25 @@ def head_profile():
 
 
 def test_compression_ratios_are_the_fraction_of_the_prompt_removed():
-    assert compression_ratios([250, 1000, 0], 1000) == [0.75, 0.0, 1.0]
+    assert compression_ratios([250, 1000, 0], 1000) == pytest.approx([0.75, 0.0, 1.0], abs=1e-12)
+
+
+def kvpress_kept(n: int, ratio: float) -> int:
+    """kvpress 0.5.5's ``compute_n_kept``, restated: what a ratio really keeps of n tokens."""
+    return 0 if ratio >= 1.0 else max(1, int(n * (1 - ratio)))
+
+
+@pytest.mark.parametrize("n", [1000, 1024, 977, 4096, 8191])
+def test_kvpress_keeps_exactly_the_budget_despite_float_rounding(n):
+    budgets = list(range(1, n + 1, 7)) + [200, 100, n - 1]
+    ratios = compression_ratios(budgets, n)
+    assert [kvpress_kept(n, r) for r in ratios] == budgets  # 1 - 200/1000 alone would keep 199
+
+
+def test_the_docstring_formula_for_other_lengths_keeps_exactly_the_budget_too():
+    for n in (999, 1000, 1024, 3001):
+        for b in range(1, n):
+            assert kvpress_kept(n, 1 - (b + 0.5) / n) == b
 
 
 def test_a_budget_beyond_the_prompt_removes_nothing_rather_than_a_negative_ratio():
@@ -36,7 +54,7 @@ def test_a_budget_beyond_the_prompt_removes_nothing_rather_than_a_negative_ratio
 def test_the_kvpress_export_has_one_budget_and_ratio_per_layer():
     document = export_kvpress(layer_profile(), context_length=1000)
     assert document["budgets"] == [200, 100, 50, 162]
-    assert document["compression_ratios"] == [0.8, 0.9, 0.95, 0.838]
+    assert document["compression_ratios"] == pytest.approx([0.8, 0.9, 0.95, 0.838], abs=1e-12)
     assert document["num_layers"] == 4 and len(document["compression_ratios"]) == 4
     assert "head_budgets" not in document
     json.dumps(document)  # JSON-ready
@@ -69,7 +87,7 @@ def test_the_json_export_loads_back_as_the_same_allocation(tmp_path):
 
 def test_export_allocation_writes_the_file_it_names(tmp_path):
     path = export_allocation(layer_profile(), "kvpress", tmp_path / "sub" / "p.json", context_length=1000)
-    assert json.loads(path.read_text())["compression_ratios"][0] == 0.8
+    assert json.loads(path.read_text())["compression_ratios"][0] == pytest.approx(0.8)
 
 
 def test_an_unknown_format_or_a_bad_length_is_a_user_error():

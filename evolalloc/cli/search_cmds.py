@@ -170,6 +170,21 @@ def expand(allocation, targets, min_budget, out_dir):
         click.echo(f"wrote {path}")
 
 
+def _export_formats() -> list[str]:
+    from evolalloc.export import exporters  # lazy registry: lists names without importing the formats
+
+    return exporters.names()
+
+
+def _targets(_ctx, _param, value):
+    if value is None:
+        return None
+    try:
+        return [float(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}") from None
+
+
 def expansion_floor(source, where: str) -> int:
     """The smallest budget the profile's scorer can honour: the tokens it always keeps (at least 1)."""
     from evolalloc.core.errors import UserError
@@ -196,19 +211,22 @@ def check_expansion(target: float, searched: float, floor: int, scorer: str, *, 
 
 @main.command()
 @click.argument("allocation", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["json", "kvpress"]), default="kvpress", show_default=True)
-@click.option("--context-length", type=int, default=None, help="For kvpress: turn budgets into per-layer compression ratios at this length.")
+@click.option("--format", "fmt", type=click.Choice(_export_formats()), default="kvpress", show_default=True)
+@click.option("--context-length", type=int, default=None, help="kvpress / curve: express budgets as ratios of a prompt of this length.")
+@click.option("--targets", callback=_targets, default=None, metavar="C1,C2,...", help="curve: the average budgets of the family (default: the target and 2x, 4x).")
+@click.option("--sink-tokens", type=int, default=None, help="trtllm: sink_token_length (default: what the profile was searched with).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Default: print to stdout.")
-def export(allocation, fmt, context_length, output):
-    """Export a profile for a serving stack: evolalloc JSON, or a kvpress per-layer table."""
+def export(allocation, fmt, context_length, targets, sink_tokens, output):
+    """Export a profile for a serving stack, in that stack's own terms (see docs/shipping.md)."""
     from evolalloc.core.allocation_file import load_allocation
-    from evolalloc.export.formats import export_allocation, export_text
+    from evolalloc.export import export_allocation, export_text
 
     source = load_allocation(allocation)
+    options = dict(context_length=context_length, targets=targets, sink_tokens=sink_tokens)
     if output is None:
-        click.echo(export_text(source, fmt, context_length=context_length))
+        click.echo(export_text(source, fmt, **options), nl=False)
     else:
-        click.echo(f"wrote {export_allocation(source, fmt, output, context_length=context_length)}")
+        click.echo(f"wrote {export_allocation(source, fmt, output, **options)}")
 
 
 @main.command()

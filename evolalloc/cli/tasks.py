@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from evolalloc import DEFAULT_MODEL
@@ -91,3 +93,35 @@ def show(name: str, context_tokens: int | None, split: str, seed: int, params: t
         click.echo("--- reference continuations (likelihood mode) ---")
         for text in continuations:
             click.echo(f"- {text!r}")
+
+
+@tasks.command("dump")
+@click.argument("name")
+@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True, help="How many instances.")
+@click.option("--context-tokens", type=click.IntRange(min=1), default=None, help="Prompt length in the model's tokens.")
+@click.option("--split", type=click.Choice(["search", "heldout"]), default="heldout", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="A task parameter, e.g. -p needle_type=uuid.")
+@click.option("--model", default="bundled:smollm2-135m-instruct", show_default=True, help="Whose tokenizer measures lengths.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSONL file to write.")
+def dump(name, count, context_tokens, split, seed, params, model, output) -> None:
+    """Write COUNT instances of task NAME as JSONL, one prompt file line each.
+
+    Each line has uid, context, question, prompt (= context + question), references and
+    max_new_tokens: a prompt file for `evolalloc generate`.
+    """
+    import json
+
+    import fitness
+    from evolalloc.core.fileio import write_atomic
+    from evolalloc.runtime.model import load_tokenizer
+
+    try:
+        task = fitness.get_task(name, **_parse_params(params))
+        instances = task.instances(split, count, seed, context_tokens, load_tokenizer(model))
+    except fitness.FitnessError as err:
+        raise UserError(str(err)) from None
+    lines = [json.dumps({"uid": i.uid, "context": i.context, "question": i.question, "prompt": i.prompt,
+                         "references": list(i.references), "max_new_tokens": i.max_new_tokens}) for i in instances]
+    write_atomic(output, "\n".join(lines) + "\n")
+    click.echo(f"wrote {len(lines)} {name} instances to {output}")

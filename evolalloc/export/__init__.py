@@ -1,1 +1,37 @@
-"""Export a budget profile for other tools (``evolalloc export --format NAME``)."""
+"""Export a budget profile in another tool's own terms (``evolalloc export --format NAME``).
+
+Each format is one small module registered in ``exporters`` (a ``named_registry.Registry``); the
+registry lists every name without importing any module, so ``--help`` and the ``--format``
+choices stay instant. An exporter is a class built with the user's options
+(``exporters.create(name, **options)``, unknown options refused by name) whose ``render()``
+returns the files to write. Formats:
+
+- ``json``    — the allocation file itself, as evolalloc's runtime loads it;
+- ``kvpress`` — per-layer compression ratios for kvpress's ``PerLayerCompressionPress``;
+- ``trtllm``  — TensorRT-LLM ``KvCacheConfig`` (``max_attention_window`` per layer);
+- ``curve``   — a family of profiles over budgets, ``[n_budgets, layers, kv_heads]`` (.npy + JSON);
+- ``headkv``  — per-(layer, KV head) capacities as JSON.
+
+Each module's docstring has a loading snippet for its target tool.
+"""
+
+from __future__ import annotations
+
+from named_registry import Registry
+
+from evolalloc.export.base import Exporter, Rendered, export_allocation, export_text, exporter_for
+
+exporters: Registry = Registry(
+    "export format",
+    base=Exporter,
+    package="evolalloc.export",  # a new format is one file here; the lazy lines list names without imports
+    lazy={
+        "json": "evolalloc.export.json_format",
+        "kvpress": "evolalloc.export.kvpress",
+        "trtllm": "evolalloc.export.trtllm",
+        "curve": "evolalloc.export.curve",
+        "headkv": "evolalloc.export.headkv",
+    },
+)
+
+__all__ = ["Exporter", "Rendered", "exporters", "exporter_for", "export_allocation", "export_text"]

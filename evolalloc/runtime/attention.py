@@ -17,16 +17,37 @@ One function serves three situations:
 transformers gives a custom attention function no mask unless a mask function is registered too;
 we register none on purpose and build the mask here.
 
+A fourth, for profiles meant for TensorRT-LLM (``runtime/windowed.py``): per-layer sliding-window
+attention, in the prefill (kwarg ``evolalloc_windows``: one window per layer) and while decoding
+(``cache.windows``). A query sees the last ``W`` valid tokens up to and including itself, as a
+cyclic KV cache of ``W`` slots does.
+
 Sliding-window attention (Mistral's ``sliding_window``) is not applied: evolalloc's budgets
 already bound what a layer sees, and the supported checkpoints run with full attention.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import torch
 import torch.nn.functional as F
 
 ATTENTION_NAME = "evolalloc"
+# The evicted cache for calls that cannot pass the ``evolalloc_cache`` kwarg: transformers'
+# ``generate()`` refuses model kwargs it does not know (see ``runtime/hf_generate.py``).
+_ACTIVE_CACHE: contextvars.ContextVar = contextvars.ContextVar("evolalloc_active_cache", default=None)
+
+
+@contextlib.contextmanager
+def active_cache(cache):
+    """Within this block, attention without an ``evolalloc_cache`` kwarg uses ``cache``."""
+    token = _ACTIVE_CACHE.set(cache)
+    try:
+        yield cache
+    finally:
+        _ACTIVE_CACHE.reset(token)
 
 
 def causal_mask(q_len: int, k_len: int, device: torch.device) -> torch.Tensor:
@@ -46,9 +67,15 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
     q_len, k_len = query.shape[2], key.shape[2]
     n_rep = query.shape[1] // key.shape[1]
     cache = kwargs.get("evolalloc_cache")
+    if cache is None and "evolalloc_capture" not in kwargs:
+        cache = _ACTIVE_CACHE.get()
     valid = cache.valid[module.layer_idx] if cache is not None else None
+    window_mask = _window_mask(module.layer_idx, q_len, key, cache, kwargs.get("evolalloc_windows"))
 
-    if valid is None and q_len == k_len:
+    if window_mask is not None:
+        mask = window_mask.repeat_interleave(n_rep, dim=1) if window_mask.shape[1] > 1 else window_mask
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=n_rep > 1)
+    elif valid is None and q_len == k_len:
         # Full prefill (or plain use): let SDPA pick its fused causal kernel.
         out = F.scaled_dot_product_attention(query, key, value, is_causal=q_len > 1, scale=scaling, enable_gqa=n_rep > 1)
     else:
@@ -64,6 +91,36 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
     if capture is not None:
         capture.record(module.layer_idx, query, key, value, scaling)
     return out.transpose(1, 2).contiguous(), None
+
+
+def _window_mask(layer: int, q_len: int, key: torch.Tensor, cache, prefill_windows) -> torch.Tensor | None:
+    """``[B, Hkv or 1, q, S]`` bool sliding-window mask, or ``None`` when no window applies.
+
+    Prefill (``prefill_windows[layer] = W``): query ``i`` sees keys ``i - W < j <= i``. Decoding on
+    a cache with ``cache.windows[layer]`` (``[B]``): with ``c`` the running count of valid slots,
+    the query in slot ``t`` sees valid slot ``s <= t`` iff ``c[t] - c[s] < W`` (itself plus the
+    ``W - 1`` valid tokens before it), so padding and evicted slots never use up the window.
+    """
+    k_len, device = key.shape[2], key.device
+    if cache is None:
+        if prefill_windows is None:
+            return None
+        window = int(prefill_windows[layer])
+        rows = torch.arange(q_len, device=device)[:, None] + (k_len - q_len)
+        cols = torch.arange(k_len, device=device)[None, :]
+        return ((cols <= rows) & (rows - cols < window))[None, None]
+    windows = getattr(cache, "windows", None)
+    if windows is None or windows[layer] is None:
+        return None
+    b, h = key.shape[:2]
+    valid = cache.valid[layer]
+    if valid is None:
+        valid = torch.ones(b, h, k_len, dtype=torch.bool, device=device)
+    count = valid.long().cumsum(dim=-1)  # [B, Hkv, S]
+    at_query = count[..., k_len - q_len :]  # [B, Hkv, q]
+    within = (at_query[..., :, None] - count[..., None, :]) < windows[layer].to(device)[:, None, None, None]
+    causal = causal_mask(q_len, k_len, device)
+    return valid[..., None, :] & within & causal
 
 
 def register_attention() -> None:

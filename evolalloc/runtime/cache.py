@@ -33,6 +33,9 @@ class EvictedCache:
             self.valid.append(m)
             self.used.append(s)
         self._pending_valid: torch.Tensor | None = None
+        # Sliding windows while decoding (TensorRT-LLM semantics, ``runtime/windowed.py``): per
+        # layer a ``[B]`` long tensor of window sizes, or None for plain attention to every slot.
+        self.windows: list[torch.Tensor | None] | None = None
 
     @classmethod
     def adopt(cls, keys: list[torch.Tensor], values: list[torch.Tensor], valid: list[torch.Tensor | None], used: list[int]) -> "EvictedCache":
@@ -41,6 +44,7 @@ class EvictedCache:
         cache = cls.__new__(cls)
         cache.keys, cache.values, cache.valid, cache.used = list(keys), list(values), list(valid), list(used)
         cache._pending_valid = None
+        cache.windows = None
         return cache
 
     @property
@@ -84,6 +88,8 @@ class EvictedCache:
             self.values[layer] = self.values[layer].index_select(0, rows)
             if self.valid[layer] is not None:
                 self.valid[layer] = self.valid[layer].index_select(0, rows)
+            if self.windows is not None and self.windows[layer] is not None:
+                self.windows[layer] = self.windows[layer].index_select(0, rows)
 
     def filled_bytes(self) -> int:
         """Bytes of the filled slots (padding included, unused room excluded)."""

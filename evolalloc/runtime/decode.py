@@ -1,4 +1,4 @@
-"""Greedy decoding on evicted caches, batched over (instance, allocation) rows.
+"""Greedy (or sampled) decoding on evicted caches, batched over (instance, allocation) rows.
 
 Each row continues from its record's *original* positions (a cache shorter than the prompt must
 not shift positions). The first answer token comes from the prefill's logits, exactly as after
@@ -17,6 +17,7 @@ import torch
 from evolalloc.runtime.cache import EvictedCache
 from evolalloc.runtime.compress import compress_batch
 from evolalloc.runtime.prefill import PrefillRecord
+from evolalloc.runtime.sampling import sample
 from evolalloc.runtime.scorers import Scorer
 
 
@@ -36,6 +37,11 @@ class DecodeSettings:
     stop: tuple[str, ...] = ()
     eos_ids: tuple[int, ...] = ()
     keep_logits: bool = False
+    # Sampling (``do_sample``): each row draws with its own generator (``decode_batch(generators=)``).
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
 
 
 def eos_ids_of(model, tokenizer) -> tuple[int, ...]:
@@ -86,8 +92,14 @@ class _Rows:
 
 
 @torch.no_grad()
-def decode_batch(model, cache: EvictedCache, records: Sequence[PrefillRecord], settings: DecodeSettings, tokenizer=None) -> list[Generation]:
-    """Greedy-decode every row of ``cache`` (row ``i`` was compressed from ``records[i]``)."""
+def decode_batch(model, cache: EvictedCache, records: Sequence[PrefillRecord], settings: DecodeSettings, tokenizer=None,
+                 generators: Sequence[torch.Generator] | None = None) -> list[Generation]:
+    """Decode every row of ``cache`` (row ``i`` was compressed from ``records[i]``).
+
+    Greedy unless ``settings.do_sample``; then row ``i`` samples with ``generators[i]``.
+    """
+    if settings.do_sample and (generators is None or len(generators) != len(records)):
+        raise ValueError("sampling needs one torch.Generator per row (generators=...)")
     device = cache.keys[0].device
     n = len(records)
     rows = _Rows(n, settings, tokenizer)
@@ -104,7 +116,11 @@ def decode_batch(model, cache: EvictedCache, records: Sequence[PrefillRecord], s
 
     active = torch.arange(n, device=device)
     while True:
-        next_tokens = logits.argmax(dim=-1)
+        if settings.do_sample:
+            next_tokens = sample(logits, [generators[r] for r in active.tolist()], temperature=settings.temperature,
+                                 top_k=settings.top_k, top_p=settings.top_p)
+        else:
+            next_tokens = logits.argmax(dim=-1)
         for i, row in enumerate(active.tolist()):
             rows.push(row, int(next_tokens[i]), logits[i])
         alive = torch.tensor([rows.stopped[r] is None for r in active.tolist()], device=device)
@@ -163,6 +179,22 @@ def feed_chunks(model, cache: EvictedCache, chunks, start: torch.Tensor, keep: i
     return out.logits.float()
 
 
+def build_cache(model, rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Scorer, room: int):
+    """The evicted cache of (record, budgets) rows: ``(rows, cache)``.
+
+    For a windowed-attention scorer (TensorRT-LLM semantics) each row is first prefilled again
+    under its windows, so the returned rows hold those records.
+    """
+    if not getattr(scorer, "windowed_attention", False):
+        return rows, compress_batch(rows, scorer, room=room)
+    from evolalloc.runtime.windowed import set_cache_windows, windowed_record
+
+    rows = [(windowed_record(model, record, budgets, scorer), budgets) for record, budgets in rows]
+    cache = compress_batch(rows, scorer, room=room)
+    set_cache_windows(cache, rows)
+    return rows, cache
+
+
 def generate(
     model,
     rows: Sequence[tuple[PrefillRecord, np.ndarray]],
@@ -175,7 +207,6 @@ def generate(
     results: list[Generation] = []
     room = settings.max_new_tokens + max((len(r.question_ids) for r, _ in rows if r.question_ids is not None), default=0)
     for start in range(0, len(rows), batch_size):
-        chunk = rows[start : start + batch_size]
-        cache = compress_batch(chunk, scorer, room=room)
+        chunk, cache = build_cache(model, rows[start : start + batch_size], scorer, room)
         results.extend(decode_batch(model, cache, [r for r, _ in chunk], settings, tokenizer))
     return results

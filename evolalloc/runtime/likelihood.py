@@ -47,6 +47,10 @@ def reference_logprobs_batch(model, rows: Sequence[Row], scorer: Scorer) -> list
     questions = [r.question_ids for r, _, _ in rows]
     if any(q is not None for q in questions) and not all(q is not None and len(q) > 0 for q in questions):
         raise ValueError("either every row or none has a question to feed after compression")
+    if getattr(scorer, "windowed_attention", False):  # TensorRT-LLM semantics: prefill again under the windows
+        from evolalloc.runtime.windowed import windowed_record
+
+        rows = [(windowed_record(model, r, b, scorer), b, ref) for r, b, ref in rows]
     records = [r for r, _, _ in rows]
     device = records[0].first_logits.device
     chunks = []
@@ -60,6 +64,10 @@ def reference_logprobs_batch(model, rows: Sequence[Row], scorer: Scorer) -> list
     chunk_logp = None
     if keep > 0:
         cache = compress_batch([(r, b) for r, b, _ in rows], scorer, room=max(len(c) for c in chunks))
+        if getattr(scorer, "windowed_attention", False):
+            from evolalloc.runtime.windowed import set_cache_windows
+
+            set_cache_windows(cache, [(r, b) for r, b, _ in rows])
         start = torch.tensor([r.length for r in records], device=device)
         # Left padding aligns every row's last token to the last column: the last `keep` columns
         # hold the logits of every row's last `from_chunk[i]` chunk positions.

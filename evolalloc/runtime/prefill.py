@@ -26,6 +26,8 @@ class PrefillRecord:
     the whole prompt was prefilled).
     ``rankings``: scorer key (``Scorer.key``) -> ``[num_layers, Hkv, L]`` int64 positions, most important first.
     ``question_ids``: ``[q]`` tokens to feed after eviction (query-agnostic setting), or ``None``.
+    ``prompt_ids``: ``[L]`` the prefilled tokens (a windowed-attention scorer prefills them again
+    under each allocation's windows, see ``runtime/windowed.py``).
     """
 
     uid: str
@@ -35,6 +37,7 @@ class PrefillRecord:
     first_logits: torch.Tensor
     rankings: dict[str, torch.Tensor] = field(default_factory=dict)
     question_ids: torch.Tensor | None = None
+    prompt_ids: torch.Tensor | None = None
 
     @property
     def num_layers(self) -> int:
@@ -99,4 +102,5 @@ def prefill(
         first_logits=out.logits[0, -1].float(),
         rankings=rankings,
         question_ids=question,
+        prompt_ids=ids[0],
     )

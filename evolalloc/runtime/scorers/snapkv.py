@@ -3,6 +3,10 @@
 The attention of the last ``window`` prompt queries to every earlier key is summed over those
 queries, smoothed with a 1-D pool of ``kernel`` (so a kept token brings its neighbours), and
 averaged over the query heads of each KV group. The window itself is always kept.
+
+``pool_window=False`` pools only the votes of the tokens before the window (the window's own
+votes never smooth into its neighbours), as kvpress's ``SnapKVPress`` does; with
+``pooling="avg"`` that is kvpress's scoring exactly (see ``benchmarks/kvpress_agreement.sh``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class SnapKV(Scorer):
     window: int = 32
     kernel: int = 7
     pooling: str = "max"  # "max" or "avg"
+    pool_window: bool = True  # False: pool the prefix only (kvpress's SnapKVPress)
 
     def __post_init__(self):
         if self.pooling not in ("max", "avg"):
@@ -41,5 +46,8 @@ class SnapKV(Scorer):
         votes = attention.sum(dim=1)  # [Hq, L]
         pool = F.max_pool1d if self.pooling == "max" else F.avg_pool1d
         pad = self.kernel // 2
-        smoothed = pool(votes[:, None, :], kernel_size=self.kernel, stride=1, padding=pad)[:, 0, :]
+        prefix = votes.shape[-1] if self.pool_window else max(votes.shape[-1] - self.window, 0)
+        smoothed = votes.clone()
+        if prefix:
+            smoothed[:, :prefix] = pool(votes[:, None, :prefix], kernel_size=self.kernel, stride=1, padding=pad)[:, 0, :]
         return stats.per_kv_head(smoothed)

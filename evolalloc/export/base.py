@@ -1,0 +1,89 @@
+"""The exporter interface and the two calls every caller uses: text for stdout, files on disk.
+
+An exporter renders one allocation into one main file and, for some formats, sidecar files
+written beside it (``curve`` writes ``NAME.npy`` and ``NAME.json``). Options (a context length,
+a list of budgets) are constructor parameters, so ``exporters.create(name, **options)`` checks
+their names against the format and a wrong one is a ``UserError``, not a silent default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evolalloc.core.allocation import Allocation
+from evolalloc.core.errors import UserError
+
+
+@dataclass
+class Rendered:
+    """What an exporter produces: ``main`` (text or bytes) and ``sidecars`` ``{suffix: content}``.
+
+    Sidecars are written to the main path with its suffix replaced by the sidecar's suffix.
+    ``text`` is set when the whole export is one text document that can go to stdout.
+    """
+
+    main: str | bytes
+    suffix: str
+    sidecars: dict[str, str | bytes] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str | None:
+        return self.main if isinstance(self.main, str) and not self.sidecars else None
+
+
+class Exporter:
+    """Base class: subclasses set ``suffix`` and implement ``render(allocation)``.
+
+    ``check(allocation)`` raises ``UserError`` (field ``format``) for a profile the target tool
+    cannot express; ``render`` calls it first.
+    """
+
+    name: str = ""
+    suffix: str = ".json"
+
+    def check(self, allocation: Allocation) -> None:
+        """Refuse what the target cannot express (default: everything can)."""
+
+    def render(self, allocation: Allocation) -> Rendered:
+        raise NotImplementedError
+
+    def refuse(self, reason: str) -> UserError:
+        return UserError(f"cannot export to {self.name}: {reason}", field="format")
+
+
+def exporter_for(fmt: str, **options) -> Exporter:
+    """Build exporter ``fmt`` with ``options`` (those left ``None`` are dropped).
+
+    An unknown format or an option the format does not take is a ``UserError``.
+    """
+    from named_registry import RegistryError
+
+    from evolalloc.export import exporters
+
+    given = {k: v for k, v in options.items() if v is not None}
+    try:
+        return exporters.create(fmt, **given)
+    except RegistryError as err:
+        raise UserError(str(err), field="format") from None
+    except ValueError as err:  # an option the format takes, with a bad value
+        raise UserError(str(err), field="format") from None
+
+
+def export_text(allocation: Allocation, fmt: str, **options) -> str:
+    """The export as one text document (``UserError`` for formats that write several files)."""
+    rendered = exporter_for(fmt, **options).render(allocation)
+    if rendered.text is None:
+        raise UserError(f"format {fmt!r} writes several files (or binary data); give an output path with -o", field="output")
+    return rendered.text
+
+
+def export_allocation(allocation: Allocation, fmt: str, path: str | Path, **options) -> Path:
+    """Render and write the export atomically: the main file at ``path``, sidecars beside it."""
+    from evolalloc.core.fileio import write_atomic
+
+    rendered = exporter_for(fmt, **options).render(allocation)
+    path = Path(path)
+    for suffix, content in rendered.sidecars.items():
+        write_atomic(path.with_suffix(suffix), content)
+    return write_atomic(path, rendered.main)

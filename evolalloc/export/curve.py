@@ -1,0 +1,130 @@
+"""``curve``: a family of profiles over budgets, ``[n_budgets, layers, kv_heads]`` (.npy + JSON).
+
+One search gives a profile at one average budget ``c``; EvolKV's expansion rule carries it to
+any other ``c'`` without a new search (``Allocation.expand``). This format writes that family
+as one array, the layout of kvpress's LU-KV budget curves (``LUKVPress`` loads a
+``[99, num_layers, num_kv_heads]`` array of per-head prune ratios, row ``i`` for a global
+compression ratio of ``(i + 1) / 100``):
+
+- without ``context_length``: int64 token budgets, one row per target in ``targets``
+  (default: the profile's own target, then 2x and 4x); the profile's own target row is the
+  profile itself, the others its expansions;
+- with ``context_length`` ``n`` and no ``targets``: the LU-KV grid, float32 prune ratios
+  ``1 - b / n``, row ``i`` the expansion to ``c = n * (1 - (i + 1) / 100)``. No unit can keep more
+  than the ``n`` prompt tokens, so the expansion is capped at ``n``: units that would exceed it
+  keep ``n`` and the rest of the total is shared by the others by the same proportional rule
+  (so every row keeps exactly its global fraction of the prompt).
+
+Rows below the profile's own target shrink it by the same rule; they were not searched (the
+sidecar lists them in ``below_source_target``). The JSON sidecar (same name, ``.json``) says which: ``values`` ("budgets" or "prune_ratios"),
+``targets``, ``compression_ratios`` (LU-KV rows), ``context_length``, the model geometry and
+the scorer. Loading it::
+
+    import json
+    import numpy as np
+
+    curve = np.load("profile-curve.npy")               # [n_budgets, layers, kv_heads]
+    meta = json.load(open("profile-curve.json"))
+    row = meta["targets"].index(256.0)                  # the budgets of the c=256 member
+    budgets = curve[row]                                # evolalloc.generate(..., allocation=budgets)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+
+from evolalloc.core.allocation import Allocation, complete_budgets
+from evolalloc.core.errors import UserError
+from evolalloc.export import exporters
+from evolalloc.export.base import Exporter, Rendered
+
+CURVE_FORMAT = "evolalloc.curve"
+LUKV_ROWS = 99
+
+
+def capped_expansion(allocation: Allocation, target: float, cap: int) -> np.ndarray:
+    """``[layers, kv_heads]``: the profile expanded to ``target``, no unit above ``cap``.
+
+    Units the proportional rule would push past ``cap`` are fixed at ``cap``; the remaining total
+    is shared by the other units by the same rule (EvolKV completion), until none exceeds it.
+    """
+    layers, heads = allocation.budgets.shape
+    per_layer = allocation.granularity == "layer"
+    units = allocation.budgets[:, 0] if per_layer else allocation.budgets.reshape(-1)
+    total = round(target * layers) if per_layer else round(target * layers * heads)
+    if total >= cap * units.size:
+        out = np.full(units.size, cap, dtype=np.int64)
+    else:
+        capped = np.zeros(units.size, dtype=bool)
+        while True:
+            out = np.full(units.size, cap, dtype=np.int64)
+            out[~capped] = complete_budgets(units[~capped], total - cap * int(capped.sum()), floor=1)
+            over = out > cap
+            if not over.any():
+                break
+            capped |= over
+    return np.repeat(out[:, None], heads, axis=1) if per_layer else out.reshape(layers, heads)
+
+
+def profile_family(allocation: Allocation, targets, cap: int | None = None) -> np.ndarray:
+    """int64 ``[len(targets), layers, kv_heads]``: the profile at its own target, expansions elsewhere."""
+    rows = []
+    for target in map(float, targets):
+        if cap is not None:
+            rows.append(capped_expansion(allocation, target, cap))
+        else:
+            rows.append(allocation.budgets if target == allocation.target else allocation.expand(target).budgets)
+    return np.stack(rows).astype(np.int64)
+
+
+@exporters.register("curve", description="profile family over budgets [n_budgets, layers, kv_heads] (.npy + JSON)")
+class CurveExporter(Exporter):
+    suffix = ".npy"
+
+    def __init__(self, targets: list[float] | None = None, context_length: int | None = None):
+        if targets is not None and (not targets or any(not (float(t) > 0) for t in targets)):
+            raise UserError(f"targets must be positive numbers, got {targets!r}", field="targets")
+        if context_length is not None and not (isinstance(context_length, int) and context_length > 0):
+            raise UserError(f"context_length must be a positive integer, got {context_length!r}", field="context_length")
+        self.targets = None if targets is None else [float(t) for t in targets]
+        self.context_length = context_length
+
+    def render(self, allocation: Allocation) -> Rendered:
+        n = self.context_length
+        compression = None
+        if self.targets is None and n is not None:
+            compression = [(i + 1) / 100 for i in range(LUKV_ROWS)]
+            targets = [n * (1 - r) for r in compression]
+        else:
+            targets = self.targets or [allocation.target, 2 * allocation.target, 4 * allocation.target]
+        budgets = profile_family(allocation, targets, cap=n)
+        if n is None:
+            array, values = budgets, "budgets"
+        else:
+            array, values = (1.0 - budgets / n).astype(np.float32), "prune_ratios"
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=False)
+        sidecar = {
+            "format": CURVE_FORMAT,
+            "version": 1,
+            "shape": list(array.shape),
+            "values": values,
+            "targets": targets,
+            "compression_ratios": compression,
+            "context_length": n,
+            "rule": "EvolKV proportional expansion of the profile" + (f", capped at {n} tokens per unit" if n else ""),
+            "model": allocation.model,
+            "geometry": allocation.geometry.to_dict(),
+            "scorer": allocation.scorer,
+            "scorer_params": allocation.scorer_params,
+            "granularity": allocation.granularity,
+            "source_target": allocation.target,
+            # `evolalloc expand` only carries a profile upwards; a curve also shrinks it by the same
+            # rule (LU-KV's grid needs every ratio). Those rows were not searched:
+            "below_source_target": [t for t in targets if t < allocation.target],
+            "method": allocation.provenance.get("method"),
+        }
+        return Rendered(buffer.getvalue(), self.suffix, sidecars={".json": json.dumps(sidecar, indent=2) + "\n"})
