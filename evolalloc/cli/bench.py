@@ -88,3 +88,17 @@ def bench_workers_cmd(model_spec, prompts, context_tokens, candidates, batch_siz
     click.echo(f"model: {model_spec}")
     for line in result.lines():
         click.echo(line)
+
+
+@bench.command("service")
+@click.option("--clients", default=32, show_default=True, help="Concurrent clients.")
+@click.option("--seconds", default=30.0, show_default=True, help="How long the clients poll.")
+def bench_service_cmd(clients, seconds):
+    """Requests/s and latency of a real `evolalloc serve` on loopback: clients polling job status and fetching profiles."""
+    from evolalloc.bench.service import bench_service
+
+    result = bench_service(clients=clients, seconds=seconds, log=lambda m: click.echo(m, err=True))
+    for line in result.lines():
+        click.echo(line)
+    if result.errors:
+        raise click.ClickException(f"{result.errors} request(s) failed")

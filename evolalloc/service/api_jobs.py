@@ -1,0 +1,129 @@
+"""``/jobs``: submit a recipe, list and read jobs, their evaluations, cancel.
+
+The polled reads (``GET /jobs``, ``GET /jobs/{id}``) are ``async``: one indexed row read is cheaper
+than the hop to a thread; the rest run in the thread pool (validation, study reads, signals).
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+
+import yaml
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import select
+
+from evolalloc.core.errors import UserError
+from evolalloc.service.db import ACTIVE_STATES, JOB_STATES, Job, Profile
+from evolalloc.service.jobs import JobError
+from evolalloc.service.progress import read_progress
+from evolalloc.service.recipes import (
+    SOURCE,
+    check_confinement,
+    check_schema,
+    parse_body,
+)
+
+router = APIRouter(tags=["jobs"])
+
+
+@lru_cache(maxsize=512)
+def _recipe_dict(job_id: int, text: str) -> dict:
+    """A job's stored recipe as data (it never changes once submitted; parsing YAML is slow)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders only
+
+RECIPE_BODY = {"requestBody": {"required": True, "content": {
+    "application/yaml": {"schema": {"type": "string"}, "example": "task: {name: passkey}\nbudget: {target: 128}\n"},
+    "application/json": {"schema": {"type": "object"}}}}}
+
+
+def _service(request: Request):
+    return request.app.state.service
+
+
+def _job(session, job_id: int) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise JobError(404, f"no job {job_id}")
+    return job
+
+
+@router.post("/jobs", status_code=201, openapi_extra=RECIPE_BODY)
+async def submit_job(request: Request, name: str | None = Query(None, description="run name (default: the recipe's)")):
+    """Queue a search. The body is a run recipe (YAML, or JSON with ``Content-Type: application/json``),
+    checked exactly as ``evolalloc search`` checks it; a bad recipe is a 422 naming the field."""
+    body = await request.body()
+    return await run_in_threadpool(_submit, _service(request), body, request.headers.get("content-type"), name)
+
+
+def _submit(service, body: bytes, content_type: str | None, name: str | None) -> dict:
+    recipe = check_schema(parse_body(body, content_type), name)
+    check_confinement(recipe, service.settings.runs_dir)
+    service.validator.check(recipe.to_dict(), SOURCE)  # task and scorer names (needs torch: not here)
+    with service.sessions.begin() as session:
+        clash = session.scalar(select(Job.id).where(Job.name == recipe.name, Job.status.in_(ACTIVE_STATES)))
+        if clash is not None:
+            raise JobError(409, f"job {clash} already runs under the name {recipe.name!r}; pass ?name= to choose another")
+        if (service.settings.runs_dir / recipe.name).exists():
+            raise JobError(409, f"run folder {recipe.name!r} already exists; a run is never overwritten: pass ?name=")
+        job = Job(name=recipe.name, status="queued", recipe=recipe.to_yaml(), model=recipe.model.spec,
+                  task=recipe.task_names, engine=recipe.engine.kind)
+        session.add(job)
+        session.flush()
+        result = job.to_dict()
+    service.runner.wake()
+    return result
+
+
+@router.get("/jobs")
+async def list_jobs(request: Request, status: str | None = Query(None, description="only jobs in this state")):
+    """Every job, newest first."""
+    if status is not None and status not in JOB_STATES:
+        raise UserError(f"unknown status {status!r}; choose one of {', '.join(JOB_STATES)}", field="status")
+    with _service(request).sessions() as session:
+        query = select(Job).order_by(Job.id.desc())
+        if status:
+            query = query.where(Job.status == status)
+        return {"jobs": [job.to_dict() for job in session.scalars(query)]}
+
+
+@router.get("/jobs/{job_id}")
+async def get_job(request: Request, job_id: int):
+    """State, progress (evaluations done / planned, best fitness so far), timings, error."""
+    with _service(request).sessions() as session:
+        job = _job(session, job_id)
+        result = job.to_dict()
+        result["profiles"] = [p.id for p in session.scalars(select(Profile).where(Profile.job_id == job_id).order_by(Profile.target))]
+        result["recipe"] = copy.deepcopy(_recipe_dict(job.id, job.recipe))
+        return result
+
+
+@router.get("/jobs/{job_id}/evaluations")
+def job_evaluations(request: Request, job_id: int):
+    """Every stored evaluation (search order) with the best fitness so far, the best budgets
+    ``[layers][kv_heads]`` so far, and the held-out comparison once the run has one."""
+    from evolalloc.config.run_folder import COMPARISON_FILE
+
+    service = _service(request)
+    with service.sessions() as session:
+        job = _job(session, job_id)
+        name, storage = job.name, _recipe_dict(job.id, job.recipe).get("storage")
+    run_dir = service.settings.runs_dir / name
+    progress = read_progress(run_dir, storage, name, with_history=True)
+    comparison = None
+    if (run_dir / COMPARISON_FILE).exists():
+        import json
+
+        comparison = json.loads((run_dir / COMPARISON_FILE).read_text(encoding="utf-8"))
+    return {"job": job_id, "evaluations": progress.history, "planned": progress.planned,
+            "best_budgets": progress.best_budgets, "comparison": comparison}
+
+
+@router.post("/jobs/{job_id}/cancel")
+def cancel_job(request: Request, job_id: int):
+    """Stop a queued or running job (its worker's process group is killed); 409 if it has ended."""
+    service = _service(request)
+    service.runner.cancel(job_id)
+    with service.sessions() as session:
+        return _job(session, job_id).to_dict()

@@ -1,0 +1,144 @@
+"""The service's database: one table of jobs, one of registered profiles (SQLAlchemy 2).
+
+Any SQLAlchemy URL works: by default a SQLite file beside the run folders
+(``<runs>/.service/service.db``), on a cluster a shared PostgreSQL (``postgresql://...``), the
+same URL family as the trial store. Tables are created on start; later tables (ask/tell studies
+and their trials) join the same ``Base``.
+
+Only the service process writes here (workers report through their exit status and files),
+so SQLite never sees two writing processes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    create_engine,
+    event,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+
+JOB_STATES = ("queued", "running", "finished", "failed", "cancelled")
+ACTIVE_STATES = ("queued", "running")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Job(Base):
+    """One submitted recipe: its run folder ``<runs>/<name>``, its state and progress.
+
+    ``owner`` is the id of the service process that launched the current worker; a job found
+    ``running`` under another owner at start-up was orphaned by a killed service and is resumed.
+    Progress columns are refreshed by the service from the run's trial store.
+    """
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    recipe: Mapped[str] = mapped_column(Text)  # the resolved recipe, YAML
+    model: Mapped[str] = mapped_column(String(500))
+    task: Mapped[str] = mapped_column(String(100))
+    engine: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # worker launches (resumes count)
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    phase: Mapped[str | None] = mapped_column(String(32), nullable=True)  # search / compare / done
+    evaluations_done: Mapped[int] = mapped_column(Integer, default=0)
+    evaluations_planned: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    best_fitness: Mapped[float | None] = mapped_column(Float, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    def to_dict(self) -> dict:
+        def iso(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            if value.tzinfo is None:  # SQLite hands back naive datetimes; they were written in UTC
+                value = value.replace(tzinfo=timezone.utc)
+            return value.isoformat()
+
+        end = self.finished_at or (utcnow() if self.started_at else None)
+        start = self.started_at
+        if start is not None and start.tzinfo is None:
+            start = start.replace(tzinfo=timezone.utc)
+        if end is not None and end.tzinfo is None:
+            end = end.replace(tzinfo=timezone.utc)
+        return {
+            "id": self.id, "name": self.name, "status": self.status, "model": self.model, "task": self.task,
+            "engine": self.engine, "phase": self.phase,
+            "evaluations_done": self.evaluations_done, "evaluations_planned": self.evaluations_planned,
+            "best_fitness": self.best_fitness, "error": self.error, "attempts": self.attempts,
+            "created_at": iso(self.created_at), "started_at": iso(self.started_at), "finished_at": iso(self.finished_at),
+            "seconds": round((end - start).total_seconds(), 3) if start and end else None,
+        }
+
+
+class Profile(Base):
+    """A registered budget profile: the allocation document and what it was searched for."""
+
+    __tablename__ = "profiles"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    model: Mapped[str] = mapped_column(String(500), index=True)
+    task: Mapped[str | None] = mapped_column(String(100), index=True, nullable=True)
+    scorer: Mapped[str] = mapped_column(String(100), index=True)
+    granularity: Mapped[str] = mapped_column(String(10), index=True)
+    target: Mapped[float] = mapped_column(Float)
+    fitness: Mapped[float | None] = mapped_column(Float, nullable=True)
+    min_budget: Mapped[int] = mapped_column(Integer, default=1)  # floor used when expanding it
+    comparison: Mapped[list | None] = mapped_column(JSON, nullable=True)  # held-out rows at this budget
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), nullable=True, index=True)
+    source: Mapped[str] = mapped_column(String(20))  # "job" or "upload"
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    document: Mapped[str] = mapped_column(Text)  # the allocation JSON, byte for byte as registered
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "content_hash": self.content_hash, "model": self.model, "task": self.task,
+            "scorer": self.scorer, "granularity": self.granularity, "target": self.target,
+            "fitness": self.fitness, "min_budget": self.min_budget, "comparison": self.comparison,
+            "job_id": self.job_id, "source": self.source,
+            "created_at": (self.created_at.replace(tzinfo=timezone.utc) if self.created_at.tzinfo is None
+                           else self.created_at).isoformat(),
+        }
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite gets WAL (readers never wait for the writer) and a busy timeout."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(connection, _record):  # pragma: no cover - exercised by every test
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    Base.metadata.create_all(engine)
+    return engine
+
+
+def make_sessions(engine: Engine) -> sessionmaker:
+    return sessionmaker(engine, expire_on_commit=False)
