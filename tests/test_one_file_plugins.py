@@ -11,7 +11,7 @@ import pytest
 from evolalloc.config.recipe import recipe_from_dict
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import load_allocation, save_allocation
-from evolalloc.core.baselines import BASELINES, baseline_names
+from evolalloc.core.baselines import BASELINES, default_baselines
 from evolalloc.engine.base import ENGINES
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.pipeline.run import compare
@@ -39,7 +39,8 @@ def recipe(model_dir, engine):
 
 
 def test_a_one_file_baseline_and_engine_run_through_compare_like_the_built_in_ones(toy_plugins, tiny_model_dir, tmp_path):
-    assert baseline_names() == ["uniform", "pyramid", "streaming", "toy_inverted_pyramid"]  # by declared order
+    # by declared order (the input-adaptive methods are registered too, but opt-in)
+    assert default_baselines() == ["uniform", "pyramid", "streaming", "toy_inverted_pyramid"]
     toy = recipe(tiny_model_dir, {"kind": "toy_serial", "options": {"batch_size": 2}})
     with Experiment(toy, progress=False) as experiment:
         evolved = Allocation(model="m", geometry=experiment.geometry, scorer="snapkv", scorer_params={"window": 8},

@@ -120,8 +120,11 @@ def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progres
 
 @main.command()
 @click.argument("run", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--baselines", "baselines", default=None,
+              help="Comma-separated methods to compare with instead of the recipe's, e.g. "
+                   "uniform,pyramid,streaming,uniform+adakv,pyramid+adakv,evolved+adakv,cake,gates")
 @progress_option
-def compare(run, progress):
+def compare(run, baselines, progress):
     """Re-run the held-out comparison of RUN's profiles vs the baselines and rewrite its report."""
 
 
@@ -132,6 +135,8 @@ def compare(run, progress):
     from evolalloc.report.summary import allocation_files, show_run
 
     recipe = load_run_recipe(run)
+    if baselines is not None:
+        recipe.baselines = _baseline_list(baselines)
     files = allocation_files(run)
     if not files:
         raise click.ClickException(f"{run} has no allocation-c*.json yet: finish the search first (evolalloc resume {run})")
@@ -249,3 +254,24 @@ def _recipe(recipe_path, run_dir, overrides):
     if overrides:
         raise click.UsageError("--set goes with --recipe, not --run")
     return load_run_recipe(run_dir)
+
+
+def _baseline_list(text: str) -> list[str]:
+    """``--baselines`` as a list of registered methods (``UserError`` with did-you-mean otherwise)."""
+    from named_registry import UnknownNameError
+
+    from evolalloc.core.baselines import BASELINES
+    from evolalloc.core.errors import UserError
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        try:
+            BASELINES.check_name(name)
+        except UnknownNameError as err:
+            raise UserError(str(err), field="--baselines") from None
+        problem = BASELINES.create(name).problem()
+        if problem:
+            raise UserError(problem, field="--baselines")
+    if len(set(names)) != len(names):
+        raise UserError("a method is listed twice", field="--baselines")
+    return names

@@ -272,6 +272,9 @@ def _check(recipe: Recipe) -> None:
         _check_registered(f"baselines[{i}]", BASELINES, name)
         if name in recipe.baselines[:i]:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
+        problem = make_baseline(name).problem()  # e.g. gates without a trained checkpoint
+        if problem:
+            raise FieldProblem(f"baselines[{i}]", problem)
         least = make_baseline(name).min_target  # e.g. streaming's sink tokens
         if target < least:
             raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")

@@ -22,7 +22,7 @@ from typing import Any, Callable, Union
 from named_registry import UnknownNameError
 
 from evolalloc import DEFAULT_MODEL
-from evolalloc.core.baselines import baseline_names
+from evolalloc.core.baselines import default_baselines
 
 DTYPES = ("float32", "bfloat16")
 CACHE_SCOPES = ("group", "allocation")
@@ -167,8 +167,9 @@ class RecipeData:
     optimizer: OptimizerSection = _rule(help="the optimizer and EvolKV's objective", factory=OptimizerSection)
     engine: EngineSection = _rule(help="where candidates are evaluated", factory=EngineSection)
     storage: str | None = _rule(None, help="Optuna storage URL; null = sqlite:///<run>/study.db")
-    baselines: list[str] = _rule(help="baselines `compare` evaluates; default: every registered one",
-                                 factory=lambda: baseline_names())
+    baselines: list[str] = _rule(help="baselines `compare` evaluates; default: every registered one but the "
+                                      "input-adaptive methods (uniform+adakv, pyramid+adakv, evolved+adakv, cake, gates)",
+                                 factory=lambda: default_baselines())
     seed: int = _rule(0, min=0, help="default for every seed left null")
 
 

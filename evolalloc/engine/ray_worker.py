@@ -90,7 +90,10 @@ class EvalWorker:
     def _evaluator(self, scorer, mode: str):
         from evolalloc.engine.local import LocalEvaluator
 
-        if (scorer.key, mode) not in self._evaluators:
-            self._evaluators[(scorer.key, mode)] = LocalEvaluator(
+        # An adapted scorer (AdaKV, CAKE, gates) shares its key, and so its rankings, with the
+        # plain one, but selects differently: cache evaluators by what selects the tokens.
+        key = (getattr(scorer, "selection_key", scorer.key), mode)
+        if key not in self._evaluators:
+            self._evaluators[key] = LocalEvaluator(
                 self.loaded, self.task, self.instances, scorer, batch_size=self.spec.batch_size, records=self.records, mode=mode)
-        return self._evaluators[(scorer.key, mode)]
+        return self._evaluators[key]

@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.core.baselines import make_baseline
+from evolalloc.core.baselines import BASELINES, make_baseline
 from evolalloc.engine.base import ENGINES, Engine, Evaluator
 from evolalloc.engine.local import prefill_instances
 from evolalloc.core.errors import UserError
@@ -270,18 +270,29 @@ class Experiment:
         return self.evaluator("search", mode=None)
 
     def scorer_for(self, allocation: Allocation) -> Scorer:
+        """The scorer ``allocation`` ranks with; for an input-adaptive method (its ``method`` a
+        baseline with an ``adapter``: AdaKV, CAKE, gates) wrapped so that each instance's
+        budgets are adapted when its record is compressed (``runtime.adaptive.Adapted``)."""
         try:
-            return get_scorer(allocation.scorer, **allocation.scorer_params)
+            scorer = get_scorer(allocation.scorer, **allocation.scorer_params)
+            method = allocation.provenance.get("method")
+            adapter = make_baseline(method).adapter if method in BASELINES.load_all() else None
+            if adapter is not None:
+                from evolalloc.runtime.adaptive import Adapted, get_adapter
+
+                scorer = Adapted(scorer, get_adapter(adapter[0], **adapter[1]))
+            return scorer
         except ValueError as err:
             raise UserError(str(err), field="scorer") from None
 
-    def baseline(self, method: str, target: float) -> Allocation:
+    def baseline(self, method: str, target: float, *, base: Allocation | None = None) -> Allocation:
         """Baseline ``method`` at ``target`` for this model, ranking with the run's scorer unless
-        the baseline declares its own; ``reserved`` is the run scorer's always-kept tokens."""
+        the baseline declares its own; ``reserved`` is the run scorer's always-kept tokens.
+        ``base``: the allocation a method that adapts another one starts from (evolved+adakv)."""
         try:
             baseline = make_baseline(method)
             return baseline.allocation(self.geometry, target, model=self.recipe.model.spec, scorer=self.scorer.name,
-                                       scorer_params=self.scorer.params(), reserved=self.scorer.always_kept)
+                                       scorer_params=self.scorer.params(), reserved=self.scorer.always_kept, base=base)
         except ValueError as err:  # an unknown name (with did-you-mean) or a target it cannot hold
             raise UserError(str(err), field="baselines") from None
 

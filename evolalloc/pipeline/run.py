@@ -83,7 +83,9 @@ def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float,
 
     methods: dict[str, dict[float, Allocation]] = {"evolved": profiles}
     for name in recipe.baselines:
-        methods[name] = {budget: experiment.baseline(name, budget) for budget in profiles}
+        # A method that adapts the searched profile (evolved+adakv) starts from it at each budget.
+        base = profiles if BASELINES.get(name).adapts == EVOLVED else {}
+        methods[name] = {budget: experiment.baseline(name, budget, base=base.get(budget)) for budget in profiles}
     per_task: dict[str, dict[str, dict[float, dict[str, float]]]] = {}
     for label, _, part in experiment.parts:
         scores = per_task[label] = {}

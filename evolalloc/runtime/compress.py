@@ -70,7 +70,9 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
     """Build one evicted cache for several (record, budgets) rows.
 
     Each row keeps, in every (layer, head), the top-``b`` prefix of ``scorer``'s ranking
-    (``b`` clipped to the record's length). ``room``: tokens that will be appended later.
+    (``b`` clipped to the record's length). An ``Adapted`` scorer first turns each row's budgets
+    into that instance's (AdaKV, CAKE, global top-k: ``runtime.adaptive``). ``room``: tokens that
+    will be appended later.
     The kept positions of a row are found for all layers at once; per (row, layer) there is
     one indexing op for the keys and one for the values (the search calls this for every
     candidate, so its Python loop is kept short).
@@ -84,6 +86,9 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
         if scorer.key not in record.rankings:
             raise ValueError(f"record {record.uid!r} has no ranking for scorer {scorer.key!r}; it has {sorted(record.rankings)}")
         array = validate_budgets(budgets, num_layers, num_kv_heads, scorer)
+        adapt = getattr(scorer, "adapt", None)  # an input-adaptive method (runtime.adaptive.Adapted)
+        if adapt is not None:
+            array = np.asarray(adapt(record, array), dtype=np.int64)
         clipped.append(np.minimum(array, record.length))
     slots = np.stack(clipped).max(axis=(0, 2))  # [num_layers]: each layer's largest kept set
     widest = int(slots.max())

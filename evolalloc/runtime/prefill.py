@@ -26,6 +26,11 @@ class PrefillRecord:
     the whole prompt was prefilled).
     ``rankings``: scorer key (``Scorer.key``) -> ``[num_layers, Hkv, L]`` int64 positions, most important first.
     ``question_ids``: ``[q]`` tokens to feed after eviction (query-agnostic setting), or ``None``.
+    ``scores``: scorer key -> ``[num_layers, Hkv, L]`` float32, each head's scores in ranking
+    order (always-kept tokens ``+inf``), for the budget adapters that compare heads (AdaKV).
+    ``dispersion``: ``[num_layers, 2]`` float32 (entropy, variance) of each layer's window
+    attention (``window_dispersion``), for CAKE's layer preference; ``None`` when no scorer
+    captured a window.
     ``prompt_ids``: ``[L]`` the prefilled tokens (a windowed-attention scorer prefills them again
     under each allocation's windows, see ``runtime/windowed.py``).
     """
@@ -37,6 +42,8 @@ class PrefillRecord:
     first_logits: torch.Tensor
     rankings: dict[str, torch.Tensor] = field(default_factory=dict)
     question_ids: torch.Tensor | None = None
+    scores: dict[str, torch.Tensor] = field(default_factory=dict)
+    dispersion: torch.Tensor | None = None
     prompt_ids: torch.Tensor | None = None
 
     @property
@@ -45,7 +52,7 @@ class PrefillRecord:
 
     def nbytes(self) -> int:
         """Bytes held by the record's tensors (full K/V, logits, rankings)."""
-        tensors = [*self.keys, *self.values, self.first_logits, *self.rankings.values()]
+        tensors = [*self.keys, *self.values, self.first_logits, *self.rankings.values(), *self.scores.values()]
         return sum(t.numel() * t.element_size() for t in tensors)
 
 
@@ -78,9 +85,9 @@ def prefill(
     keys = [capture.keys[i] for i in range(num_layers)]
     values = [capture.values[i] for i in range(num_layers)]
 
-    rankings = {}
+    rankings, scores = {}, {}
     for scorer in scorers:
-        per_layer = []
+        per_layer, per_layer_scores = [], []
         for layer in range(num_layers):
             stats = LayerStats(
                 layer_idx=layer,
@@ -89,8 +96,14 @@ def prefill(
                 window_attention=capture.window_attention.get(layer),
                 attention_sum=capture.attention_sums.get(layer),
             )
-            per_layer.append(scorer.rank(stats))
+            ranking, ranked_scores = scorer.rank_scored(stats)
+            per_layer.append(ranking)
+            per_layer_scores.append(ranked_scores)
         rankings[scorer.key] = torch.stack(per_layer)
+        scores[scorer.key] = torch.stack(per_layer_scores)
+    dispersion = None
+    if capture.window_attention:
+        dispersion = torch.stack([window_dispersion(capture.window_attention[i]) for i in range(num_layers)])
     question = None
     if question_ids is not None:
         question = torch.as_tensor(question_ids, dtype=torch.long, device=device).reshape(-1)
@@ -102,5 +115,23 @@ def prefill(
         first_logits=out.logits[0, -1].float(),
         rankings=rankings,
         question_ids=question,
+        scores=scores,
+        dispersion=dispersion,
         prompt_ids=ids[0],
     )
+
+
+def window_dispersion(attention: torch.Tensor) -> torch.Tensor:
+    """CAKE's two measures of one layer's window attention ``[Hq, w, L]`` -> ``[2]`` float32.
+
+    * spatial dispersion: the entropy of the window's mean attention over the keys,
+      ``-sum_j a_j log a_j`` with ``a = mean_i A[i, :]`` (high when the layer looks everywhere);
+    * temporal shift: the variance over the window queries of each key's attention, summed
+      over keys (high when what the layer looks at changes from query to query).
+    Both are averaged over the query heads (CAKE computes them per head and averages).
+    """
+    attention = attention.float()
+    mean = attention.mean(dim=1)  # [Hq, L]
+    entropy = -(mean * torch.log(mean.clamp_min(1e-12))).sum(dim=-1)
+    variance = attention.var(dim=1, unbiased=False).sum(dim=-1) if attention.shape[1] > 1 else torch.zeros_like(entropy)
+    return torch.stack([entropy.mean(), variance.mean()])

@@ -60,18 +60,21 @@ def random_prompt(length: int, seed: int = 0, vocab: int = 128) -> torch.Tensor:
 
 def every_scorer(checkpoint_dir) -> list:
     """Every registered scorer, built for the tiny model: the heuristics from their defaults, and
-    ``learned`` from a randomly initialised policy checkpoint (the invariants hold for any policy)."""
+    ``learned`` and ``gates`` from randomly initialised checkpoints (the invariants hold for any policy)."""
     from evolalloc.runtime.policy import HeadPolicies, PolicyConfig, model_identity, save_policy
-    from evolalloc.runtime.scorers import SCORERS, get_scorer, list_scorers
+    from evolalloc.runtime.scorers import get_scorer, list_scorers
 
     model = tiny_model("llama")
     torch.manual_seed(1)
     policy = HeadPolicies(PolicyConfig(num_layers=3, num_kv_heads=2, head_dim=16, hidden=8))
     path = save_policy(f"{checkpoint_dir}/tiny-policy.pt", policy, model=model_identity("tiny", model),
                        geometry=geometry_of(model.config).to_dict(), training={})
-    # A scorer that needs a checkpoint gets this policy; the others are built from their defaults.
-    return [get_scorer(name, **({"checkpoint": str(path)} if "checkpoint" in SCORERS.parameters(name) else {}))
-            for name in list_scorers()]
+    from evolalloc.runtime.gates import GatesConfig, RetentionGates, save_gates
+
+    gates = save_gates(f"{checkpoint_dir}/tiny-gates.pt", RetentionGates(GatesConfig(num_layers=3, num_kv_heads=2, head_dim=16, hidden=8)),
+                       model=model_identity("tiny", model), geometry=geometry_of(model.config).to_dict(), training={})
+    checkpoints = {"learned": str(path), "gates": str(gates)}
+    return [get_scorer(name, checkpoint=checkpoints[name]) if name in checkpoints else get_scorer(name) for name in list_scorers()]
 
 
 @pytest.fixture(scope="session")

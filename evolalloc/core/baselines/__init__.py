@@ -41,6 +41,12 @@ def baseline_names() -> list[str]:
     return ordered(BASELINES.load_all())
 
 
+def default_baselines() -> list[str]:
+    """The baselines a recipe compares with when it names none (each one's ``default``)."""
+    known = BASELINES.load_all()
+    return [name for name in ordered(known) if known[name].default]
+
+
 def methods() -> tuple[str, ...]:
     """Every ``provenance.method`` an allocation may have: ``evolved``, then the baselines."""
     return (EVOLVED, *baseline_names())
@@ -65,4 +71,4 @@ def ordered(names: Iterable[str]) -> list[str]:
     return sorted(names, key=key)
 
 
-__all__ = ["BASELINES", "EVOLVED", "baseline_names", "make_baseline", "methods", "ordered", "register_baseline"]
+__all__ = ["BASELINES", "EVOLVED", "baseline_names", "default_baselines", "make_baseline", "methods", "ordered", "register_baseline"]

@@ -21,6 +21,12 @@ class Baseline:
         color: the plots' colour for it (``None``: matplotlib's next one).
         in_budget_plot: drawn on "budgets per layer" (False when its budgets are another
             baseline's, as streaming's are uniform's).
+        default: in a recipe's default ``baselines`` (False for the input-adaptive methods:
+            each one is another held-out evaluation, and ``gates`` needs a trained checkpoint).
+        adapts: the method whose budgets this one starts from instead of computing its own
+            (``"evolved"`` for ``evolved+adakv``: ``allocation`` then needs ``base=``).
+    The ``adapter`` property names a runtime budget adapter (``evolalloc.runtime.adaptive``)
+    that turns the budgets into per-instance ones when a row is compressed (AdaKV, CAKE).
     Dataclass fields are the baseline's parameters (pyramid's ``beta``, streaming's ``sinks``).
     """
 
@@ -29,6 +35,8 @@ class Baseline:
     order: ClassVar[int] = 100
     color: ClassVar[str | None] = None
     in_budget_plot: ClassVar[bool] = True
+    default: ClassVar[bool] = True
+    adapts: ClassVar[str | None] = None
 
     @property
     def scorer(self) -> tuple[str, dict] | None:
@@ -36,9 +44,20 @@ class Baseline:
         return None
 
     @property
+    def adapter(self) -> tuple[str, dict] | None:
+        """``(name, params)`` of the budget adapter applied per instance, or ``None`` (static budgets)."""
+        return None
+
+    @property
     def min_target(self) -> float:
         """The smallest target ``c`` this baseline can hold."""
         return 1
+
+    def problem(self) -> str | None:
+        """Why this baseline cannot run on this machine (a missing checkpoint...), or ``None``.
+
+        Asked when a recipe (or ``compare --baselines``) names it, before anything is written."""
+        return None
 
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -67,8 +86,21 @@ class Baseline:
         reserved: int = 0,
         granularity: str | None = None,
         provenance: dict | None = None,
+        base: Allocation | None = None,
     ) -> Allocation:
-        """This baseline at ``target`` as an ``Allocation`` (its own scorer wins over ``scorer``)."""
+        """This baseline at ``target`` as an ``Allocation`` (its own scorer wins over ``scorer``).
+
+        ``base``: the allocation a baseline that ``adapts`` another method starts from (its
+        budgets, granularity and scorer are kept; only the method changes).
+        """
+        if self.adapts is not None:
+            if base is None:
+                raise ValueError(f"{self.name!r} adapts a {self.adapts} allocation at each budget; there is none here")
+            return Allocation(
+                model=base.model, geometry=base.geometry, scorer=base.scorer, scorer_params=dict(base.scorer_params),
+                target=base.target, granularity=base.granularity, budgets=base.budgets.copy(),
+                provenance={**base.provenance, **(provenance or {}), "method": self.name, **self.provenance(reserved=reserved)},
+            )
         if target < self.min_target:
             raise ValueError(f"baseline {self.name!r} needs a target >= {self.min_target:g}, got {target:g}")
         if self.scorer is not None:

@@ -84,6 +84,14 @@ class Scorer:
 
     def rank(self, stats: LayerStats) -> torch.Tensor:
         """``[Hkv, L]`` int64 positions, most important first; always-kept tokens lead."""
+        return self.rank_scored(stats)[0]
+
+    def rank_scored(self, stats: LayerStats) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ranking and the scores in ranking order: ``([Hkv, L]`` int64, ``[Hkv, L]`` float32).
+
+        Always-kept tokens score ``+inf``. Budget adapters (``runtime.adaptive``: AdaKV, global
+        top-k) compare these scores across heads to move budget where the scores are.
+        """
         scores = self.score(stats).float()
         length = scores.shape[-1]
         position = torch.arange(length, device=scores.device, dtype=torch.float32)
@@ -94,7 +102,9 @@ class Scorer:
         by_score = torch.gather(scores, -1, order)
         order = torch.gather(order, -1, torch.argsort(by_score, dim=-1, descending=True, stable=True))
         by_forced = forced.expand_as(scores).gather(-1, order).to(torch.int8)
-        return torch.gather(order, -1, torch.argsort(by_forced, dim=-1, descending=True, stable=True))
+        order = torch.gather(order, -1, torch.argsort(by_forced, dim=-1, descending=True, stable=True))
+        ranked = torch.gather(scores.masked_fill(forced, float("inf")), -1, order)
+        return order, ranked
 
 
 def _differs(spec, value) -> bool:

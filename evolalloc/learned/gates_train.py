@@ -1,0 +1,134 @@
+"""Training the global retention gates (paper 001) on the learned scorer's traces, the LLM frozen.
+
+What the paper does (§2.2, §4, following TrimKV): a student model whose attention is
+retention-gated (token ``i`` weighted by ``beta_i ** (t - i)`` at step ``t``) is distilled from
+the full-cache teacher (a KL quality loss on the next-token distributions), with a hinge penalty
+when the retained mass ``sum_i beta_i ** (t - i)`` exceeds the capacity; §4 replaces the
+per-head capacity by one *global* capacity over all layers and heads.
+
+What we implement, on a (trace, split ``n``) item of ``evolalloc.learned.traces``:
+
+    r_(g,i)   = beta_(g,i) ** (n - i)                       retention at the compression point
+    quality   = sum_(g,i) w_(g,i) (1 - r_(g,i)) / sum w     future attention the gates let decay
+    capacity  = relu(sum_(g,i) r_(g,i) - M) / M,   M = (c - always_kept) * G   (global: all heads)
+    loss      = quality + penalty * capacity
+
+over every head ``g`` of every layer and the rankable tokens ``i`` (the sinks and the recent
+window are always kept, as at inference), ``w`` the trace's future-attention importance (what
+the next ``f`` queries pay each token), ``c`` drawn per step from ``capacities``.
+
+Where it departs from the paper, because the traces hold keys, values and future attention but
+no student forward: the quality term is the future attention mass lost to decay, a first-order
+stand-in for the KL between teacher and retention-gated student (exact when the output is
+linear in the attention weights); the gates read keys and values, not hidden states
+(``runtime.gates``); several capacities are trained at once so one gate set serves every
+budget; and no next-token loss (the LLM is frozen and unused at training time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from evolalloc.learned.traces import TraceSet
+from evolalloc.runtime.gates import GatesConfig, RetentionGates
+
+
+@dataclass
+class GatesTrainConfig:
+    steps: int = 600
+    lr: float = 3e-3
+    min_lr: float = 1e-5
+    warmup: int = 30
+    clip: float = 1.0
+    hidden: int = 32
+    horizon: int = 32
+    capacities: tuple[int, ...] = (64, 128, 256)
+    penalty: float = 1.0
+    sinks: int = 4
+    window: int = 16
+    seed: int = 0
+    log_every: int = 10
+
+
+def lr_factor(step: int, config: GatesTrainConfig) -> float:
+    if step < config.warmup:
+        return 0.01 + 0.99 * step / max(1, config.warmup)
+    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
+    floor = config.min_lr / config.lr
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: int):
+    """Features ``[G, m, 2D]``, importance ``[G, m]`` and ages ``n - i`` ``[m]`` of the rankable tokens."""
+    trace_idx, split_idx = item
+    trace = traces.traces[trace_idx]
+    n = int(trace["splits"][split_idx])
+    layers, kv_heads = trace["keys"].shape[:2]
+    positions = torch.arange(sinks, n - window)
+    keys = trace["keys"][:, :, positions].reshape(layers * kv_heads, positions.numel(), -1)
+    values = trace["values"][:, :, positions].reshape(layers * kv_heads, positions.numel(), -1)
+    importance = trace["importance"][split_idx][:, :, positions].reshape(layers * kv_heads, -1).float()
+    return RetentionGates.features(keys, values), importance, (n - positions).float()
+
+
+def gates_loss(gates: RetentionGates, features, importance, age, capacity: int, sinks: int, window: int, penalty: float):
+    """``(loss, quality, used / M)`` for one item at per-head capacity ``capacity`` (see module docstring)."""
+    retention = torch.exp(age * gates.log_retention(features))  # [G, m]
+    quality = (importance * (1 - retention)).sum() / importance.sum().clamp_min(1e-12)
+    allowed = max(1, capacity - sinks - window) * features.shape[0]
+    used = retention.sum()
+    loss = quality + penalty * torch.relu(used - allowed) / allowed
+    return loss, quality, used / allowed
+
+
+def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | Path | None = None, progress: bool = True):
+    """Train the gates of the traces' model; returns ``(gates, summary)``."""
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    geometry = traces.index["geometry"]
+    gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"], config.hidden, config.horizon))
+    items = [it for it in traces.items if int(traces.traces[it[0]]["splits"][it[1]]) - config.sinks - config.window >= 2]
+    if not items:
+        raise ValueError("no trace split is longer than sinks + window + 2 tokens: nothing to gate")
+    gates.fit_standardisation(torch.cat([item_tensors(traces, it, config.sinks, config.window)[0] for it in items[:8]], dim=1))
+    optimizer = torch.optim.AdamW(gates.parameters(), lr=config.lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, config))
+    log = open(log_path, "w") if log_path else None
+    started, qualities, usage = time.perf_counter(), [], []
+    bar = tqdm(range(config.steps), desc="train gates", unit="step", disable=not progress)
+    for step in bar:
+        item = rng.choice(items)
+        capacity = rng.choice(config.capacities)
+        features, importance, age = item_tensors(traces, item, config.sinks, config.window)
+        loss, quality, used = gates_loss(gates, features, importance, age, capacity, config.sinks, config.window, config.penalty)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(gates.parameters(), config.clip)
+        optimizer.step()
+        schedule.step()
+        qualities.append(float(quality.detach()))
+        usage.append(float(used.detach()))
+        if step % config.log_every == 0 or step == config.steps - 1:
+            recent = sum(qualities[-config.log_every:]) / len(qualities[-config.log_every:])
+            bar.set_postfix(lost=f"{recent:.3f}", used=f"{usage[-1]:.2f}")
+            if log:
+                log.write(json.dumps({"step": step, "loss": float(loss.detach()), "attention_lost": recent, "capacity": capacity,
+                                      "used_over_capacity": usage[-1], "lr": schedule.get_last_lr()[0],
+                                      "seconds": round(time.perf_counter() - started, 2)}) + "\n")
+                log.flush()
+    if log:
+        log.close()
+    gates.eval()
+    tail = max(1, len(qualities) // 10)
+    summary = {**asdict(config), "seconds": round(time.perf_counter() - started, 1),
+               "final_attention_lost": sum(qualities[-tail:]) / tail, "final_used_over_capacity": sum(usage[-tail:]) / tail,
+               "traces": str(traces.folder), "items": len(items), "threads": torch.get_num_threads()}
+    return gates, summary

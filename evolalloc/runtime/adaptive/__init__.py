@@ -1,0 +1,121 @@
+"""Budget adapters: per-instance budgets from a record's scores, applied when a row is compressed.
+
+A static allocation gives budgets ``[num_layers, num_kv_heads]``; an input-adaptive method
+(AdaKV, CAKE, global retention gates) moves that budget around *per instance*, from what the
+prefill measured. That needs the record, so it happens in the runtime, just before compression:
+``compress_batch`` calls ``scorer.adapt(record, budgets)`` when the scorer it was given is an
+``Adapted`` one (a scorer plus an adapter). Everything else (engines, evaluators, decode) sees
+an ordinary scorer with the same ``key``, so the records it prefilled serve adapted methods too.
+
+An adapter is one small file in this package: a ``@register_adapter`` dataclass subclass of
+``BudgetAdapter`` implementing ``adapt``. Baselines name them (``Baseline.adapter``), by name only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+import numpy as np
+from named_registry import BadParametersError, Registry
+
+from evolalloc.runtime.scorers import Scorer
+
+
+@dataclass
+class BudgetAdapter:
+    """Turns a row's budgets into per-instance budgets. Subclasses set ``name``, implement ``adapt``."""
+
+    name: ClassVar[str] = ""
+
+    def params(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def adapt(self, record, budgets: np.ndarray, scorer: Scorer) -> np.ndarray:
+        """int64 ``[num_layers, num_kv_heads]`` for ``record`` from validated ``budgets`` (same shape).
+
+        Each result is >= ``max(1, scorer.always_kept)`` (validation runs again afterwards).
+        """
+        raise NotImplementedError
+
+
+ADAPTERS: Registry[type[BudgetAdapter]] = Registry("budget adapter", base=BudgetAdapter, package=__name__)
+
+
+def register_adapter(cls: type[BudgetAdapter]) -> type[BudgetAdapter]:
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    return ADAPTERS.register(cls.name)(cls)
+
+
+def get_adapter(name: str, **params) -> BudgetAdapter:
+    """An adapter by name (``UnknownNameError`` with did-you-mean, a ``ValueError``)."""
+    try:
+        return ADAPTERS.create(name, **params)
+    except BadParametersError as exc:
+        raise ValueError(f"bad parameters for budget adapter {name!r}: {exc}") from None
+
+
+class Adapted:
+    """``scorer`` whose rows get ``adapter``'s per-instance budgets; otherwise it *is* ``scorer``
+    (same ``key``, ``always_kept``, ranking), so evaluators and records need no change."""
+
+    def __init__(self, scorer: Scorer, adapter: BudgetAdapter):
+        self.scorer, self.adapter = scorer, adapter
+
+    def __getattr__(self, name):
+        return getattr(self.scorer, name)
+
+    def __getstate__(self):  # pickled to Ray workers; __getattr__ must not recurse before __dict__ exists
+        return self.__dict__
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def adapt(self, record, budgets: np.ndarray) -> np.ndarray:
+        return self.adapter.adapt(record, budgets, self.scorer)
+
+    @property
+    def selection_key(self) -> str:
+        """Identifies how tokens are selected (``key`` identifies only the ranking it reads)."""
+        params = ",".join(f"{k}={v}" for k, v in sorted(self.adapter.params().items()))
+        return f"{self.scorer.key}+{self.adapter.name}({params})"
+
+    def __repr__(self) -> str:
+        return f"Adapted({self.scorer!r}, {self.adapter!r})"
+
+
+def record_scores(record, scorer: Scorer):
+    """``[num_layers, Hkv, L]`` float32 scores in ranking order, or ``ValueError``."""
+    scores = getattr(record, "scores", {}).get(scorer.key)
+    if scores is None:
+        raise ValueError(f"record {record.uid!r} holds no scores for scorer {scorer.key!r}; prefill it again")
+    return scores
+
+
+def top_with_floor(ranked_scores, floor: int, total: int) -> np.ndarray:
+    """How many of each group's best entries one top-``total`` over all groups keeps.
+
+    ``ranked_scores``: ``[G, L]`` float, each row in its own ranking order (non-increasing).
+    Every group first keeps its ``floor`` best entries (the safeguard); the remaining
+    ``total - G * floor`` go to the best of what is left, over all groups at once. Ties go to
+    the better rank, then to the lower group, so identical groups split the budget evenly.
+    Returns int64 ``[G]`` summing to ``min(total, G * L)``, each in ``[min(floor, L), L]``.
+    """
+    import torch
+
+    scores = torch.as_tensor(ranked_scores, dtype=torch.float32)
+    groups, length = scores.shape
+    floor = min(int(floor), length)
+    if total < groups * floor:
+        raise ValueError(f"a total of {total} cannot give {groups} groups their floor of {floor}")
+    counts = np.full(groups, floor, dtype=np.int64)
+    extra = min(int(total), groups * length) - groups * floor
+    if extra > 0:
+        rest = scores[:, floor:].T.reshape(-1)  # rank-major, group-minor: index r * G + g
+        order = torch.argsort(rest, descending=True, stable=True)[:extra]
+        counts += np.bincount((order % groups).numpy(), minlength=groups)
+    return counts
+
+
+__all__ = ["ADAPTERS", "Adapted", "BudgetAdapter", "get_adapter", "record_scores", "register_adapter", "top_with_floor"]

@@ -1,0 +1,58 @@
+"""Retention gates (paper 001): a token's score is its predicted utility over the next ``horizon``
+steps from a per-head gate read out by one projection shared by all heads (``runtime.gates``).
+
+Query-free, like ``learned``. The scores are on one scale across layers and heads, which is what
+the ``gates`` method's global top-k (``runtime.adaptive.global_topk``) needs; with a per-head
+budget this is an ordinary per-head ranking. Train a checkpoint with ``evolalloc gates train``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from evolalloc.runtime.scorers import register_scorer
+from evolalloc.runtime.scorers.base import LayerStats, Scorer
+
+_CACHE: dict[tuple[str, float], object] = {}
+
+#: Where ``evolalloc gates train`` writes by default and the ``gates`` method looks.
+DEFAULT_CHECKPOINT = "~/.cache/evolalloc/gates/gates.pt"
+
+
+def load_cached(path: str):
+    from evolalloc.runtime.gates import load_gates
+
+    resolved = Path(path).expanduser()
+    mtime = resolved.stat().st_mtime if resolved.is_file() else -1.0
+    key = (str(resolved.resolve()), mtime)
+    if key not in _CACHE:
+        _CACHE[key] = load_gates(resolved)
+    return _CACHE[key]
+
+
+@register_scorer
+@dataclass
+class Gates(Scorer):
+    name = "gates"
+    checkpoint: str = DEFAULT_CHECKPOINT
+    sinks: int = 4
+    window: int = 16
+    horizon: int = 0  # 0: the checkpoint's
+
+    def score(self, stats: LayerStats) -> torch.Tensor:
+        gates = load_cached(self.checkpoint).gates
+        config = gates.config
+        heads, length, dim = stats.keys.shape
+        if heads != config.num_kv_heads or dim != config.head_dim or stats.layer_idx >= config.num_layers:
+            raise ValueError(f"gates {self.checkpoint!r} were trained for {config.num_layers} layers x {config.num_kv_heads} "
+                             f"KV heads x head_dim {dim}; got layer {stats.layer_idx} with {heads} KV heads x head_dim {dim}")
+        with torch.no_grad():
+            gates.to(stats.keys.device)
+            log_beta = gates.log_retention(gates.features(stats.keys, stats.values), gates.layer_heads(stats.layer_idx))
+            from evolalloc.runtime.gates import horizon_score
+
+            age = length - torch.arange(length, device=stats.keys.device)
+            return horizon_score(log_beta, age, self.horizon or config.horizon)
