@@ -44,7 +44,7 @@ MALFORMED = [
     (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  question_after_compression: true"), "scorer.name",
      "scorer 'snapkv' ranks tokens by what the queries attend to"),
     (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  question_after_compression: true") + "scorer: {name: tova}\n",
-     "scorer.name", "use a query-free scorer: keydiff, knorm, learned, position, random, streaming"),
+     "scorer.name", "scorer 'tova' ranks tokens by what the queries attend to"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 128]"), "budget.expansions[1]", "listed twice"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, x]"), "budget.expansions[1]", "must be an integer"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 64]"), "budget.expansions[1]", "only carried to larger budgets"),
