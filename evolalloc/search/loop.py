@@ -221,6 +221,7 @@ class GroupwiseSearch:
             bounds=self.space.ratio_bounds,
             popsize=self.config.popsize_for(len(units)),
             seed=group_seed(self.config.seed, self.cp.group),
+            options=self.config.optimizer_options,
         )
         if self.implementation is None:
             self.implementation = optimizer.implementation
