@@ -70,13 +70,16 @@ def test_the_resolved_yaml_loads_back_to_an_equal_recipe(tmp_path):
     assert again == recipe and again.to_dict() == recipe.to_dict()
 
 
-def test_search_kwargs_build_the_search_config_the_loop_runs():
+def test_the_recipe_sections_build_the_search_config_the_loop_runs():
     from evolalloc.search.config import SearchConfig
 
-    recipe = load_recipe(QUICKSTART, ["search_space.ratio_bounds=[0.1, 3]"], check_names=False)
-    config = SearchConfig(num_layers=30, num_kv_heads=3, **recipe.search_kwargs())
+    recipe = load_recipe(QUICKSTART, ["search_space.ratio_bounds=[0.1, 3]", "optimizer.options={CMA_active: false}"],
+                         check_names=False)
+    config = SearchConfig.from_sections(budget=recipe.budget, search_space=recipe.search_space, optimizer=recipe.optimizer,
+                                        num_layers=30, num_kv_heads=3, storage=recipe.storage, study_name=recipe.name)
     assert config.generations == recipe.optimizer.generations_per_group
     assert config.ratio_bounds == (0.1, 3.0) and config.target == 128.0
+    assert config.optimizer_options == {"CMA_active": False}
     assert config.study_name == "quickstart" and config.storage is None
     assert len(config.build_space().groups()) == 4
 

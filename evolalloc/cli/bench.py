@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from evolalloc import DEFAULT_MODEL
 from evolalloc.cli import main
 
 
@@ -13,7 +14,7 @@ def bench() -> None:
 
 
 @bench.command("eval")
-@click.option("--model", "model_spec", default="bundled:smollm2-135m-instruct", show_default=True, help="Model spec.")
+@click.option("--model", "model_spec", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
 @click.option("--prompts", default=8, show_default=True, help="Passkey prompts.")
 @click.option("--context-tokens", default=2000, show_default=True, help="Prompt length in model tokens.")
 @click.option("--candidates", default=8, show_default=True, help="Random allocations at c = 128 evaluated from cached records.")
@@ -71,7 +72,7 @@ def bench_fitness_cmd(model_spec, prompts, context_tokens, budgets, scorer_name,
 
 
 @bench.command("workers")
-@click.option("--model", "model_spec", default="bundled:smollm2-135m-instruct", show_default=True, help="Model spec.")
+@click.option("--model", "model_spec", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
 @click.option("--prompts", default=4, show_default=True, help="Passkey prompts (sharded across the Ray workers).")
 @click.option("--context-tokens", default=1000, show_default=True, help="Prompt length in model tokens.")
 @click.option("--candidates", default=8, show_default=True, help="Random allocations at c = 128 in the population.")

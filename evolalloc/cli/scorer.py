@@ -7,10 +7,14 @@ from pathlib import Path
 
 import click
 
+from evolalloc import DEFAULT_MODEL
 from evolalloc.cli import main
 from evolalloc.core.errors import UserError
+from evolalloc.learned.settings import TraceSettings, TrainConfig
 
-_MODEL = click.option("--model", "model_spec", default="bundled:smollm2-135m-instruct", show_default=True, help="Model spec.")
+T, C = TraceSettings, TrainConfig  # every default below is the dataclass's
+
+_MODEL = click.option("--model", "model_spec", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
 _THREADS = click.option("--threads", type=int, default=1, show_default=True, help="torch threads (the machine is shared).")
 
 
@@ -32,13 +36,13 @@ def scorer() -> None:
 @scorer.command("trace")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @_MODEL
-@click.option("--tasks", default="passkey,niah_single", show_default=True, callback=_csv(str), help="Comma-separated task names.")
-@click.option("--lengths", default="1024", show_default=True, callback=_csv(int), help="Comma-separated context lengths (tokens).")
-@click.option("--count", default=16, show_default=True, help="Prompts in total (spread over tasks x lengths).")
-@click.option("--split", type=click.Choice(["search", "heldout"]), default="search", show_default=True, help="Task split to draw prompts from.")
-@click.option("--future", default=32, show_default=True, help="Future queries whose attention defines importance.")
-@click.option("--splits-per-trace", default=3, show_default=True, help="Split points per prompt (the prompt end is one).")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--tasks", default=",".join(T.tasks), show_default=True, callback=_csv(str), help="Comma-separated task names.")
+@click.option("--lengths", default=",".join(map(str, T.lengths)), show_default=True, callback=_csv(int), help="Comma-separated context lengths (tokens).")
+@click.option("--count", default=T.count, show_default=True, help="Prompts in total (spread over tasks x lengths).")
+@click.option("--split", type=click.Choice(["search", "heldout"]), default=T.split, show_default=True, help="Task split to draw prompts from.")
+@click.option("--future", default=T.future, show_default=True, help="Future queries whose attention defines importance.")
+@click.option("--splits-per-trace", default=T.splits_per_trace, show_default=True, help="Split points per prompt (the prompt end is one).")
+@click.option("--seed", default=T.seed, show_default=True)
 @_THREADS
 def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_per_trace, seed, threads):
     """Run the model over task prompts and store keys, values and future-attention importance."""
@@ -61,16 +65,16 @@ def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_
 @scorer.command("train")
 @click.argument("traces_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Checkpoint file to write.")
-@click.option("--steps", default=1000, show_default=True)
-@click.option("--permutations", default=16, show_default=True, help="K permutations per step (RLOO group).")
-@click.option("--lr", default=1e-3, show_default=True)
-@click.option("--warmup", default=100, show_default=True)
-@click.option("--hidden", default=256, show_default=True)
-@click.option("--depth", default=2, show_default=True, help="Hidden layers per MLP.")
-@click.option("--max-tokens", type=int, default=None, help="Rank a random subset of this many tokens per step (speed).")
-@click.option("--sinks", default=4, show_default=True)
-@click.option("--window", default=16, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--steps", default=C.steps, show_default=True)
+@click.option("--permutations", default=C.permutations, show_default=True, help="K permutations per step (RLOO group).")
+@click.option("--lr", default=C.lr, show_default=True)
+@click.option("--warmup", default=C.warmup, show_default=True)
+@click.option("--hidden", default=C.hidden, show_default=True)
+@click.option("--depth", default=C.depth, show_default=True, help="Hidden layers per MLP.")
+@click.option("--max-tokens", type=int, default=C.max_tokens, help="Rank a random subset of this many tokens per step (speed).")
+@click.option("--sinks", default=C.sinks, show_default=True)
+@click.option("--window", default=C.window, show_default=True)
+@click.option("--seed", default=C.seed, show_default=True)
 @_THREADS
 def train_cmd(traces_dir, out_path, steps, permutations, lr, warmup, hidden, depth, max_tokens, sinks, window, seed, threads):
     """Train one MLP per KV head with RLOO; writes the checkpoint and a JSONL log beside it."""
@@ -111,12 +115,14 @@ def eval_cmd(checkpoint, traces_dir, out_dir, model_spec, scorers, task, budgets
     from evolalloc.learned.traces import load_traces
     from evolalloc.runtime.model import load_model
     from evolalloc.runtime.policy import load_policy, model_identity
-    from evolalloc.runtime.scorers import get_scorer
+    from evolalloc.runtime.scorers import SCORERS, get_scorer
 
     loaded = load_model(model_spec)
     try:
         load_policy(checkpoint, geometry=loaded.geometry.to_dict(), model=model_identity(model_spec, loaded.model))
-        built = [get_scorer(name, checkpoint=checkpoint) if name == "learned" else get_scorer(name) for name in scorers]
+        # A scorer that takes a checkpoint gets this one; the others their defaults.
+        built = [get_scorer(name, **({"checkpoint": checkpoint} if "checkpoint" in SCORERS.parameters(name) else {}))
+                 for name in scorers]
         traces = load_traces(traces_dir, geometry=loaded.geometry.to_dict())
     except ValueError as exc:
         raise UserError(str(exc)) from None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from evolalloc import DEFAULT_MODEL
 from evolalloc.cli import main
 from evolalloc.core.errors import UserError
 
@@ -57,7 +58,7 @@ def tasks(ctx: click.Context) -> None:
 @click.option("--split", type=click.Choice(["search", "heldout"]), default="search", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="A task parameter, e.g. -p needle_type=uuid.")
-@click.option("--model", default="bundled:smollm2-135m-instruct", show_default=True, help="Whose tokenizer measures lengths.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Whose tokenizer measures lengths.")
 def show(name: str, context_tokens: int | None, split: str, seed: int, params: tuple[str, ...], model: str) -> None:
     """Print one example instance of task NAME: prompt (middle cut), references, metric."""
     import fitness

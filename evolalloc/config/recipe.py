@@ -94,32 +94,6 @@ class Recipe(RecipeData):
         header = "# Resolved evolalloc recipe: defaults + recipe file + --set overrides, as run.\n"
         return header + yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
 
-    def search_kwargs(self) -> dict:
-        """Keyword arguments of ``evolalloc.search.SearchConfig`` besides the model's geometry.
-
-        ``SearchConfig(num_layers=L, num_kv_heads=H, **recipe.search_kwargs())``; the caller may
-        add ``min_budget`` / ``max_budget``, which depend on the scorer and the prompts. The study
-        is named after the run, so several runs can share one database URL.
-        """
-        opt = self.optimizer
-        return {
-            "target": float(self.budget.target),
-            "search_space": self.search_space.name,
-            "group_size": self.search_space.group_size,
-            "ratio_bounds": tuple(self.search_space.ratio_bounds) if self.search_space.ratio_bounds else None,
-            "optimizer": opt.name,
-            "generations": opt.generations_per_group,
-            "popsize": opt.popsize,
-            "sigma0": opt.sigma0,
-            "lam": opt.lam,
-            "gamma": opt.gamma,
-            "cache_scope": opt.cache_scope,
-            "budget_rule": opt.budget_rule,
-            "seed": opt.seed,
-            "storage": self.storage,
-            "study_name": self.name,
-        }
-
 
 # -- reading -------------------------------------------------------------------------------
 
@@ -304,9 +278,6 @@ def _check(recipe: Recipe) -> None:
         least = make_baseline(name).min_target  # e.g. streaming's sink tokens
         if target < least:
             raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")
-    if recipe.engine.kind == "local" and recipe.engine.workers > 1:
-        raise FieldProblem("engine.workers", f"the local engine runs one worker, got {recipe.engine.workers}; "
-                                             "use engine.kind: ray for more")
     if recipe.storage is not None and not _URL.match(recipe.storage):
         raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
     from searchspaces import SEARCH_SPACES  # a leaf package of plain numpy: cheap
@@ -365,6 +336,12 @@ def _check_names(recipe: Recipe) -> None:
 
     from evolalloc.engine.base import ENGINES
 
+    engines = ENGINES.load_all()
+    most = engines[recipe.engine.kind].max_workers
+    if most is not None and recipe.engine.workers > most:
+        unlimited = [name for name, cls in engines.items() if cls.max_workers is None]
+        raise FieldProblem("engine.workers", f"the {recipe.engine.kind} engine runs at most {most} worker(s), got "
+                                             f"{recipe.engine.workers}; use engine.kind: {' or '.join(unlimited)} for more")
     takes = [p for p in ENGINES.parameters(recipe.engine.kind) if p != "experiment"]
     for key in recipe.engine.options:
         if key not in takes:
@@ -374,6 +351,11 @@ def _check_names(recipe: Recipe) -> None:
 
     _check_registered("scorer.name", SCORERS, recipe.scorer.name)
     try:
-        get_scorer(recipe.scorer.name, **recipe.scorer.params)
+        scorer = get_scorer(recipe.scorer.name, **recipe.scorer.params)
     except ValueError as err:
         raise FieldProblem("scorer.params", str(err)) from None
+    if recipe.task.question_after_compression and not scorer.query_free:
+        query_free = [name for name, cls in SCORERS.load_all().items() if cls.query_free]
+        raise FieldProblem("scorer.name", f"scorer {scorer.name!r} ranks tokens by what the queries attend to, so it "
+                                          "cannot serve task.question_after_compression: true (the question comes after "
+                                          f"compression); use a query-free scorer: {', '.join(query_free)}")

@@ -21,9 +21,9 @@ from typing import Any, Callable, Union
 
 from named_registry import UnknownNameError
 
+from evolalloc import DEFAULT_MODEL
 from evolalloc.core.baselines import default_baselines
 
-DEFAULT_MODEL = "bundled:smollm2-135m-instruct"  # same as evolalloc.runtime.model.DEFAULT_MODEL
 DTYPES = ("float32", "bfloat16")
 CACHE_SCOPES = ("group", "allocation")
 BUDGET_RULES = ("cachescore", "exact")  # the same as evolalloc.search.config.BUDGET_RULES (a test checks)
@@ -138,6 +138,8 @@ class OptimizerSection:
                              help="cachescore: candidates may over/underspend, judged by CacheScore (EvolKV); "
                                   "exact: every candidate completed to c x units before it is evaluated")
     seed: int | None = _rule(None, min=0, help="optimizer seed; null = the recipe's seed")
+    options: dict = _rule(help="passed to the back-end as they are (pycma's CMAOptions, the Optuna sampler's "
+                               "arguments)", factory=dict)
 
 
 @dataclass

@@ -78,6 +78,8 @@ class Engine:
     """
 
     name: str = ""
+    #: the most ``engine.workers`` it can use (``None``: no limit); the recipe check reads it
+    max_workers: int | None = None
 
     def __init__(self, experiment):
         self.experiment = experiment

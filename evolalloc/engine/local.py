@@ -187,6 +187,8 @@ class LocalEvaluator:
 class LocalEngine(Engine):
     """In-process: evaluators on the experiment's shared prefill records (one per split)."""
 
+    max_workers = 1
+
     def evaluator(self, split: str, scorer, mode: str = "generate") -> LocalEvaluator:
         self.check_open()
         recipe = self.experiment.recipe

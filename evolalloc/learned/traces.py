@@ -38,34 +38,21 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from evolalloc.runtime.capture import _attention_rows
+from evolalloc.learned.settings import TraceSettings
+from evolalloc.runtime.capture import CaptureSpec, PrefillCapture, _attention_rows
 
 FORMAT = "evolalloc-trace"
 VERSION = 1
 _CHUNK = 128  # future queries per attention chunk (memory bound, see module docstring)
 
 
-@dataclass
-class TraceSettings:
-    """What corpus to trace: ``count`` prompts spread over ``tasks`` x ``lengths``."""
-
-    tasks: tuple[str, ...] = ("passkey", "niah_single")
-    lengths: tuple[int, ...] = (1024,)
-    count: int = 16
-    split: str = "search"
-    seed: int = 0
-    future: int = 32
-    splits_per_trace: int = 3
-    min_split: int = 128
-
-
-class TraceCapture:
-    """Duck-typed stand-in for ``PrefillCapture``: the attention function calls ``record``."""
+class TraceCapture(PrefillCapture):
+    """A prefill capture (keys and values, no scorer statistics) that also measures each split's
+    future-attention importance on the side."""
 
     def __init__(self, splits: list[int], future: int):
+        super().__init__(CaptureSpec())
         self.splits, self.future = splits, future
-        self.keys: dict[int, torch.Tensor] = {}
-        self.values: dict[int, torch.Tensor] = {}
         self.importance: dict[int, list[torch.Tensor]] = {}
 
     def record(self, layer_idx: int, query, key, value, scaling: float) -> None:
@@ -73,8 +60,7 @@ class TraceCapture:
         kv_heads, length = key.shape[1], key.shape[2]
         if not torch.isfinite(key).all() or key.abs().max() > 6e4 or value.abs().max() > 6e4:
             raise ValueError(f"layer {layer_idx}: keys/values do not fit float16 storage")
-        self.keys[layer_idx] = key[0].to(torch.float16).cpu()
-        self.values[layer_idx] = value[0].to(torch.float16).cpu()
+        super().record(layer_idx, query, key, value, scaling)
         group = query.shape[1] // kv_heads
         expanded = key[0].repeat_interleave(group, dim=0)  # [Hq, L, D]
         per_split = []
@@ -109,8 +95,9 @@ def trace_ids(model, ids: list[int], splits: list[int], future: int) -> dict:
     layers = model.config.num_hidden_layers
     return {
         "ids": torch.tensor(ids, dtype=torch.int32),
-        "keys": torch.stack([capture.keys[i] for i in range(layers)]),
-        "values": torch.stack([capture.values[i] for i in range(layers)]),
+        # Stored as float16 on the CPU (checked to fit in record()).
+        "keys": torch.stack([capture.keys[i].to(torch.float16).cpu() for i in range(layers)]),
+        "values": torch.stack([capture.values[i].to(torch.float16).cpu() for i in range(layers)]),
         "splits": torch.tensor(splits, dtype=torch.int64),
         "future": torch.tensor([min(future, len(ids) - n) for n in splits], dtype=torch.int64),
         "importance": [torch.stack([capture.importance[i][s] for i in range(layers)]) for s in range(len(splits))],

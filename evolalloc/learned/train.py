@@ -21,33 +21,16 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from evolalloc.learned.reward import normalised_reward
+from evolalloc.learned.settings import TrainConfig
 from evolalloc.learned.traces import TraceSet
 from evolalloc.runtime.policy import HeadPolicies, PolicyConfig
-
-
-@dataclass
-class TrainConfig:
-    steps: int = 1000
-    permutations: int = 16
-    lr: float = 1e-3
-    min_lr: float = 1e-6
-    warmup: int = 100
-    weight_decay: float = 0.01
-    clip: float = 5.0
-    hidden: int = 256
-    depth: int = 2
-    sinks: int = 4
-    window: int = 16
-    max_tokens: int | None = None
-    seed: int = 0
-    log_every: int = 10
 
 
 def gumbel_sort(scores: torch.Tensor, k: int, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -26,7 +26,10 @@ HELDOUT = "heldout"
 
 def search_config(recipe, experiment: Experiment) -> SearchConfig:
     g = experiment.geometry
-    return SearchConfig(num_layers=g.num_layers, num_kv_heads=g.num_kv_heads, min_budget=experiment.min_budget(), **recipe.search_kwargs())
+    # The study is named after the run, so several runs can share one database URL.
+    return SearchConfig.from_sections(budget=recipe.budget, search_space=recipe.search_space, optimizer=recipe.optimizer,
+                                      num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
+                                      min_budget=experiment.min_budget(), storage=recipe.storage, study_name=recipe.name)
 
 
 def evolved_allocation(recipe, experiment: Experiment, result, config: SearchConfig) -> Allocation:

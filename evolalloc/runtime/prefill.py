@@ -12,7 +12,7 @@ from typing import Sequence
 
 import torch
 
-from evolalloc.runtime.capture import PrefillCapture
+from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
 from evolalloc.runtime.scorers import Scorer
 from evolalloc.runtime.scorers.base import LayerStats
 
@@ -78,10 +78,7 @@ def prefill(
         raise ValueError("prefill needs at least one prompt token")
     if model.config._attn_implementation != "evolalloc":
         raise ValueError("the model does not use evolalloc attention; load it with load_model() or call use_evolalloc_attention(model)")
-    capture = PrefillCapture(
-        window_queries=max((s.window_queries for s in scorers), default=0),
-        attention_sum=any(s.needs_attention_sum for s in scorers),
-    )
+    capture = PrefillCapture(CaptureSpec.union(s.capture for s in scorers))
     positions = torch.arange(length, device=device)[None, :]
     out = model(input_ids=ids, position_ids=positions, use_cache=False, logits_to_keep=1, evolalloc_capture=capture)
     num_layers = model.config.num_hidden_layers

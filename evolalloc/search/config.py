@@ -1,20 +1,21 @@
 """The settings of one group-wise search, validated in one place.
 
 Defaults are EvolKV's (§4.1): sigma0 = 0.3 on the ratio ``k_i / c``, lambda = 0.3, gamma = 0.2,
-group size 8, population ``4 + floor(3 ln n_g)``. The CLI/recipe layer fills this dataclass;
-the checkpoint stores it, so ``resume`` needs nothing but the run folder.
+group size 8, population ``4 + floor(3 ln n_g)``. A run builds it from its recipe's sections
+(``SearchConfig.from_sections``: the one place where recipe keys meet search settings); the
+checkpoint stores it, so ``resume`` needs nothing but the run folder.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from searchspaces import SearchSpace, get_search_space
 
 from evolalloc.core.errors import UserError
 from evolalloc.core.objective import ObjectiveSettings
-from evolalloc.search.optimizers import check_optimizer_name
+from evolalloc.search.optimizers import check_optimizer_options
 
 CACHE_SCOPES = ("group", "allocation")
 # cachescore: EvolKV as published; exact: every candidate completed to c * units before evaluation.
@@ -48,6 +49,8 @@ class SearchConfig:
         storage: Optuna database URL for the trial store (or ``journal:<path>`` for a journal
             file); ``None`` = SQLite in the run folder, ``sqlite:///<run>/study.db``.
         study_name: name of the Optuna study in that database.
+        optimizer_options: passed to the back-end's library as they are (recipe
+            ``optimizer.options``; e.g. pycma's ``CMA_active``, TPE's ``n_startup_trials``).
     """
 
     num_layers: int
@@ -69,9 +72,41 @@ class SearchConfig:
     seed: int = 0
     storage: str | None = None
     study_name: str = "evolalloc"
+    optimizer_options: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_sections(cls, *, budget, search_space, optimizer, num_layers: int, num_kv_heads: int,
+                      min_budget: int = 1, max_budget: int | None = None, storage: str | None = None,
+                      study_name: str = "evolalloc") -> "SearchConfig":
+        """The search a recipe's ``budget``, ``search_space`` and ``optimizer`` sections describe
+        (any objects with those fields; ``evolalloc.config.schema`` defines the recipe's), for a
+        model of ``num_layers`` x ``num_kv_heads``. ``min_budget`` / ``max_budget`` depend on the
+        scorer and the prompts, so the caller gives them."""
+        return cls(
+            num_layers=num_layers,
+            num_kv_heads=num_kv_heads,
+            target=float(budget.target),
+            search_space=search_space.name,
+            group_size=search_space.group_size,
+            ratio_bounds=tuple(search_space.ratio_bounds) if search_space.ratio_bounds else None,
+            min_budget=min_budget,
+            max_budget=max_budget,
+            optimizer=optimizer.name,
+            generations=optimizer.generations_per_group,
+            popsize=optimizer.popsize,
+            sigma0=optimizer.sigma0,
+            lam=optimizer.lam,
+            gamma=optimizer.gamma,
+            cache_scope=optimizer.cache_scope,
+            budget_rule=optimizer.budget_rule,
+            seed=optimizer.seed,
+            storage=storage,
+            study_name=study_name,
+            optimizer_options=dict(optimizer.options),
+        )
 
     def __post_init__(self):
-        check_optimizer_name(self.optimizer)
+        check_optimizer_options(self.optimizer, self.optimizer_options)
         if self.generations < 1:
             raise UserError(f"must be >= 1, got {self.generations}", field="generations")
         if self.popsize is not None and self.popsize < 3:

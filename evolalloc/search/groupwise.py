@@ -113,6 +113,7 @@ class GroupwiseAlgorithm:
                     bounds=self.space.ratio_bounds,
                     popsize=self.config.popsize_for(len(units)),
                     seed=group_seed(self.config.seed, self.group),
+                    options=self.config.optimizer_options,
                 )
                 if self.implementation is None:
                     self.implementation = self._optimizer.implementation

@@ -56,6 +56,7 @@ class OptimizerIn(Strict):
     popsize: int | None = Field(None, ge=3, le=10000)
     sigma0: float = Field(0.3, gt=0)
     seed: int = Field(0, ge=0)
+    options: dict = Field(default_factory=dict, description="passed to the back-end's library, as a recipe's optimizer.options")
 
 
 class StudyIn(Strict):
@@ -120,7 +121,7 @@ def build_study(body: StudyIn, validator) -> tuple[SearchConfig, dict]:
         search_space=space.name, group_size=space.group_size, ratio_bounds=space.ratio_bounds,
         min_budget=space.min_budget, max_budget=space.max_budget, optimizer=opt.name, generations=opt.generations,
         popsize=opt.popsize, sigma0=opt.sigma0, lam=body.lam, gamma=body.gamma, cache_scope=body.cache_scope,
-        budget_rule=body.budget_rule, seed=opt.seed, study_name=body.name,
+        budget_rule=body.budget_rule, seed=opt.seed, study_name=body.name, optimizer_options=dict(opt.options),
     )
     for budget in body.expansions:
         if not (math.isfinite(budget) and budget > 0):

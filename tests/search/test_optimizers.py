@@ -152,3 +152,19 @@ def test_implementations_name_the_library_that_ran():
 def test_an_unknown_optimizer_name_lists_the_valid_ones():
     with pytest.raises(UserError, match=r"did you mean 'optuna-cma'.*valid names: cma, optuna-cma, optuna-tpe, random"):
         make("optuna_cma")
+
+
+def test_optimizer_options_reach_the_back_end_and_a_bad_one_is_refused_by_name():
+    cma_opt = get_optimizer("cma", x0=np.ones(3), sigma0=0.3, bounds=(0.1, 4.0), popsize=4, seed=0,
+                            options={"CMA_active": False})
+    assert cma_opt.es.opts["CMA_active"] is False
+    tpe = get_optimizer("optuna-tpe", x0=np.ones(3), sigma0=0.3, bounds=(0.1, 4.0), popsize=4, seed=0,
+                        options={"n_startup_trials": 3})
+    assert tpe._sampler._n_startup_trials == 3
+    with pytest.raises(UserError, match="did you mean 'CMA_active'"):
+        get_optimizer("cma", x0=np.ones(3), sigma0=0.3, bounds=(0.1, 4.0), popsize=4, seed=0, options={"CMA_activ": 1})
+    with pytest.raises(UserError, match="popsize"):  # set by evolalloc itself, not an option
+        get_optimizer("cma", x0=np.ones(3), sigma0=0.3, bounds=(0.1, 4.0), popsize=4, seed=0, options={"popsize": 9})
+    with pytest.raises(UserError, match="TPESampler has no option 'n_startup'"):
+        get_optimizer("optuna-tpe", x0=np.ones(3), sigma0=0.3, bounds=(0.1, 4.0), popsize=4, seed=0,
+                      options={"n_startup": 3})

@@ -199,6 +199,7 @@ def test_a_non_finite_score_is_a_422_and_changes_nothing(service, raw):
     ({k: v for k, v in STUDY.items() if k != "geometry"}, "model"),
     ({**STUDY, "target": "lots"}, "target"),
     ({**STUDY, "optimizer": {"name": "cmaa"}}, "optimizer"),
+    ({**STUDY, "optimizer": {"name": "random", "options": {"nonsense": 1}}}, "optimizer.options"),
     ({**STUDY, "search_space": {"group_size": 4, "colour": "red"}}, "search_space.colour"),
 ])
 def test_a_bad_study_is_a_422_naming_the_field_and_creates_nothing(service, body, field):

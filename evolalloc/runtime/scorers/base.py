@@ -10,10 +10,12 @@ Always-kept tokens count inside the budget, so a budget below ``always_kept`` is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import ClassVar
 
 import torch
+
+from evolalloc.runtime.capture import CaptureSpec
 
 
 @dataclass
@@ -46,20 +48,20 @@ class Scorer:
     """Base class. Subclasses set ``name`` and implement ``score``.
 
     ``sinks``: first tokens always kept; ``window``: last tokens always kept.
-    ``window_queries``: how many final queries' attention the prefill must capture (0: none).
-    ``needs_attention_sum``: whether the prefill must accumulate attention over all queries.
-    ``query_free``: the ranking ignores the queries (so it is valid in the query-agnostic setting).
+    ``capture``: the statistics the prefill must record for ``score`` (a ``CaptureSpec``;
+    default: keys and values only).
+    ``query_free``: the ranking ignores the queries, so it is valid when the question comes
+    after compression (the query-agnostic setting); a query-aware scorer is refused there.
     """
 
     name: ClassVar[str] = ""
     query_free: ClassVar[bool] = True
-    needs_attention_sum: ClassVar[bool] = False
     sinks: int = 0
     window: int = 0
 
     @property
-    def window_queries(self) -> int:
-        return 0
+    def capture(self) -> CaptureSpec:
+        return CaptureSpec()
 
     @property
     def always_kept(self) -> int:
@@ -71,9 +73,9 @@ class Scorer:
 
     @property
     def key(self) -> str:
-        """Identifies the ranking: the name, plus any parameter that differs from the default."""
-        defaults = type(self)()
-        changed = {k: v for k, v in self.params().items() if getattr(defaults, k) != v}
+        """Identifies the ranking: the name, plus every parameter that differs from its declared
+        default or has none (a required one, such as learned's checkpoint)."""
+        changed = {f.name: getattr(self, f.name) for f in fields(self) if _differs(f, getattr(self, f.name))}
         return self.name + ("(" + ",".join(f"{k}={v}" for k, v in sorted(changed.items())) + ")" if changed else "")
 
     def score(self, stats: LayerStats) -> torch.Tensor:
@@ -103,3 +105,11 @@ class Scorer:
         order = torch.gather(order, -1, torch.argsort(by_forced, dim=-1, descending=True, stable=True))
         ranked = torch.gather(scores.masked_fill(forced, float("inf")), -1, order)
         return order, ranked
+
+
+def _differs(spec, value) -> bool:
+    if spec.default is not MISSING:
+        return spec.default != value
+    if spec.default_factory is not MISSING:
+        return spec.default_factory() != value
+    return True  # no default: always part of the key

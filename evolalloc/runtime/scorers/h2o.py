@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from evolalloc.runtime.capture import CaptureSpec
 from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
@@ -21,8 +22,11 @@ from evolalloc.runtime.scorers.base import LayerStats, Scorer
 class H2O(Scorer):
     name = "h2o"
     query_free = False
-    needs_attention_sum = True
     window: int = 32
+
+    @property
+    def capture(self) -> CaptureSpec:
+        return CaptureSpec(attention_sum=True)
 
     def score(self, stats: LayerStats) -> torch.Tensor:
         return stats.per_kv_head(stats.attention_sum)

@@ -45,16 +45,6 @@ class Learned(Scorer):
         if not self.checkpoint:
             raise ValueError("scorer 'learned' needs checkpoint=PATH, a policy trained with `evolalloc scorer train`")
 
-    @property
-    def key(self) -> str:
-        # The base compares with a default instance, which this scorer cannot build (no checkpoint).
-        changed = {"checkpoint": self.checkpoint}
-        if self.sinks != 4:
-            changed["sinks"] = self.sinks
-        if self.window != 16:
-            changed["window"] = self.window
-        return self.name + "(" + ",".join(f"{k}={v}" for k, v in sorted(changed.items())) + ")"
-
     def score(self, stats: LayerStats) -> torch.Tensor:
         loaded = _load(self.checkpoint)
         policy = loaded.policy

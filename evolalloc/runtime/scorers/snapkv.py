@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from evolalloc.runtime.capture import CaptureSpec
 from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
@@ -37,8 +38,8 @@ class SnapKV(Scorer):
             raise ValueError(f"snapkv kernel must be an odd positive integer, got {self.kernel}")
 
     @property
-    def window_queries(self) -> int:
-        return self.window
+    def capture(self) -> CaptureSpec:
+        return CaptureSpec(window_queries=self.window)
 
     def score(self, stats: LayerStats) -> torch.Tensor:
         attention = stats.window_attention[:, -self.window :, :]  # [Hq, w, L]

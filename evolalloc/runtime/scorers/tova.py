@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from evolalloc.runtime.capture import CaptureSpec
 from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
@@ -20,8 +21,8 @@ class TOVA(Scorer):
     query_free = False
 
     @property
-    def window_queries(self) -> int:
-        return 1
+    def capture(self) -> CaptureSpec:
+        return CaptureSpec(window_queries=1)
 
     def score(self, stats: LayerStats) -> torch.Tensor:
         return stats.per_kv_head(stats.window_attention[:, -1, :])  # [Hq, L] -> [Hkv, L]

@@ -5,9 +5,10 @@ from evolalloc.search.optimizers.base import (
     OPTIMIZERS,
     AskTellOptimizer,
     check_optimizer_name,
+    check_optimizer_options,
     get_optimizer,
     optimizer_names,
     register_optimizer,
 )
 
-__all__ = ["OPTIMIZERS", "AskTellOptimizer", "check_optimizer_name", "get_optimizer", "optimizer_names", "register_optimizer"]
+__all__ = ["OPTIMIZERS", "AskTellOptimizer", "check_optimizer_name", "check_optimizer_options", "get_optimizer", "optimizer_names", "register_optimizer"]

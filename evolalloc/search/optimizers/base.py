@@ -51,6 +51,13 @@ class AskTellOptimizer(ABC):
         self.popsize = int(popsize)
         self.seed = int(seed)
 
+    @classmethod
+    def check_options(cls, options: dict) -> None:
+        """``ValueError`` naming the bad key unless ``options`` (the recipe's ``optimizer.options``,
+        passed to the back-end's library as they are) are valid for this back-end. Default: none."""
+        if options:
+            raise ValueError(f"optimizer {cls.name!r} takes no options, got {', '.join(map(repr, options))}")
+
     @abstractmethod
     def ask(self) -> list[np.ndarray]:
         """One generation: ``popsize`` candidates, each of shape ``[dim]`` and inside the bounds."""
@@ -109,9 +116,22 @@ def check_optimizer_name(name: str) -> None:
         raise UserError(str(err), field="optimizer") from None
 
 
-def get_optimizer(
-    name: str, *, x0: np.ndarray, sigma0: float, bounds: tuple, popsize: int, seed: int
-) -> AskTellOptimizer:
-    """Build back-end ``name`` ("cma" = pycma, the default; "optuna-cma"; "optuna-tpe"; "random")."""
+def check_optimizer_options(name: str, options: dict) -> None:
+    """Raise ``UserError`` (field ``optimizer.options``) unless back-end ``name`` takes ``options``."""
     check_optimizer_name(name)
-    return OPTIMIZERS.get(name)(x0=x0, sigma0=sigma0, bounds=bounds, popsize=popsize, seed=seed)
+    try:
+        OPTIMIZERS.get(name).check_options(dict(options))
+    except ValueError as err:
+        raise UserError(str(err), field="optimizer.options") from None
+
+
+def get_optimizer(
+    name: str, *, x0: np.ndarray, sigma0: float, bounds: tuple, popsize: int, seed: int, options: dict | None = None
+) -> AskTellOptimizer:
+    """Build back-end ``name`` ("cma" = pycma, the default; "optuna-cma"; "optuna-tpe"; "random").
+
+    ``options`` go to the back-end's library as they are (pycma's ``CMAOptions``, the Optuna
+    sampler's keyword arguments); see each back-end's ``check_options``.
+    """
+    check_optimizer_options(name, options or {})
+    return OPTIMIZERS.get(name)(x0=x0, sigma0=sigma0, bounds=bounds, popsize=popsize, seed=seed, **(options or {}))

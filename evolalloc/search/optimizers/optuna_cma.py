@@ -51,6 +51,9 @@ class GaussianStartSampler(BaseSampler):
 
 @register_optimizer("optuna-cma")
 class OptunaCmaOptimizer(OptunaOptimizer):
+    sampler_class = optuna.samplers.CmaEsSampler
+    reserved = ("x0", "sigma0", "popsize", "seed", "independent_sampler", "warn_independent_sampling")
+
     def _make_sampler(self) -> optuna.samplers.BaseSampler:
         x0 = self.x0_params()
         with warnings.catch_warnings():
@@ -62,6 +65,7 @@ class OptunaCmaOptimizer(OptunaOptimizer):
                 seed=self.seed,
                 independent_sampler=GaussianStartSampler(x0, self.sigma0, self.seed),
                 warn_independent_sampling=False,
+                **self.sampler_options,
             )
 
     @property

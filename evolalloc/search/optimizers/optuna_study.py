@@ -18,6 +18,7 @@ stored generations (see ``optimizers/base.py``).
 
 from __future__ import annotations
 
+import inspect
 from abc import abstractmethod
 from typing import Sequence
 
@@ -35,8 +36,23 @@ _STUDY_NAME = "evolalloc-optimizer"
 class OptunaOptimizer(AskTellOptimizer):
     """Base of the Optuna back-ends; subclasses only choose the sampler."""
 
-    def __init__(self, x0, sigma0, bounds, popsize, seed):
+    #: the Optuna sampler class whose keyword arguments ``optimizer.options`` may set
+    sampler_class: type = optuna.samplers.BaseSampler
+    #: sampler arguments this wrapper sets itself
+    reserved: tuple[str, ...] = ("seed",)
+
+    @classmethod
+    def check_options(cls, options: dict) -> None:
+        takes = [p for p in inspect.signature(cls.sampler_class).parameters if p not in cls.reserved]
+        for key in options:
+            if key not in takes:
+                raise ValueError(f"optimizer {cls.name!r}: {cls.sampler_class.__name__} has no option {key!r} "
+                                 f"evolalloc passes on; valid: {', '.join(takes)}")
+
+    def __init__(self, x0, sigma0, bounds, popsize, seed, **sampler_options):
         super().__init__(x0, sigma0, bounds, popsize, seed)
+        self.check_options(sampler_options)
+        self.sampler_options = sampler_options
         self.param_names = [f"x{i}" for i in range(self.dim)]
         self.distributions = {
             name: FloatDistribution(float(lo), float(hi))

@@ -18,12 +18,14 @@ from evolalloc.search.optimizers.optuna_study import OptunaOptimizer
 
 @register_optimizer("optuna-tpe")
 class OptunaTpeOptimizer(OptunaOptimizer):
-    def __init__(self, x0, sigma0, bounds, popsize, seed):
-        super().__init__(x0, sigma0, bounds, popsize, seed)
+    sampler_class = optuna.samplers.TPESampler
+
+    def __init__(self, x0, sigma0, bounds, popsize, seed, **sampler_options):
+        super().__init__(x0, sigma0, bounds, popsize, seed, **sampler_options)
         self._study.enqueue_trial(self.x0_params())
 
     def _make_sampler(self) -> optuna.samplers.BaseSampler:
-        return optuna.samplers.TPESampler(seed=self.seed)
+        return optuna.samplers.TPESampler(seed=self.seed, **self.sampler_options)
 
     @property
     def implementation(self) -> tuple[str, str]:

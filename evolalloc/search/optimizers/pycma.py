@@ -21,6 +21,7 @@ not reproduce it. We hand pycma the ``randn`` of a RandomState owned by this wra
 
 from __future__ import annotations
 
+import difflib
 from typing import Sequence
 
 import cma
@@ -42,11 +43,26 @@ def failed_loss(losses: Sequence[float | None]) -> float | None:
 class PycmaOptimizer(AskTellOptimizer):
     """``cma.CMAEvolutionStrategy`` in box bounds (pycma's ``BoundTransform``), quiet, seeded."""
 
-    def __init__(self, x0, sigma0, bounds, popsize, seed):
+    # pycma options this wrapper sets itself: bounds, population, RNG and silence are not the user's.
+    RESERVED = ("bounds", "popsize", "randn", "seed", "verbose", "verb_log", "verb_disp")
+
+    @classmethod
+    def check_options(cls, options: dict) -> None:
+        valid = sorted(set(cma.CMAOptions()) - set(cls.RESERVED))
+        for key in options:
+            if key not in valid:
+                close = difflib.get_close_matches(key, valid, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"optimizer 'cma': {key!r} is not a pycma option this back-end passes on{hint}; "
+                                 f"see cma.CMAOptions() (set by evolalloc: {', '.join(cls.RESERVED)})")
+
+    def __init__(self, x0, sigma0, bounds, popsize, seed, **cma_options):
         super().__init__(x0, sigma0, bounds, popsize, seed)
+        self.check_options(cma_options)
         # Seed 0 would mean "from the clock" to pycma; we seed our own generator anyway.
         self._rng = np.random.RandomState(self.seed % 2**32)
         options = {
+            **cma_options,
             "bounds": [self.lower.tolist(), self.upper.tolist()],
             "popsize": self.popsize,
             "randn": self._rng.randn,
