@@ -27,6 +27,7 @@ LAYERS = [
     ["evolalloc.report"],
     ["evolalloc.pipeline", "evolalloc.learned", "evolalloc.bench"],
     ["evolalloc.service"],
+    ["evolalloc.client"],  # the public Python client of the service (re-exports)
     ["evolalloc.cli"],
     ["evolalloc.__main__"],
 ]

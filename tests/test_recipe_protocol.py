@@ -86,3 +86,14 @@ def test_the_second_recipe_searches_niah_single_with_uuid_needles_below_the_prom
     assert recipe.task.name == "niah_single" and recipe.task.params == {"needle_type": "uuid"}
     assert max(recipe.budgets) < recipe.task.context_tokens
     assert recipe.task.search.n >= 48 and recipe.task.search.curate.full_cache_solves and recipe.task.heldout.n >= 100
+
+
+def test_a_listed_task_asking_after_compression_refuses_a_query_aware_scorer(tmp_path):
+    import pytest
+
+    from evolalloc.core.errors import UserError
+
+    text = MULTI.replace("context_tokens: 800,", "context_tokens: 800, question_after_compression: true,")
+    with pytest.raises(UserError, match=r"scorer\.name: scorer 'snapkv' .* tasks\[1\]\.question_after_compression"):
+        load_recipe(write(tmp_path, text))
+    assert load_recipe(write(tmp_path, text, "q.yaml"), ["scorer.name=knorm"]).scorer.name == "knorm"

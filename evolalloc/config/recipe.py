@@ -354,8 +354,11 @@ def _check_names(recipe: Recipe) -> None:
         scorer = get_scorer(recipe.scorer.name, **recipe.scorer.params)
     except ValueError as err:
         raise FieldProblem("scorer.params", str(err)) from None
-    if recipe.task.question_after_compression and not scorer.query_free:
+    # Every task of the recipe (``task``, or each entry of ``tasks``) shares the one scorer.
+    asking = [i for i, entry in enumerate(recipe.task_entries) if entry.question_after_compression]
+    if asking and not scorer.query_free:
+        where = "task" if not recipe.multi_task else f"tasks[{asking[0]}]"
         query_free = [name for name, cls in SCORERS.load_all().items() if cls.query_free]
         raise FieldProblem("scorer.name", f"scorer {scorer.name!r} ranks tokens by what the queries attend to, so it "
-                                          "cannot serve task.question_after_compression: true (the question comes after "
-                                          f"compression); use a query-free scorer: {', '.join(query_free)}")
+                                          f"cannot serve {where}.question_after_compression: true (the question comes "
+                                          f"after compression); use a query-free scorer: {', '.join(query_free)}")

@@ -32,7 +32,7 @@ def check_geometry(study: dict, geometry) -> None:
 def run_worker(client, study_id: int, recipe, *, client_id: str | None = None, max_trials: int | None = None,
                echo: Callable[[str], None] = print, progress: bool = False) -> int:
     """Serve study ``study_id`` with ``recipe``'s evaluator until it ends; the trials evaluated."""
-    from evolalloc.client import work
+    from evolalloc.service.work_loop import work
     from evolalloc.pipeline.experiment import Experiment
 
     client_id = client_id or default_client_id()
