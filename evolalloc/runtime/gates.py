@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from evolalloc.core.fileio import write_atomic
+from evolalloc.runtime.checkpoint_file import read_checkpoint
 
 FORMAT = "evolalloc-gates"
 VERSION = 1
@@ -137,28 +138,9 @@ class LoadedGates:
 
 def load_gates(path: str | Path, *, geometry: dict | None = None, model: dict | None = None) -> LoadedGates:
     """Load a gates checkpoint; ``ValueError`` for a missing/foreign file, another version, or a mismatch."""
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise ValueError(f"no gates checkpoint at {str(path)!r}; train one with `evolalloc gates train`")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"{path}: not a readable gates checkpoint ({type(exc).__name__}: {exc})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{path}: not an evolalloc gates checkpoint")
-    if payload.get("version") != VERSION:
-        raise ValueError(f"{path}: gates checkpoint version {payload.get('version')!r}, this evolalloc reads version {VERSION}")
+    payload = read_checkpoint(path, what="gates", fmt=FORMAT, version=VERSION, train_hint="evolalloc gates train",
+                              geometry=geometry, model=model)
     stored = payload["geometry"]
-    if geometry is not None:
-        keys = ("num_layers", "num_query_heads", "num_kv_heads", "head_dim")
-        wrong = {k: (stored.get(k), geometry.get(k)) for k in keys if stored.get(k) != geometry.get(k)}
-        if wrong:
-            detail = ", ".join(f"{k}: checkpoint {a} vs model {b}" for k, (a, b) in wrong.items())
-            raise ValueError(f"{path}: the gates were trained for another model geometry ({detail})")
-    if model is not None:
-        for key in ("model_type", "fingerprint"):
-            if payload["model"].get(key) != model.get(key):
-                raise ValueError(f"{path}: the gates were trained on model {payload['model'].get('spec')!r}, not on {model.get('spec')!r}")
     config = GatesConfig(num_layers=stored["num_layers"], num_kv_heads=stored["num_kv_heads"], head_dim=stored["head_dim"], **payload["config"])
     gates = RetentionGates(config)
     gates.load_state_dict(payload["state_dict"])

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from evolalloc.core.fileio import write_atomic
+from evolalloc.runtime.checkpoint_file import read_checkpoint
 
 FORMAT = "evolalloc-policy"
 VERSION = 1
@@ -156,31 +157,9 @@ def load_policy(path: str | Path, *, geometry: dict | None = None, model: dict |
 
     Raises ``ValueError`` for a missing or foreign file, another version, or a mismatch.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"no policy checkpoint at {str(path)!r}; train one with `evolalloc scorer train`")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # a corrupt or non-torch file: say which file
-        raise ValueError(f"{path}: not a readable policy checkpoint ({type(exc).__name__}: {exc})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{path}: not an evolalloc policy checkpoint (format {payload.get('format') if isinstance(payload, dict) else None!r})")
-    if payload.get("version") != VERSION:
-        raise ValueError(f"{path}: policy checkpoint version {payload.get('version')!r}, this evolalloc reads version {VERSION}")
+    payload = read_checkpoint(path, what="policy", fmt=FORMAT, version=VERSION, train_hint="evolalloc scorer train",
+                              geometry=geometry, model=model)
     stored = payload["geometry"]
-    if geometry is not None:
-        keys = ("num_layers", "num_query_heads", "num_kv_heads", "head_dim")
-        wrong = {k: (stored.get(k), geometry.get(k)) for k in keys if stored.get(k) != geometry.get(k)}
-        if wrong:
-            detail = ", ".join(f"{k}: checkpoint {a} vs model {b}" for k, (a, b) in wrong.items())
-            raise ValueError(f"{path}: the policy was trained for another model geometry ({detail})")
-    if model is not None:
-        for key in ("model_type", "fingerprint"):
-            if payload["model"].get(key) != model.get(key):
-                raise ValueError(
-                    f"{path}: the policy was trained on model {payload['model'].get('spec')!r} "
-                    f"({key} {payload['model'].get(key)!r}), not on {model.get('spec')!r} ({key} {model.get(key)!r})"
-                )
     config = PolicyConfig(num_layers=stored["num_layers"], num_kv_heads=stored["num_kv_heads"], head_dim=stored["head_dim"], **payload["config"])
     policy = HeadPolicies(config)
     policy.load_state_dict(payload["state_dict"])
