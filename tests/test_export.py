@@ -8,7 +8,9 @@ import pytest
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.errors import UserError
-from evolalloc.export.formats import compression_ratios, export_allocation, export_json, export_kvpress, export_text
+from evolalloc.core.allocation_file import allocation_to_json
+from evolalloc.export import export_allocation, export_text
+from evolalloc.export.kvpress import compression_ratios, export_kvpress
 from evolalloc.core.geometry import ModelGeometry
 
 GEOMETRY = ModelGeometry(num_layers=4, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096)
@@ -81,7 +83,7 @@ def test_head_granularity_exports_the_head_table_and_layer_means():
 def test_the_json_export_loads_back_as_the_same_allocation(tmp_path):
     original = head_profile()
     path = tmp_path / "out.json"
-    path.write_text(export_json(original))
+    path.write_text(allocation_to_json(original))
     assert np.array_equal(load_allocation(path).budgets, original.budgets)
 
 

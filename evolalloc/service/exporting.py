@@ -13,14 +13,14 @@ MEDIA_TYPES = {"json": "application/json", "kvpress": "application/json"}
 
 
 def export_formats() -> list[str]:
-    from evolalloc.export.formats import FORMATS
+    from evolalloc.export import exporters
 
-    return list(FORMATS)
+    return exporters.names()
 
 
 def export_profile(allocation: Allocation, fmt: str, *, context_length: int | None = None) -> tuple[str, str]:
     """``(text, media type)`` of ``allocation`` in format ``fmt``; ``UserError`` for an unknown format."""
-    from evolalloc.export.formats import export_text
+    from evolalloc.export import export_text
 
     text = export_text(allocation, fmt, context_length=context_length)
     return text, MEDIA_TYPES.get(fmt, "application/json")
