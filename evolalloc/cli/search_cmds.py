@@ -150,9 +150,11 @@ def compare(run, baselines, progress):
 @click.argument("allocation", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--to", "targets", type=float, multiple=True, required=True, help="New target average budget (repeatable).")
 @click.option("--min-budget", default=1, show_default=True, help="No budget goes below this (nor below the tokens the scorer always keeps).")
+@click.option("--rule", type=click.Choice(["proportional", "additive"]), default="proportional", show_default=True,
+              help="proportional: every budget times c'/c (EvolKV); additive: every unit gains c'-c tokens.")
 @click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: beside ALLOCATION.")
-def expand(allocation, targets, min_budget, out_dir):
-    """Carry a profile to larger budgets by EvolKV's proportional rule (no new search).
+def expand(allocation, targets, min_budget, rule, out_dir):
+    """Carry a profile to larger budgets by EvolKV's proportional rule or the additive one (no new search).
 
     Only larger budgets: a profile searched at c says nothing about where a smaller cache
     should go (the always-kept tokens take a larger share of it); search at that budget instead.
@@ -171,7 +173,7 @@ def expand(allocation, targets, min_budget, out_dir):
             raise click.ClickException(f"{path} exists; not overwriting it (use --out-dir)")
         paths.append(path)
     for target, path in zip(targets, paths):
-        save_allocation(source.expand(target, min_budget=floor), path)
+        save_allocation(source.expand(target, min_budget=floor, rule=rule), path)
         click.echo(f"wrote {path}")
 
 

@@ -36,6 +36,9 @@ ENGINE_REGISTRY = "evolalloc.engine.base:ENGINES"
 FITNESS_MODES = ("generate", "graded", "likelihood")
 # Baselines a search split may be curated against (EvolKV's NIAH protocol): drop what they solve.
 CURATION_REFERENCES = ("uniform",)
+# How the profile is carried to the expansion budgets: core.allocation.EXPANSION_RULES, or "search":
+# both, each scored on the search split at that budget, the better one shipped (pipeline.expansion).
+EXPANSION_CHOICES = ("proportional", "additive", "search")
 
 
 def _rule(default: Any = dataclasses.MISSING, *, help: str, factory: Callable | None = None, **rules) -> Any:
@@ -115,6 +118,10 @@ class ScorerSection:
 class BudgetSection:
     target: int = _rule(min=1, help="c: the target average budget per (layer, KV head), in tokens")
     expansions: list[int] | None = _rule(None, help="larger budgets the profile is carried to; null = [2c, 4c]")
+    expansion_rule: str = _rule(
+        "proportional", choices=EXPANSION_CHOICES,
+        help="proportional (EvolKV: every budget times c'/c), additive (every unit gains c'-c tokens) or search "
+             "(both scored on the search split at c', the better one shipped; held-out data is never used)")
 
 
 @dataclass

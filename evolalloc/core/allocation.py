@@ -25,6 +25,7 @@ from searchspaces.completion import complete_budgets
 __all__ = ["Allocation", "complete_budgets", "FORMAT", "FORMAT_VERSION", "GRANULARITIES"]
 
 FORMAT = "evolalloc.allocation"
+EXPANSION_RULES = ("proportional", "additive")  # how expand() carries a profile to a new budget
 FORMAT_VERSION = 1
 GRANULARITIES = ("layer", "head")
 
@@ -121,26 +122,35 @@ class Allocation:
 
     # -- completion and expansion --------------------------------------------------------
 
-    def _rescaled(self, target: float, min_budget: int) -> np.ndarray:
+    def _rescaled(self, target: float, min_budget: int, rule: str = "proportional") -> np.ndarray:
         layers, heads = self.budgets.shape
-        if self.granularity == "layer":
-            per_layer = complete_budgets(self.budgets[:, 0], round(target * layers), min_budget)
-            return np.repeat(per_layer[:, None], heads, axis=1)
-        flat = complete_budgets(self.budgets.reshape(-1), round(target * layers * heads), min_budget)
-        return flat.reshape(layers, heads)
+        units = self.budgets[:, 0] if self.granularity == "layer" else self.budgets.reshape(-1)
+        total = round(target * layers) if self.granularity == "layer" else round(target * layers * heads)
+        if rule == "additive":
+            # Every unit gains the same number of tokens; completion then only fixes rounding.
+            units = np.maximum(units + round(target - self.target), 0)
+        elif rule != "proportional":
+            raise ValueError(f"unknown expansion rule {rule!r}; choose from {', '.join(EXPANSION_RULES)}")
+        out = complete_budgets(units, total, min_budget)
+        return np.repeat(out[:, None], heads, axis=1) if self.granularity == "layer" else out.reshape(layers, heads)
 
     def complete(self, min_budget: int = 1) -> Allocation:
         """A copy whose total is exactly ``target_total`` (EvolKV §3.2), no unit below ``min_budget``."""
         provenance = dict(self.provenance, completed_from_total=self.total)
         return replace(self, budgets=self._rescaled(self.target, min_budget), provenance=provenance)
 
-    def expand(self, target: float, min_budget: int = 1) -> Allocation:
-        """This profile carried to a new target ``c'`` by the same proportional rule, no search.
+    def expand(self, target: float, min_budget: int = 1, rule: str = "proportional") -> Allocation:
+        """This profile carried to a new target ``c'`` without a new search.
 
-        For ``c' >= c`` no budget decreases. Scores in ``provenance`` still describe the search
-        at the old target, recorded as ``expanded_from_target``.
+        ``rule`` (``EXPANSION_RULES``): ``proportional`` scales every budget by ``c' / c``
+        (EvolKV's rule); ``additive`` gives every unit the same ``c' - c`` extra tokens, so the
+        searched *differences* between units are kept and the new memory is spread evenly (a
+        unit the search starved at ``c`` is not kept starved at ``4c``). Either way the total is
+        completed to exactly ``c'`` per unit and, for ``c' >= c``, no budget decreases. Scores in
+        ``provenance`` still describe the search at the old target, recorded as
+        ``expanded_from_target``.
         """
         if not (math.isfinite(target) and target > 0):
             raise ValueError(f"target must be a positive number, got {target!r}")
-        provenance = dict(self.provenance, expanded_from_target=self.target)
-        return replace(self, target=float(target), budgets=self._rescaled(target, min_budget), provenance=provenance)
+        provenance = dict(self.provenance, expanded_from_target=self.target, expansion_rule=rule)
+        return replace(self, target=float(target), budgets=self._rescaled(target, min_budget, rule), provenance=provenance)

@@ -64,10 +64,13 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
 
 
 def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation) -> dict[float, Allocation]:
-    """Save the profile at the target and each expansion; return them by budget."""
+    """Save the profile at the target and each expansion (``budget.expansion_rule``); return them by budget."""
+    from evolalloc.pipeline.expansion import expand_profile
+
+    rule = recipe.budget.expansion_rule
+    evaluator = experiment.search_evaluator() if rule == "search" else None  # needs the search records: ship before release
     profiles = {float(recipe.budget.target): evolved}
-    for budget in recipe.budget.expansions:
-        profiles[float(budget)] = evolved.expand(budget, min_budget=experiment.min_budget())
+    profiles.update(expand_profile(evolved, recipe.budget.expansions, rule, experiment.min_budget(), evaluator))
     for budget, allocation in profiles.items():
         save_allocation(allocation, run_dir / allocation_filename(budget))
     return profiles

@@ -1,0 +1,119 @@
+"""Carrying a profile to larger budgets: the proportional and additive rules, and rule ``search``."""
+
+import numpy as np
+import pytest
+
+from evolalloc.core.allocation import Allocation
+from evolalloc.core.geometry import ModelGeometry
+from evolalloc.engine.base import EvalResult
+from evolalloc.pipeline.expansion import expand_profile
+
+GEOMETRY = ModelGeometry(num_layers=4, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096)
+
+
+def profile(per_layer=(10, 20, 30, 20), target=20.0, granularity="layer"):
+    budgets = np.repeat(np.asarray(per_layer)[:, None], 2, axis=1)
+    return Allocation(model="m", geometry=GEOMETRY, target=target, granularity=granularity, budgets=budgets,
+                      provenance={"method": "evolved"})
+
+
+def test_additive_keeps_the_differences_and_proportional_the_ratios():
+    source = profile()
+    assert source.expand(80, rule="additive").budgets[:, 0].tolist() == [70, 80, 90, 80]
+    assert source.expand(80, rule="proportional").budgets[:, 0].tolist() == [40, 80, 120, 80]
+
+
+@pytest.mark.parametrize("rule", ["additive", "proportional"])
+@pytest.mark.parametrize("granularity", ["layer", "head"])
+def test_both_rules_hit_the_exact_total_and_never_lower_a_budget(rule, granularity):
+    rng = np.random.default_rng(0)
+    budgets = rng.integers(1, 60, size=(4, 2))
+    if granularity == "layer":
+        budgets[:, 1] = budgets[:, 0]
+    source = Allocation(model="m", geometry=GEOMETRY, target=float(budgets.mean()), granularity=granularity,
+                        budgets=budgets, provenance={"method": "evolved"}).complete()
+    for target in (source.target + 0.5, 2 * source.target, 97.0):
+        expanded = source.expand(target, rule=rule)
+        assert expanded.total == expanded.target_total
+        assert (expanded.budgets >= source.budgets).all()
+        assert expanded.provenance["expansion_rule"] == rule
+
+
+def test_an_unknown_rule_names_the_known_ones():
+    with pytest.raises(ValueError, match="proportional, additive"):
+        profile().expand(40, rule="cubic")
+
+
+class FixedScores:
+    """A search-split evaluator whose score is a function of the budgets it is handed."""
+
+    def __init__(self, score):
+        self.score, self.calls = score, 0
+
+    def evaluate(self, budgets):
+        self.calls += 1
+        return [EvalResult(task_score=self.score(b)) for b in budgets]
+
+
+def test_rule_search_ships_the_expansion_the_search_split_scores_higher():
+    # Scores favour a flat profile (small spread): the additive expansion is flatter.
+    spread = FixedScores(lambda b: 1.0 / (1.0 + float(b.max() - b.min())))
+    shipped = expand_profile(profile(), [40, 80], "search", min_budget=1, search_evaluator=spread, echo=lambda _: None)
+    assert spread.calls == 2  # one call per budget, both rules in one batch
+    for budget, allocation in shipped.items():
+        assert allocation.provenance["expansion_rule"] == "additive"
+        scores = allocation.provenance["expansion_search_scores"]
+        assert scores["additive"] > scores["proportional"]
+        assert allocation.target == budget and allocation.total == allocation.target_total
+
+
+def test_rule_search_prefers_the_papers_rule_on_a_tie():
+    shipped = expand_profile(profile(), [40], "search", 1, FixedScores(lambda b: 0.5), echo=lambda _: None)
+    assert shipped[40.0].provenance["expansion_rule"] == "proportional"
+
+
+def test_rule_search_never_picks_from_a_failed_evaluation():
+    class Failing:
+        def evaluate(self, budgets):
+            return [EvalResult(task_score=None, error="worker died") for _ in budgets]
+
+    with pytest.raises(RuntimeError, match="worker died"):
+        expand_profile(profile(), [40], "search", 1, Failing(), echo=lambda _: None)
+
+
+def test_a_fixed_rule_needs_no_evaluator():
+    shipped = expand_profile(profile(), [40, 80], "additive", 1)
+    assert [a.budgets[0, 0] for a in shipped.values()] == [30, 70]
+
+
+def test_a_run_with_rule_search_ships_the_rule_its_search_split_preferred(tmp_path, tiny_model_dir):
+    """End to end on the tiny model: the expansion is scored on the search split (likelihood
+    fitness), the winner shipped, and both scores kept in the allocation file."""
+    import json
+
+    import yaml
+
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.config.run_folder import create_run_folder
+    from evolalloc.pipeline.run import search_run
+
+    recipe_file = tmp_path / "recipe.yaml"
+    recipe_file.write_text(yaml.safe_dump({
+        "name": "tiny", "model": {"spec": str(tiny_model_dir)},
+        "task": {"name": "passkey", "context_tokens": 160, "search": {"n": 2}, "heldout": {"n": 2}},
+        "scorer": {"name": "snapkv", "params": {"window": 8}},
+        "budget": {"target": 24, "expansions": [48, 96], "expansion_rule": "search"},
+        "search_space": {"name": "layer_groups", "group_size": 4},
+        "optimizer": {"name": "cma", "generations_per_group": 1, "popsize": 3},
+        "engine": {"kind": "local", "threads": 1}, "baselines": ["uniform"], "seed": 0,
+    }))
+    recipe = load_recipe(recipe_file)
+    run = create_run_folder(recipe, tmp_path / "runs")
+    search_run(run, recipe, progress=False)
+    source = json.loads((run / "allocation-c24.json").read_text())
+    for budget in (48, 96):
+        shipped = json.loads((run / f"allocation-c{budget}.json").read_text())
+        scores = shipped["provenance"]["expansion_search_scores"]
+        assert set(scores) == {"proportional", "additive"} and all(0.0 <= s <= 1.0 for s in scores.values())
+        assert shipped["provenance"]["expansion_rule"] == max(scores, key=lambda r: (scores[r], r == "proportional"))
+        assert shipped["provenance"]["expanded_from_target"] == source["target"] == 24
