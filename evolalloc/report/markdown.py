@@ -73,7 +73,8 @@ def searched_section(recipe: Mapping) -> list[str]:
                          "generation scored by the task's metric)"),
         ("scorer", f"{recipe['scorer']['name']} {recipe['scorer']['params'] or ''}".strip()),
         ("target budget c", f"{budget['target']} tokens per (layer, KV head)"),
-        ("expansions", ", ".join(map(str, budget["expansions"])) or "none"),
+        ("expansions", (", ".join(map(str, budget["expansions"])) or "none")
+                       + f" ({budget.get('expansion_rule', 'proportional')} rule)"),
         ("search space", f"{space['name']}, group size {space['group_size']}"
                          + (f", ratio bounds {space['ratio_bounds']}" if space.get("ratio_bounds") else "")),
         ("optimizer", f"{opt['name']}, sigma0 {opt['sigma0']}, population "
@@ -213,7 +214,9 @@ def render_report(
     if allocations:
         lines += ["## Allocation files", ""]
         for budget, name in sorted(allocations.items()):
-            kind = "target" if float(budget) == float(recipe["budget"]["target"]) else "expansion"
+            rule = recipe["budget"].get("expansion_rule", "proportional")
+            how = ("rule picked on the search split, see `evolalloc show`" if rule == "search" else f"{rule} rule")
+            kind = "target" if float(budget) == float(recipe["budget"]["target"]) else f"expansion, {how}"
             lines.append(f"- c = {float(budget):g} ({kind}): [{name}]({name})")
         lines.append("")
     if plots:

@@ -38,7 +38,11 @@ def _profile_line(budget: float, path: Path) -> str:
     facts = [f"layers {per_layer.min():g}–{per_layer.max():g} tokens", f"mean {alloc.mean_budget:.1f}"]
     prov = alloc.provenance
     if "expanded_from_target" in prov:
-        facts.append(f"expanded from c = {prov['expanded_from_target']:g}")
+        rule = prov.get("expansion_rule", "proportional")  # files written before the rule was recorded
+        facts.append(f"expanded from c = {prov['expanded_from_target']:g} by the {rule} rule")
+        scores = prov.get("expansion_search_scores")
+        if isinstance(scores, dict) and scores:
+            facts.append("search-split fitness " + ", ".join(f"{r} {v:.4f}" for r, v in scores.items()))
     for key in ("fitness", "task_score"):
         if isinstance(prov.get(key), (int, float)):
             facts.append(f"{key.replace('_', ' ')} {prov[key]:.4f}")

@@ -41,7 +41,7 @@ def test_the_report_links_allocations_and_plots_and_gives_the_wall_time(recipe):
     )
     assert "Wall time: 12 min 34 s." in text
     assert "- c = 64 (target): [allocation-c64.json](allocation-c64.json)" in text
-    assert "- c = 128 (expansion): [allocation-c128.json](allocation-c128.json)" in text
+    assert "- c = 128 (expansion, proportional rule): [allocation-c128.json](allocation-c128.json)" in text
     assert "![Budget per layer](budgets-per-layer.png)" in text
 
 
