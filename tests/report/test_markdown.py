@@ -12,7 +12,7 @@ def test_the_report_says_what_was_searched(recipe, history, rows):
     searched = section(text, "What was searched")
     assert "`bundled:smollm2-135m-instruct`" in searched and "passkey" in searched
     assert "| target budget c | 64 tokens per (layer, KV head) |" in searched
-    assert "| expansions | 128, 256 |" in searched
+    assert "| expansions | 128, 256 (proportional rule) |" in searched
     assert "2 generations per group" in searched
 
 
