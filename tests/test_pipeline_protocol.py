@@ -230,6 +230,7 @@ def test_seeds_run_once_per_seed_on_the_same_instances_and_resume_after_a_kill(t
     assert set(uniform["versus_evolved"]) == {"0", "1", "2"} and "p" in uniform["versus_evolved"]["0"]
     text = (folder / "summary.md").read_text()
     assert "| 24 | evolved |" in text and "c = 24, seed 2:" in text
+    assert (folder / "budgets-per-layer.png").stat().st_size > 0  # every seed's profile, uniform and pyramid
 
 
 def test_seeds_refuse_a_folder_holding_another_recipes_run(tmp_path, tiny_model_dir):

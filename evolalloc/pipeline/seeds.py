@@ -20,13 +20,14 @@ import statistics
 from pathlib import Path
 from typing import Callable, Sequence
 
-from evolalloc.config.run_folder import COMPARISON_FILE, REPORT_FILE, load_run_recipe
+from evolalloc.config.run_folder import COMPARISON_FILE, REPORT_FILE, allocation_filename, load_run_recipe
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.report.comparison import load_comparison
 
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
+SUMMARY_PLOT = "budgets-per-layer.png"
 # The issue's bar for "the evolved profile beats a baseline" on one seed.
 MARGIN, ALPHA = 0.05, 0.05
 VERSUS = ("uniform", "pyramid")
@@ -151,4 +152,30 @@ def write_summary(folder: Path, runs: dict[int, Path]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)  # the summary is derived data: rewritten on every call
     write_atomic(folder / SUMMARY_JSON, json.dumps(summary, indent=2) + "\n")
     write_atomic(folder / SUMMARY_MD, render_summary(summary))
+    plot_seed_profiles(runs, folder / SUMMARY_PLOT)
     return folder
+
+
+def plot_seed_profiles(runs: dict[int, Path], path: Path) -> Path | None:
+    """Each seed's profile at the target, per layer, next to uniform and pyramid at the same c:
+    do the seeds agree on *where* the budget goes? ``None`` when no run has a profile."""
+    from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.core.baselines import make_baseline
+    from evolalloc.report.plots import plot_layer_budgets
+    from evolalloc.runtime.scorers import get_scorer
+
+    profiles = {}
+    for seed, run_dir in runs.items():
+        target = load_run_recipe(run_dir).budget.target
+        file = Path(run_dir) / allocation_filename(target)
+        if file.is_file():
+            profiles[f"seed {seed}"] = load_allocation(file)
+    if not profiles:
+        return None
+    first = next(iter(profiles.values()))
+    reserved = get_scorer(first.scorer, **first.scorer_params).always_kept  # as the runs' own baselines
+    for name in VERSUS:  # the baselines the bar is set against, drawn dashed in their own colours
+        profiles[name] = make_baseline(name).allocation(first.geometry, first.target, model=first.model,
+                                                        scorer=first.scorer, scorer_params=first.scorer_params,
+                                                        reserved=reserved)
+    return plot_layer_budgets(profiles, path, title=f"Evolved profiles of {len(runs)} search seeds at c = {first.target:g}")

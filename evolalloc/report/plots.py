@@ -58,10 +58,17 @@ def plot_layer_budgets(profiles: Mapping[str, Allocation], path: str | Path, *, 
     if not profiles:
         raise ValueError("nothing to plot: no profiles")
     fig, ax = plt.subplots(figsize=(8, 4))
+    # Searched profiles (evolved, or other names such as "seed 1") solid with markers; baselines dashed.
+    searched = [name for name in profiles if name == EVOLVED or method_color(name) is None]
+    shades = plt.cm.autumn(np.linspace(0.0, 0.7, max(len(searched), 1)))
     for name, alloc in profiles.items():
         per_layer = alloc.budgets.mean(axis=1)
-        style = {"marker": "o", "linewidth": 2} if name == EVOLVED else {"linestyle": "--", "linewidth": 1.5}
-        ax.plot(np.arange(per_layer.size), per_layer, label=name, color=method_color(name), **style)
+        if name in searched:
+            color = method_color(name) if name == EVOLVED else shades[searched.index(name)]
+            style = {"marker": "o", "linewidth": 2, "markersize": 4 if len(searched) > 1 else 6}
+        else:
+            color, style = method_color(name), {"linestyle": "--", "linewidth": 1.5}
+        ax.plot(np.arange(per_layer.size), per_layer, label=name, color=color, **style)
     target = next(iter(profiles.values())).target
     ax.axhline(target, color="grey", linewidth=0.8, linestyle=":")
     ax.set_xlabel("layer")
