@@ -131,6 +131,24 @@ def test_a_study_name_taken_in_the_storage_is_refused_before_anything_is_written
     refused_start(recipe, runs, field="study_name", phrase="already exists")
 
 
+def test_another_run_name_is_another_study_in_a_shared_storage(tmp_path, tiny_model_dir):
+    """--name renames the study too: a second run of the same recipe on a shared store starts."""
+    import optuna
+
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.config.run_folder import load_run_recipe
+    from evolalloc.pipeline.start import prepare_run
+    from evolalloc.search.store import open_storage
+
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    optuna.create_study(storage=open_storage(shared), study_name="tiny")  # the recipe's own name is taken
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, storage=shared))
+    run_dir = prepare_run(recipe, tmp_path / "runs", "tiny-again", progress=False).run_dir
+    assert load_run_recipe(run_dir).name == "tiny-again"  # resume finds the same study by this name
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage=open_storage(shared))}
+    assert names == {"tiny", "tiny-again"}
+
+
 @pytest.fixture
 def started_run(tmp_path, tiny_model_dir):
     """A run folder as ``search`` leaves it before its first evaluation (folder, study, checkpoint)."""

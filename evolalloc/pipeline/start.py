@@ -16,6 +16,8 @@ the claim are few and fast; the slow, failure-prone checks all come before it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -84,6 +86,12 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     from evolalloc.search.store import check_study_name_free
 
     run_folder_path(recipe, runs_dir, name)  # cheap: refuse a taken name before loading anything
+    if name and name != recipe.name:
+        # The run's name is also its study's name in the trial store: two runs of one recipe
+        # under different --name values must not share (or be refused for) one study.
+        source = recipe.source
+        recipe = dataclasses.replace(recipe, name=name)
+        recipe.source = source
     check_context_fits(recipe)
     experiment = Experiment(recipe, progress=progress)
     experiment.scorers  # noqa: B018 - builds (and checks) the scorers

@@ -115,7 +115,7 @@ def close_storage(storage) -> None:
 
 
 def _duplicated(url: str, study_name: str) -> UserError:
-    return UserError(f"study {study_name!r} already exists in {display_url(url)}; resume that run or pick another study_name",
+    return UserError(f"study {study_name!r} already exists in {display_url(url)}; resume that run or give this one another name (--name)",
                      field="study_name")
 
 
