@@ -156,7 +156,7 @@ def finish(run_dir: Path, recipe, experiment: Experiment, result, config: Search
     return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started, experiment)
 
 
-def _quiet_optuna() -> None:
+def quiet_optuna() -> None:
     """The study is our storage; its INFO lines ("A new study created") are noise to a user."""
     import optuna
 
@@ -170,7 +170,7 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     is the path that checks everything before writing anything.
     """
     started = time.perf_counter()
-    _quiet_optuna()
+    quiet_optuna()
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
         config = search_config(recipe, experiment)
         result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
@@ -180,7 +180,7 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
 def run_prepared(prepared, *, progress: bool = True) -> Path:
     """Search, ship, compare and report a run made by ``pipeline.start.prepare_run``."""
     started = time.perf_counter()
-    _quiet_optuna()
+    quiet_optuna()
     config = prepared.config
     with prepared.experiment as experiment:  # closes its engine (Ray workers) however the run ends
         experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
@@ -191,7 +191,7 @@ def run_prepared(prepared, *, progress: bool = True) -> Path:
 def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     """Continue a killed run where it stopped (finished trials re-used), then finish it."""
     started = time.perf_counter()
-    _quiet_optuna()
+    quiet_optuna()
     recipe = load_run_recipe(run_dir)
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
         config = search_config(recipe, experiment)

@@ -81,11 +81,12 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     study.
     """
     from evolalloc.config.run_folder import create_run_folder, run_folder_path
-    from evolalloc.pipeline.run import search_config
+    from evolalloc.pipeline.run import quiet_optuna, search_config
     from evolalloc.search.loop import start_search
     from evolalloc.search.store import check_study_name_free
 
     run_folder_path(recipe, runs_dir, name)  # cheap: refuse a taken name before loading anything
+    quiet_optuna()  # the study is created below; Optuna's INFO line about it is noise
     if name and name != recipe.name:
         # The run's name is also its study's name in the trial store: two runs of one recipe
         # under different --name values must not share (or be refused for) one study.
