@@ -110,6 +110,11 @@ def test_a_run_with_rule_search_ships_the_rule_its_search_split_preferred(tmp_pa
     recipe = load_recipe(recipe_file)
     run = create_run_folder(recipe, tmp_path / "runs")
     search_run(run, recipe, progress=False)
+    from evolalloc.report.comparison import load_instance_scores
+
+    kept = load_instance_scores(run / "comparison.json")["passkey"]  # every held-out score, for other paired tests
+    assert set(kept) == {"evolved", "uniform"} and set(kept["evolved"]) == {24.0, 48.0, 96.0}
+    assert all(len(per_uid) == 2 for per_uid in kept["uniform"].values())
     source = json.loads((run / "allocation-c24.json").read_text())
     for budget in (48, 96):
         shipped = json.loads((run / f"allocation-c{budget}.json").read_text())

@@ -106,7 +106,7 @@ def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float,
         rows = compare_tasks(per_task, weights, reference="evolved", seed=recipe.seed)
     else:
         rows = compare_scores(per_task[experiment.label], reference="evolved", seed=recipe.seed)
-    save_comparison(rows, run_dir / COMPARISON_FILE, meta=comparison_meta(recipe, experiment))
+    save_comparison(rows, run_dir / COMPARISON_FILE, meta=comparison_meta(recipe, experiment), scores=per_task)
     return rows, methods
 
 

@@ -134,11 +134,38 @@ def _at(per_budget: Mapping[float, Mapping[str, float]], budget: float) -> Mappi
     return None
 
 
-def save_comparison(rows: list[ComparisonRow], path: str | Path, *, meta: Mapping | None = None) -> Path:
-    """Write ``comparison.json`` atomically; ``meta`` (split, task, n, seed...) is kept alongside."""
+def save_comparison(rows: list[ComparisonRow], path: str | Path, *, meta: Mapping | None = None,
+                    scores: Mapping | None = None) -> Path:
+    """Write ``comparison.json`` atomically; ``meta`` (split, task, n, seed...) is kept alongside.
+
+    ``scores``: ``{task label: {method: {budget: {instance uid: score}}}}``, every instance's
+    held-out score, kept under ``"instances"`` so other paired tests (two runs' profiles on the
+    same instances: ``benchmarks/versus.py``) need no new evaluation.
+    """
     document = {"format": "evolalloc.comparison", "version": 1, "reference": REFERENCE,
                 "meta": dict(meta or {}), "rows": [row.to_dict() for row in rows]}
+    if scores is not None:
+        document["instances"] = {str(task): {method: {f"{float(budget):g}": dict(per_uid) for budget, per_uid in per_budget.items()}
+                                             for method, per_budget in per_method.items()}
+                                 for task, per_method in scores.items()}
     return write_atomic(path, json.dumps(document, indent=2, allow_nan=False) + "\n")
+
+
+def load_instance_scores(path: str | Path) -> dict[str, dict[str, dict[float, dict[str, float]]]]:
+    """The per-instance scores ``save_comparison`` kept, ``{task: {method: {budget: {uid: score}}}}``;
+    ``UserError`` naming the file when it has none (written before they were kept: run
+    ``evolalloc compare RUN`` again)."""
+    source = str(path)
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read the comparison: {err}", source=source) from None
+    if "instances" not in document:
+        raise UserError("no per-instance scores in this comparison; run `evolalloc compare` on the run again",
+                        source=source, field="$.instances")
+    return {task: {method: {float(budget): per_uid for budget, per_uid in per_budget.items()}
+                   for method, per_budget in per_method.items()}
+            for task, per_method in document["instances"].items()}
 
 
 def load_comparison(path: str | Path) -> tuple[list[ComparisonRow], dict]:
