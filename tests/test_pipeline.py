@@ -157,6 +157,12 @@ def test_the_commands_around_a_finished_run(tmp_path, tiny_model_dir):
     assert scored.returncode == 0, scored.stderr
     assert "uniform (c = 24, scorer snapkv) on passkey/heldout: mean" in scored.stdout
     assert len([line for line in scored.stdout.splitlines() if line.startswith("passkey/heldout/")]) == 3
+    several = evolalloc("evaluate", "full", "uniform", "pyramid", "--run", str(run), "--budget", "24", "--quiet",
+                        "--no-progress", cwd=tmp_path)
+    assert several.returncode == 0, several.stderr
+    lines = several.stdout.strip().splitlines()  # one summary line each, in the order asked
+    assert [line.split(" (")[0] for line in lines] == ["full", "uniform", "pyramid"]
+    assert "the full cache" in lines[0] and "c = 24" in lines[1] and "n = 3" in lines[2]
 
     compared = evolalloc("compare", str(run), "--no-progress", cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr

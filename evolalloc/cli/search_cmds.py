@@ -82,17 +82,20 @@ def resume(run, progress):
 
 
 @main.command()
-@click.argument("allocation")
+@click.argument("allocations", nargs=-1, required=True, metavar="ALLOCATION...")
 @click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), help="Recipe giving model and task.")
 @click.option("--run", "run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path), help="Run folder whose recipe gives model and task.")
 @set_option
 @click.option("--split", type=click.Choice(["search", "heldout"]), default="heldout", show_default=True)
 @click.option("--budget", type=float, default=None, help="Target c for a baseline (default: the recipe's).")
+@click.option("--quiet", is_flag=True, help="Only the summary line of each, not every instance's prediction.")
 @progress_option
-def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progress):
-    """Score ALLOCATION (a JSON file, or the name of a registered baseline, e.g. uniform) on a task split.
+def evaluate(allocations, recipe_path, run_dir, overrides, split, budget, quiet, progress):
+    """Score each ALLOCATION on a task split: a JSON file, a registered method at --budget (e.g.
+    uniform, pyramid+adakv, cake), or `full` (the uncompressed cache).
 
-    Prints the mean score with a 95% bootstrap interval and each instance's prediction.
+    The split is prefilled once for all of them. Prints each instance's prediction (unless
+    --quiet) and, per allocation, the mean score with a 95% bootstrap interval.
     """
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.core.baselines import BASELINES
@@ -103,19 +106,32 @@ def evaluate(allocation, recipe_path, run_dir, overrides, split, budget, progres
 
     recipe = _recipe(recipe_path, run_dir, overrides)
     curation = run_dir / CURATION_FILE if run_dir else None  # a run's curated splits, as it used them
+    summaries = []
     with Experiment(recipe, progress=progress, curation_file=curation) as experiment:
-        if allocation in BASELINES.load_all():
-            chosen = experiment.baseline(allocation, budget or recipe.budget.target)
-        else:
-            chosen = load_allocation(allocation, expect_geometry=experiment.geometry)
-        (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
-    if not result.ok:
-        raise click.ClickException(f"evaluation failed: {result.error}")
-    for outcome in result.instances:
-        click.echo(f"{outcome.uid:40s} score {outcome.score:.2f}  {outcome.prediction!r}")
-    interval = bootstrap_mean([o.score for o in result.instances], seed=recipe.seed)
-    click.echo(f"{allocation} (c = {chosen.target:g}, scorer {chosen.scorer}) on {recipe.task_names}/{split}: "
-               f"mean {interval.mean:.3f}, 95% CI [{interval.low:.3f}, {interval.high:.3f}], n = {interval.n}")
+        for name in allocations:
+            if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
+                chosen = experiment.baseline("uniform", experiment.geometry.max_positions)
+            elif name in BASELINES.load_all():
+                chosen = experiment.baseline(name, budget or recipe.budget.target)
+            else:
+                chosen = load_allocation(name, expect_geometry=experiment.geometry)
+            (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
+            if not result.ok:
+                raise click.ClickException(f"evaluation of {name} failed: {result.error}")
+            if not quiet:
+                for outcome in result.instances:
+                    click.echo(f"{outcome.uid:40s} score {outcome.score:.2f}  {outcome.prediction!r}")
+            interval = bootstrap_mean([o.score for o in result.instances], seed=recipe.seed)
+            what = "the full cache" if name == FULL_CACHE else f"c = {chosen.target:g}"
+            summaries.append(f"{name} ({what}, scorer {chosen.scorer}) on {recipe.task_names}/{split}: "
+                             f"mean {interval.mean:.3f}, 95% CI [{interval.low:.3f}, {interval.high:.3f}], n = {interval.n}")
+            if not quiet:
+                click.echo(summaries[-1])
+    if quiet or len(summaries) > 1:
+        click.echo("\n".join(summaries))
+
+
+FULL_CACHE = "full"
 
 
 @main.command()
