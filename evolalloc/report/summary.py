@@ -29,6 +29,19 @@ def allocation_files(run_dir: str | Path) -> dict[float, Path]:
     return dict(sorted(found.items()))
 
 
+def _default_mode(profiles: dict[float, Path], recipe) -> str:
+    """The mode a task default resolved to, as the searched profile recorded it."""
+    target = profiles.get(float(recipe.budget.target))
+    if target is not None:
+        try:
+            mode = load_allocation(target).provenance.get("fitness_mode")
+        except UserError:
+            mode = None
+        if mode:
+            return f"{mode} (the task's default)"
+    return "the task's default"
+
+
 def _profile_line(budget: float, path: Path) -> str:
     try:
         alloc = load_allocation(path)
@@ -91,7 +104,7 @@ def show_run(run_dir: str | Path) -> str:
         f"  model {recipe.model.spec}, "
         + ", ".join(f"task {t.name}" + (f" as {t.label} (weight {t.weight:g})" if recipe.multi_task else "")
                     + f" (~{t.context_tokens} tokens)" for t in recipe.task_entries)
-        + f", scorer {recipe.scorer.name}, fitness mode {recipe.fitness.mode or 'task default'}",
+        + f", scorer {recipe.scorer.name}, fitness mode {recipe.fitness.mode or _default_mode(profiles, recipe)}",
         f"  budgets {', '.join(map(str, recipe.budgets))} (target {recipe.budget.target}), "
         f"{recipe.search_space.name} group size {recipe.search_space.group_size}, optimizer {recipe.optimizer.name} "
         f"x {recipe.optimizer.generations_per_group} generations per group",
