@@ -48,7 +48,7 @@ def _profile_line(budget: float, path: Path) -> str:
     except UserError as err:
         return f"  c = {budget:g}: unreadable ({err})"
     per_layer = alloc.budgets.mean(axis=1)
-    facts = [f"layers {per_layer.min():g}–{per_layer.max():g} tokens", f"mean {alloc.mean_budget:.1f}"]
+    facts = [f"layers {per_layer.min():.4g}–{per_layer.max():.4g} tokens", f"mean {alloc.mean_budget:.1f}"]
     prov = alloc.provenance
     if "expanded_from_target" in prov:
         rule = prov.get("expansion_rule", "proportional")  # files written before the rule was recorded
