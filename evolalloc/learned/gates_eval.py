@@ -106,13 +106,17 @@ def plot_implied_budgets(result: dict, path: str | Path, profiles: dict | None =
         for h in range(implied.shape[1]):
             ax.plot(layers, implied[:, h], color="#7f7f7f", lw=0.7, alpha=0.6)
         ax.plot(layers, implied.mean(axis=1), color="#7f7f7f", lw=2.2, label="gates (global), mean over heads")
-        for label, profile in (profiles or {}).get(c, {}).items():
-            ax.plot(layers, profile, lw=1.8, label=label)
+        drawn = (profiles or {}).get(c, {})
+        for colour, (label, profile) in zip(("#d62728", "#ff7f0e", "#2ca02c", "#9467bd"), drawn.items()):
+            ax.plot(layers, profile, lw=1.8, color=colour, marker="o", markersize=3, label=label)
         ax.axhline(c, color="#1f77b4", ls=":", lw=1, label="uniform")
         ax.set_title(f"c = {c}")
         ax.set_xlabel("layer")
+        if drawn:  # a panel with a searched profile names it where it is drawn
+            ax.legend(fontsize=7)
     axes[0][0].set_ylabel("tokens kept per KV head (held-out mean)")
-    axes[0][-1].legend(fontsize=7)
+    if not any((profiles or {}).get(c) for c in budgets[-1:]):
+        axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
