@@ -105,13 +105,16 @@ def evaluate(allocations, recipe_path, run_dir, overrides, split, budget, quiet,
     from evolalloc.config.run_folder import CURATION_FILE
 
     recipe = _recipe(recipe_path, run_dir, overrides)
+    methods = BASELINES.load_all()
+    # The split is prefilled once with every ranking the named methods need (gates, streaming...).
+    recipe.baselines = list(dict.fromkeys([*recipe.baselines, *(name for name in allocations if name in methods)]))
     curation = run_dir / CURATION_FILE if run_dir else None  # a run's curated splits, as it used them
     summaries = []
     with Experiment(recipe, progress=progress, curation_file=curation) as experiment:
         for name in allocations:
             if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
                 chosen = experiment.baseline("uniform", experiment.geometry.max_positions)
-            elif name in BASELINES.load_all():
+            elif name in methods:
                 chosen = experiment.baseline(name, budget or recipe.budget.target)
             else:
                 chosen = load_allocation(name, expect_geometry=experiment.geometry)
@@ -125,9 +128,8 @@ def evaluate(allocations, recipe_path, run_dir, overrides, split, budget, quiet,
             what = "the full cache" if name == FULL_CACHE else f"c = {chosen.target:g}"
             summaries.append(f"{name} ({what}, scorer {chosen.scorer}) on {recipe.task_names}/{split}: "
                              f"mean {interval.mean:.3f}, 95% CI [{interval.low:.3f}, {interval.high:.3f}], n = {interval.n}")
-            if not quiet:
-                click.echo(summaries[-1])
-    if quiet or len(summaries) > 1:
+            click.echo(summaries[-1])  # as soon as it is known: a later failure loses nothing printed
+    if not quiet and len(summaries) > 1:
         click.echo("\n".join(summaries))
 
 
