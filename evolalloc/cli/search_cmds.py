@@ -110,6 +110,10 @@ def evaluate(allocations, recipe_path, run_dir, overrides, split, budget, quiet,
     recipe.baselines = list(dict.fromkeys([*recipe.baselines, *(name for name in allocations if name in methods)]))
     curation = run_dir / CURATION_FILE if run_dir else None  # a run's curated splits, as it used them
     summaries = []
+    # Files are read (and refused) before anything is evaluated; their geometry is checked below.
+    for name in allocations:
+        if name != FULL_CACHE and name not in methods:
+            load_allocation(name)
     with Experiment(recipe, progress=progress, curation_file=curation) as experiment:
         for name in allocations:
             if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
