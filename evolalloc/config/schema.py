@@ -22,6 +22,7 @@ from typing import Any, Callable, Union
 from named_registry import UnknownNameError
 
 from evolalloc import DEFAULT_MODEL
+from evolalloc.core.allocation import EXPANSION_RULES
 from evolalloc.core.baselines import default_baselines
 
 DTYPES = ("float32", "bfloat16")
@@ -36,9 +37,9 @@ ENGINE_REGISTRY = "evolalloc.engine.base:ENGINES"
 FITNESS_MODES = ("generate", "graded", "likelihood")
 # Baselines a search split may be curated against (EvolKV's NIAH protocol): drop what they solve.
 CURATION_REFERENCES = ("uniform",)
-# How the profile is carried to the expansion budgets: core.allocation.EXPANSION_RULES, or "search":
-# both, each scored on the search split at that budget, the better one shipped (pipeline.expansion).
-EXPANSION_CHOICES = ("proportional", "additive", "search")
+# How the profile is carried to the expansion budgets: one of Allocation.expand's rules, or "search":
+# each scored on the search split at that budget, the better one shipped (pipeline.expansion).
+EXPANSION_CHOICES = (*EXPANSION_RULES, "search")
 
 
 def _rule(default: Any = dataclasses.MISSING, *, help: str, factory: Callable | None = None, **rules) -> Any:

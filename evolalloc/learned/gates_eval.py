@@ -115,7 +115,7 @@ def plot_implied_budgets(result: dict, path: str | Path, profiles: dict | None =
         if drawn:  # a panel with a searched profile names it where it is drawn
             ax.legend(fontsize=7)
     axes[0][0].set_ylabel("tokens kept per KV head (held-out mean)")
-    if not any((profiles or {}).get(c) for c in budgets[-1:]):
+    if not (profiles or {}).get(budgets[-1]):  # else that panel has its legend already
         axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
