@@ -24,7 +24,18 @@ token_option = click.option("--token-file", type=click.Path(dir_okay=False, exis
 @click.option("--max-jobs", default=1, show_default=True, type=int, help="Jobs run at once (0: queue only).")
 @token_option
 @click.option("--max-body", default=1 << 20, show_default=True, type=int, help="Largest request body, in bytes.")
-def serve(host, port, runs_dir, db_url, max_jobs, token_file, max_body):
+@click.option("--data-root", "data_roots", multiple=True, metavar="DIR",
+              help="A folder recipes' task files may come from (repeatable; default: none, built-in tasks only).")
+@click.option("--model-root", "model_roots", multiple=True, metavar="DIR",
+              help="A folder recipes' model specs may point into (repeatable; default: none, bundled models only).")
+@click.option("--ray-address", default=None, metavar="ADDR",
+              help="Where jobs with engine.kind ray run: local (default), auto or ray://host:port. Recipes cannot choose.")
+@click.option("--read-token-file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="File holding a token every read then needs too (the write token also reads).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="A Host header name clients use besides the bound address and localhost (repeatable).")
+def serve(host, port, runs_dir, db_url, max_jobs, token_file, max_body, data_roots, model_roots, ray_address,
+          read_token_file, allowed_hosts):
     """Run the evolalloc service: search jobs, the profile registry and a web page (open http://HOST:PORT/)."""
     import logging
 
@@ -34,7 +45,9 @@ def serve(host, port, runs_dir, db_url, max_jobs, token_file, max_body):
     from evolalloc.service.settings import make_settings
 
     settings = make_settings(runs_dir=runs_dir, db_url=db_url, host=host, port=port, max_jobs=max_jobs,
-                             token_file=token_file, max_body_bytes=max_body)
+                             token_file=token_file, max_body_bytes=max_body, data_roots=data_roots,
+                             model_roots=model_roots, ray_address=ray_address, read_token_file=read_token_file,
+                             allowed_hosts=allowed_hosts)
     service = open_service(settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     click.echo(f"evolalloc service on http://{host}:{port}/ — runs in {settings.runs_dir}, "

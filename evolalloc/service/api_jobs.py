@@ -15,6 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
 from evolalloc.core.errors import UserError
+from evolalloc.service.confinement import check_reach
 from evolalloc.service.db import ACTIVE_STATES, JOB_STATES, Job, Profile
 from evolalloc.service.jobs import JobError
 from evolalloc.service.progress import read_progress
@@ -58,8 +59,10 @@ async def submit_job(request: Request, name: str | None = Query(None, descriptio
 
 
 def _submit(service, body: bytes, content_type: str | None, name: str | None) -> dict:
-    recipe = check_schema(parse_body(body, content_type), name)
+    raw = parse_body(body, content_type)
+    recipe = check_schema(raw, name)
     check_confinement(recipe, service.settings.runs_dir)
+    check_reach(raw, recipe, service.settings)
     service.validator.check(recipe.to_dict(), SOURCE)  # task and scorer names (needs torch: not here)
     with service.sessions.begin() as session:
         clash = session.scalar(select(Job.id).where(Job.name == recipe.name, Job.status.in_(ACTIVE_STATES)))

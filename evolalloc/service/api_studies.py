@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field
 from evolalloc.core.errors import UserError
 from evolalloc.engine.base import EvalResult
 from evolalloc.search.config import SearchConfig
+from evolalloc.service.confinement import check_model
 
 router = APIRouter(tags=["studies"])
 
@@ -101,7 +102,7 @@ class FailIn(Strict):
     budgets: list[list[StrictInt]] | None = None
 
 
-def build_study(body: StudyIn, validator) -> tuple[SearchConfig, dict]:
+def build_study(body: StudyIn, validator, settings) -> tuple[SearchConfig, dict]:
     if (body.model is None) == (body.geometry is None):
         raise UserError("give exactly one of 'model' (a spec whose config.json gives the geometry) or 'geometry'",
                         field="model")
@@ -110,6 +111,7 @@ def build_study(body: StudyIn, validator) -> tuple[SearchConfig, dict]:
         geometry["num_query_heads"] = geometry["num_query_heads"] or geometry["num_kv_heads"]
         model = body.name
     else:
+        check_model(body.model.spec, settings.model_roots, field="model.spec")
         # Read from the model's config by the validator process (any spec the CLI takes, bundled
         # ones too): the HTTP process never imports torch nor loads weights.
         geometry = validator.geometry(body.model.spec, source="study")
@@ -138,7 +140,8 @@ def _studies(request: Request):
 @router.post("/studies", status_code=201)
 def post_study(request: Request, body: StudyIn):
     """Create an ask/tell study; its first generation is ready for ``suggest`` at once."""
-    config, spec = build_study(body, request.app.state.service.validator)
+    service = request.app.state.service
+    config, spec = build_study(body, service.validator, service.settings)
     return _studies(request).create(body.name, config, spec)
 
 

@@ -5,15 +5,10 @@ recipe module's safe YAML loader (JSON is read as JSON), then ``recipe_from_dict
 Checking task and scorer *names* needs the scorer registry, which imports torch; the HTTP process
 never does, so that last step runs in the validator helper process (``validator.py``).
 
-On top of the CLI's rules, a service must never be made to write outside its runs dir:
-
-- the run name is a plain folder name (the recipe schema already insists) and its folder must
-  resolve inside the runs dir;
-- ``storage`` (the trial store URL) is refused when it names a *file* outside the runs dir
-  (``sqlite:///...``, ``journal:...``) or an in-memory database (a job must survive a restart).
-  Refused rather than rewritten: a silently moved study is one its owner cannot find; the 422
-  says what to do (leave it null: the study goes into the run folder). Server databases
-  (``postgresql://``, ``mysql://``...) write no file here and are allowed.
+On top of the CLI's rules, a service must never be made to write outside its runs dir: the run
+name is a plain folder name (the recipe schema already insists) and its folder must resolve
+inside the runs dir. What else a recipe may reach (files, models, the trial store, Ray) is
+``confinement.py``'s.
 """
 
 from __future__ import annotations
@@ -54,20 +49,12 @@ def check_schema(data: object, name: str | None) -> Recipe:
 
 
 def check_confinement(recipe: Recipe, runs_dir: Path) -> None:
-    """``UserError`` if the run folder or the trial store would lie outside ``runs_dir``."""
+    """``UserError`` if the run folder would lie outside ``runs_dir`` (the trial store, files,
+    models and Ray: ``confinement.check_reach``)."""
     runs_dir = runs_dir.resolve()
     folder = (runs_dir / recipe.name).resolve()
     if folder.parent != runs_dir:
         raise UserError(f"run name {recipe.name!r} would leave the runs dir", source=SOURCE, field="name")
-    if recipe.storage is None:
-        return
-    path = storage_file(recipe.storage)
-    if path is _MEMORY:
-        raise UserError("an in-memory trial store cannot survive a restart; leave storage null "
-                        "(the run folder's study.db) or give a database server URL", source=SOURCE, field="storage")
-    if path is not None and not _inside(path, runs_dir):
-        raise UserError(f"{recipe.storage!r} is a file outside the service's runs dir; leave storage null "
-                        "(the study goes into the run folder) or give a database server URL", source=SOURCE, field="storage")
 
 
 _MEMORY = object()
@@ -85,10 +72,3 @@ def storage_file(url: str):
     if path in ("", "/", "/:memory:") or "mode=memory" in url:
         return _MEMORY
     return Path(path[1:])  # sqlite:///relative or sqlite:////absolute: drop the separator slash
-
-
-def _inside(path: Path, root: Path) -> bool:
-    if not path.is_absolute():
-        return False  # relative to whose working directory? refuse rather than guess
-    resolved = path.resolve()
-    return resolved == root or root in resolved.parents

@@ -30,6 +30,13 @@ class ServiceSettings:
     max_jobs: int = 1
     token: str | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY
+    # What a submitted recipe may reach (``confinement.py``): folders its file parameters and
+    # model spec may name, and where Ray is; the recipe never chooses a Ray address itself.
+    data_roots: tuple[Path, ...] = ()
+    model_roots: tuple[Path, ...] = ()
+    ray_address: str = "local"
+    read_token: str | None = None  # if set, reads need it (or the write token) too
+    allowed_hosts: tuple[str, ...] = ()  # extra Host names besides the bound address and loopback names
 
     @property
     def service_dir(self) -> Path:
@@ -49,22 +56,38 @@ def is_loopback(host: str) -> bool:
         return False  # a host name other than localhost: it may resolve to anything
 
 
+def _read_file_token(token_file: str | os.PathLike) -> str:
+    try:
+        token = Path(token_file).read_text(encoding="utf-8").strip()
+    except OSError as err:
+        raise UserError(f"cannot read the token file: {err}", source=str(token_file)) from None
+    if not token:
+        raise UserError("the token file is empty", source=str(token_file))
+    return token
+
+
 def read_token(token_file: str | os.PathLike | None) -> str | None:
     """The token from ``token_file`` if given, else from ``EVOLALLOC_SERVICE_TOKEN``, else None."""
     if token_file is not None:
-        try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
-        except OSError as err:
-            raise UserError(f"cannot read the token file: {err}", source=str(token_file)) from None
-        if not token:
-            raise UserError("the token file is empty", source=str(token_file))
-        return token
+        return _read_file_token(token_file)
     token = os.environ.get(TOKEN_ENV, "").strip()
     return token or None
 
 
+def _roots(paths, option: str) -> tuple[Path, ...]:
+    """Operator-named folders, resolved once (symlinks too): each must exist and be a folder."""
+    roots = []
+    for given in paths or ():
+        path = Path(given).expanduser().resolve()  # the operator's own shell words: ~ is theirs to use
+        if not path.is_dir():
+            raise UserError(f"{given} is not a folder", field=option)
+        roots.append(path)
+    return tuple(roots)
+
+
 def make_settings(*, runs_dir, db_url=None, host="127.0.0.1", port=8700, max_jobs=1, token_file=None,
-                  max_body_bytes=DEFAULT_MAX_BODY) -> ServiceSettings:
+                  max_body_bytes=DEFAULT_MAX_BODY, data_roots=(), model_roots=(), ray_address=None,
+                  read_token_file=None, allowed_hosts=()) -> ServiceSettings:
     """Checked settings; ``UserError`` for a public bind without a token or a bad value."""
     runs_dir = Path(runs_dir).resolve()
     token = read_token(token_file)
@@ -78,5 +101,16 @@ def make_settings(*, runs_dir, db_url=None, host="127.0.0.1", port=8700, max_job
         raise UserError(f"must be >= 0, got {max_jobs}", field="--max-jobs")
     if max_body_bytes < 1024:
         raise UserError(f"must be >= 1024, got {max_body_bytes}", field="--max-body")
+    ray_address = ray_address or "local"
+    if ray_address not in ("local", "auto") and not ray_address.startswith("ray://"):
+        raise UserError(f"must be local, auto or ray://host:port, got {ray_address!r}", field="--ray-address")
+    reader = None
+    if read_token_file is not None:
+        reader = _read_file_token(read_token_file)
+        if len(reader) < 16:
+            raise UserError("the read token must be at least 16 characters", field="--read-token-file")
     return ServiceSettings(runs_dir=runs_dir, db_url=db_url or default_db_url(runs_dir), host=host, port=port,
-                           max_jobs=max_jobs, token=token, max_body_bytes=max_body_bytes)
+                           max_jobs=max_jobs, token=token, max_body_bytes=max_body_bytes,
+                           data_roots=_roots(data_roots, "--data-root"), model_roots=_roots(model_roots, "--model-root"),
+                           ray_address=ray_address, read_token=reader,
+                           allowed_hosts=tuple(h.lower() for h in allowed_hosts))

@@ -27,8 +27,12 @@ def free_port() -> int:
 class ServiceProcess:
     """``evolalloc serve`` in its own process; ``kill()`` is a SIGKILL, ``start()`` starts it again."""
 
-    def __init__(self, runs_dir: Path, *, max_jobs: int = 1, token: str | None = None, extra: tuple = ()):
+    def __init__(self, runs_dir: Path, *, max_jobs: int = 1, token: str | None = None, extra: tuple = (),
+                 model_roots: tuple | None = None):
         self.runs_dir = runs_dir
+        # Recipes may only name models inside a --model-root: by default the session's temp
+        # folder, which holds the tiny model (runs_dir is <session temp>/<test>/runs).
+        self.model_roots = (runs_dir.parent.parent,) if model_roots is None else model_roots
         self.max_jobs = max_jobs
         self.token = token
         self.extra = extra
@@ -43,7 +47,7 @@ class ServiceProcess:
         if self.token:
             env["EVOLALLOC_SERVICE_TOKEN"] = self.token
         command = [sys.executable, "-m", "evolalloc", "serve", "--port", str(self.port), "--runs-dir", str(self.runs_dir),
-                   "--max-jobs", str(self.max_jobs), *self.extra]
+                   "--max-jobs", str(self.max_jobs), *(f"--model-root={root}" for root in self.model_roots), *self.extra]
         self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -1,5 +1,5 @@
 """The cluster path of docs/service.md: ``ray start --head`` on loopback, a service job with
-``engine: {kind: ray, address: auto}`` joins it and finds what the local engine finds.
+``engine: {kind: ray}`` on a service started with ``--ray-address auto`` joins it and finds what the local engine finds.
 
 The head runs in its own process group with private ports and temp dir, and that group alone is
 stopped afterwards (never ``ray stop``, which would end every Ray on the machine).
@@ -68,11 +68,11 @@ def _listening(port: int) -> bool:
 
 def test_a_job_on_a_ray_cluster_finds_what_the_local_engine_finds(ray_head, two_jobs, tiny_model_dir, tmp_path, monkeypatch):
     local_service, _, _ = two_jobs  # its job "first" ran this recipe on the local engine
-    monkeypatch.setenv("RAY_ADDRESS", ray_head)  # what `address: auto` joins, as on a node of the cluster
+    monkeypatch.setenv("RAY_ADDRESS", ray_head)  # what `--ray-address auto` joins, as on a node of the cluster
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    service = ServiceProcess(tmp_path / "runs", max_jobs=1).start()
-    try:
-        recipe = tiny_recipe_text(tiny_model_dir, "first", engine={"kind": "ray", "address": "auto", "workers": 1,
+    service = ServiceProcess(tmp_path / "runs", max_jobs=1, extra=("--ray-address", "auto")).start()
+    try:  # the operator says where Ray is; the recipe only asks for the ray engine
+        recipe = tiny_recipe_text(tiny_model_dir, "first", engine={"kind": "ray", "workers": 1,
                                                                     "threads": 1, "batch_size": 8})
         with service.client() as http:
             job_id = http.post("/jobs", content=recipe).json()["id"]
