@@ -83,7 +83,8 @@ async def _client(http: httpx.AsyncClient, study_id: int, name: str, stop_at: fl
                 continue
             trial = answer["trial"]
             score = objective(np.asarray(trial["budgets"]))
-            reply = await http.post(f"/trials/{trial['id']}/complete", json={"client_id": name, "task_score": score})
+            reply = await http.post(f"/trials/{trial['id']}/complete", json={"client_id": name, "lease": trial["lease"],
+                                                                                 "task_score": score})
             reply.raise_for_status()
         except httpx.HTTPError as err:
             result.errors += 1

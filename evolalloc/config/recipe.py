@@ -117,9 +117,9 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, d
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
-def _parse_yaml(text: str, source: str) -> Any:
+def _parse_yaml(text: str, source: str, loader: type = _StrictLoader) -> Any:
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass (the service's is stricter)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None

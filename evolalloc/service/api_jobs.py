@@ -18,6 +18,7 @@ from evolalloc.core.errors import UserError
 from evolalloc.service.confinement import check_reach
 from evolalloc.service.db import ACTIVE_STATES, JOB_STATES, Job, Profile
 from evolalloc.service.jobs import JobError
+from evolalloc.service.limits import check_search_size
 from evolalloc.service.progress import read_progress
 from evolalloc.service.recipes import (
     SOURCE,
@@ -63,6 +64,8 @@ def _submit(service, body: bytes, content_type: str | None, name: str | None) ->
     recipe = check_schema(raw, name)
     check_confinement(recipe, service.settings.runs_dir)
     check_reach(raw, recipe, service.settings)
+    check_search_size(cells=None, group_size=recipe.search_space.group_size, popsize=recipe.optimizer.popsize or 0,
+                      source=SOURCE)  # a job's cells are its model's: the worker's concern, not this process's
     service.validator.check(recipe.to_dict(), SOURCE)  # task and scorer names (needs torch: not here)
     with service.sessions.begin() as session:
         clash = session.scalar(select(Job.id).where(Job.name == recipe.name, Job.status.in_(ACTIVE_STATES)))

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field
 
 from evolalloc.core.errors import UserError
 from evolalloc.engine.base import EvalResult
-from evolalloc.search.config import SearchConfig
+from evolalloc.search.config import SearchConfig, default_popsize
 from evolalloc.service.confinement import check_model
+from evolalloc.service.limits import check_search_size
 
 router = APIRouter(tags=["studies"])
 
@@ -81,23 +82,48 @@ class SuggestIn(Strict):
     client_id: str = Field(min_length=1, max_length=200)
 
 
+def finite_number(value):
+    """A JSON number as a finite float, or ``ValueError``: NaN, infinities and integers too large for a
+    float (``1e999`` parses as inf, a 400-digit integer overflows) would break every later read."""
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError("must be a finite number (this integer is too large)") from None
+    if not math.isfinite(number):
+        raise ValueError("must be a finite number (a failed evaluation is POST /trials/{id}/fail)")
+    return value
+
+
 class CompleteIn(Strict):
     client_id: str = Field(min_length=1, max_length=200)
+    lease: str = Field(min_length=1, max_length=200, description="the trial's lease secret, as suggest returned it")
     task_score: Number
-    metrics: dict[str, Number | str | bool | None] | None = None
+    metrics: dict[str, Number | str | bool | None] | None = Field(None, max_length=256)
     budgets: list[list[StrictInt]] | None = Field(None, description="optional: the budgets evaluated, checked")
     seconds: Number = Field(0.0, ge=0)
 
     @field_validator("task_score", "seconds")
     @classmethod
     def finite(cls, value):
-        if not math.isfinite(value):
-            raise ValueError("must be a finite number (a failed evaluation is POST /trials/{id}/fail)")
-        return value
+        return finite_number(value)
+
+    @field_validator("metrics")
+    @classmethod
+    def finite_metrics(cls, metrics):
+        for key, value in (metrics or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                try:
+                    finite_number(value)
+                except ValueError as err:
+                    raise ValueError(f"{key}: {err}") from None
+            elif isinstance(value, str) and len(value) > 10000:
+                raise ValueError(f"{key}: a string of at most 10000 characters")
+        return metrics
 
 
 class FailIn(Strict):
     client_id: str = Field(min_length=1, max_length=200)
+    lease: str = Field(min_length=1, max_length=200, description="the trial's lease secret, as suggest returned it")
     error: str = Field(min_length=1, max_length=10000)
     budgets: list[list[StrictInt]] | None = None
 
@@ -118,6 +144,10 @@ def build_study(body: StudyIn, validator, settings) -> tuple[SearchConfig, dict]
         geometry.pop("dtype_bytes", None)
         model = body.model.spec
     space, opt = body.search_space, body.optimizer
+    # Before SearchConfig: building it builds the search space, whose size is what is capped.
+    check_search_size(cells=geometry["num_layers"] * geometry["num_kv_heads"], group_size=space.group_size,
+                      popsize=opt.popsize or default_popsize(space.group_size), source="study",
+                      cells_field="geometry" if body.geometry is not None else "model.spec")
     config = SearchConfig(
         num_layers=geometry["num_layers"], num_kv_heads=geometry["num_kv_heads"], target=body.target,
         search_space=space.name, group_size=space.group_size, ratio_bounds=space.ratio_bounds,
@@ -126,8 +156,9 @@ def build_study(body: StudyIn, validator, settings) -> tuple[SearchConfig, dict]
         budget_rule=body.budget_rule, seed=opt.seed, study_name=body.name, optimizer_options=dict(opt.options),
     )
     for budget in body.expansions:
-        if not (math.isfinite(budget) and budget > 0):
-            raise UserError(f"expansions must be positive budgets, got {budget}", field="expansions")
+        if not (math.isfinite(budget) and budget >= body.target):
+            # As the CLI: a profile is only carried to larger budgets (Allocation.expand's rule).
+            raise UserError(f"expansions must be budgets >= the target {body.target:g}, got {budget}", field="expansions")
     spec = {"model": model, "geometry": geometry, "scorer": body.scorer, "task": body.task,
             "expansions": [float(b) for b in body.expansions], "lease_seconds": body.lease_seconds}
     return config, spec
@@ -176,11 +207,11 @@ def post_suggest(request: Request, study_id: int, body: SuggestIn):
 def post_complete(request: Request, trial_id: int, body: CompleteIn):
     """Report a task score; CacheScore and fitness are computed here from the trial's budgets."""
     result = EvalResult(task_score=float(body.task_score), seconds=float(body.seconds))
-    return _studies(request).finish_trial(trial_id, body.client_id, result, body.metrics, body.budgets)
+    return _studies(request).finish_trial(trial_id, body.client_id, body.lease, result, body.metrics, body.budgets)
 
 
 @router.post("/trials/{trial_id}/fail")
 def post_fail(request: Request, trial_id: int, body: FailIn):
     """Record a failed evaluation (a FAIL trial: it ranks below every success, never a made-up score)."""
     result = EvalResult(task_score=None, error=body.error)
-    return _studies(request).finish_trial(trial_id, body.client_id, result, None, body.budgets)
+    return _studies(request).finish_trial(trial_id, body.client_id, body.lease, result, None, body.budgets)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
 import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -59,7 +60,20 @@ def open_service(settings: ServiceSettings) -> Service:
 
     sessions = make_sessions(make_engine(settings.db_url))
     return Service(settings, sessions, JobRunner(settings, sessions), Validator(), handle,
-                   StudyManager(sessions, on_finish=register_study_profiles))
+                   StudyManager(sessions, on_finish=register_study_profiles, lease_key=_lease_key(settings)))
+
+
+def _lease_key(settings: ServiceSettings) -> bytes:
+    """The key lease secrets are made with: kept in the service dir (owner-only), so leases
+    handed out before a restart still hold after it."""
+    path = settings.service_dir / "lease.key"
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_bytes()
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(os.urandom(32))
+    return path.read_bytes()
 
 
 def _error(status: int, message: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
@@ -76,7 +90,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(JobError)
     async def job_error(_request: Request, err: JobError):
-        return _error(err.status, str(err))
+        return _error(err.status, f"{err.field}: {err}" if err.field else str(err), err.field)
 
     @app.exception_handler(BodyTooLarge)
     async def too_large(_request: Request, err: BodyTooLarge):
@@ -94,6 +108,11 @@ def _install_error_handlers(app: FastAPI) -> None:
         first = err.errors()[0] if err.errors() else {"loc": (), "msg": "invalid request"}
         field = ".".join(str(part) for part in first.get("loc", ()) if part not in ("query", "path", "body"))
         return _error(422, f"{field}: {first['msg']}" if field else first["msg"], field or None)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(_request: Request, _err: RecursionError):
+        # A JSON document nested thousands deep (parsing it recurses): the client's error, not ours.
+        return _error(422, "the document is nested too deeply")
 
     @app.exception_handler(Exception)
     async def internal(_request: Request, err: Exception):

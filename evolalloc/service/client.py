@@ -29,6 +29,7 @@ class Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = service_url(url)
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self._leases: dict[tuple[int, str], str] = {}  # (trial id, client id) -> lease secret from suggest
 
     def _call(self, method: str, path: str, **kwargs) -> httpx.Response:
         try:
@@ -83,18 +84,28 @@ class Client:
         return self._call("GET", f"/studies/{study_id}/trials").json()["trials"]
 
     def suggest(self, study_id: int, client_id: str) -> dict:
-        """``{"status": "trial", "trial": {...}}``, ``{"status": "wait", "retry_after": s}`` or ``{"status": "finished"}``."""
-        return self._call("POST", f"/studies/{study_id}/suggest", json={"client_id": client_id}).json()
+        """``{"status": "trial", "trial": {...}}``, ``{"status": "wait", "retry_after": s}`` or ``{"status": "finished"}``.
+
+        A trial's lease secret is remembered here, and sent by ``complete`` / ``fail``."""
+        answer = self._call("POST", f"/studies/{study_id}/suggest", json={"client_id": client_id}).json()
+        if answer.get("status") == "trial":
+            self._leases[(answer["trial"]["id"], client_id)] = answer["trial"]["lease"]
+        return answer
+
+    def _lease(self, trial_id: int, client_id: str, lease: str | None) -> str:
+        return lease or self._leases.get((trial_id, client_id), "-")  # "-": never suggested here; the service says 403
 
     def complete(self, trial_id: int, client_id: str, task_score: float, metrics: dict | None = None,
-                 seconds: float = 0.0) -> dict:
-        body = {"client_id": client_id, "task_score": task_score, "seconds": seconds}
+                 seconds: float = 0.0, lease: str | None = None) -> dict:
+        body = {"client_id": client_id, "lease": self._lease(trial_id, client_id, lease), "task_score": task_score,
+                "seconds": seconds}
         if metrics is not None:
             body["metrics"] = metrics
         return self._call("POST", f"/trials/{trial_id}/complete", json=body).json()
 
-    def fail(self, trial_id: int, client_id: str, error: str) -> dict:
-        return self._call("POST", f"/trials/{trial_id}/fail", json={"client_id": client_id, "error": error}).json()
+    def fail(self, trial_id: int, client_id: str, error: str, lease: str | None = None) -> dict:
+        body = {"client_id": client_id, "lease": self._lease(trial_id, client_id, lease), "error": error}
+        return self._call("POST", f"/trials/{trial_id}/fail", json=body).json()
 
     def close(self) -> None:
         self.http.close()

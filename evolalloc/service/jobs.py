@@ -41,9 +41,10 @@ KILL_GRACE_SECONDS = 5.0
 class JobError(Exception):
     """A request about a job that cannot be honoured (``status`` is the HTTP status)."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, field: str | None = None):
         super().__init__(message)
         self.status = status
+        self.field = field
 
 
 @dataclass

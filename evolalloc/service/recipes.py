@@ -13,12 +13,12 @@ inside the runs dir. What else a recipe may reach (files, models, the trial stor
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from evolalloc.config.recipe import Recipe, _parse_yaml, recipe_from_dict
+from evolalloc.config.recipe import Recipe, recipe_from_dict
 from evolalloc.core.errors import UserError
+from evolalloc.service.limits import load_json, load_yaml
 
 SOURCE = "recipe"  # how errors name the request body
 JSON_TYPES = ("application/json",)
@@ -34,11 +34,8 @@ def parse_body(body: bytes, content_type: str | None) -> object:
         raise UserError("the body is empty: send a recipe as YAML or JSON", source=SOURCE)
     kind = (content_type or "").split(";")[0].strip().lower()
     if kind in JSON_TYPES:
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as err:
-            raise UserError(f"not valid JSON: {err.msg}", source=SOURCE, field=f"line {err.lineno}, column {err.colno}") from None
-    return _parse_yaml(text, SOURCE)
+        return load_json(text, SOURCE)
+    return load_yaml(text, SOURCE)  # no aliases, capped in depth and size
 
 
 def check_schema(data: object, name: str | None) -> Recipe:

@@ -15,11 +15,18 @@ database transaction per request.
   generation (new pending rows), in the same transaction.
 * restart: each study's algorithm is rebuilt by replaying its finished generations; the current
   generation's stored candidates must be what the replayed optimizer asks (else refused).
+* leases: ``suggest`` hands each trial out with a lease secret (an HMAC of the trial, the issue
+  and the client under the service's own key), returned by ``suggest`` alone and never listed;
+  ``complete`` / ``fail`` must present it, so seeing a trial's holder in a listing is not
+  enough to report a result for it. Nothing new is stored: the secret is recomputed.
 """
 
 from __future__ import annotations
 
+import hmac
+import json
 import math
+import os
 import threading
 from datetime import timedelta, timezone
 
@@ -57,8 +64,9 @@ def _record(row: StudyTrial, units: list[int]) -> TrialRecord:
 class StudyManager:
     """The service's studies; ``sessions`` is the service's sessionmaker."""
 
-    def __init__(self, sessions, on_finish=None):
+    def __init__(self, sessions, on_finish=None, lease_key: bytes | None = None):
         self.sessions = sessions
+        self.lease_key = lease_key if lease_key is not None else os.urandom(32)
         self.lock = threading.RLock()
         self._algorithms: dict[int, GroupwiseAlgorithm] = {}
         # Per study, a running mean of a trial's turnaround (lease to result): how long a client
@@ -68,11 +76,14 @@ class StudyManager:
 
     # -- create -------------------------------------------------------------------------------
     def create(self, name: str, config: SearchConfig, spec: dict) -> dict:
+        # The first generation is asked before taking the lock every study shares: a big one
+        # must not hold up the other studies' suggests and results.
+        algorithm = GroupwiseAlgorithm(config)
+        algorithm.ask()
         with self.lock, self.sessions.begin() as session:
             study = Study(name=name, config=config.to_dict(), spec=spec)
             session.add(study)
             session.flush()
-            algorithm = GroupwiseAlgorithm(config)
             self._insert_generation(session, study, algorithm)
             self._algorithms[study.id] = algorithm
             return self._summary(session, study, algorithm)
@@ -165,10 +176,20 @@ class StudyManager:
     def _trial(self, row: StudyTrial, study: Study) -> dict:
         return {"id": row.id, "study_id": study.id, "group": row.group, "generation": row.generation,
                 "candidate": row.candidate, "budgets": row.budgets, "client_id": row.client_id,
-                "lease_expires": _aware(row.lease_expires).isoformat(), "target": study.config["target"]}
+                "lease_expires": _aware(row.lease_expires).isoformat(), "target": study.config["target"],
+                "lease": self._lease(row.id, row.issues, row.client_id)}
+
+    def _lease(self, trial_id: int, issue: int, client_id: str) -> str:
+        message = f"{trial_id}:{issue}:{client_id}".encode()
+        return hmac.new(self.lease_key, message, "sha256").hexdigest()[:32]
+
+    def _lease_ok(self, row: StudyTrial, client_id: str, lease: str) -> bool:
+        """One of the leases this client was given for the trial (an earlier, expired one counts too)."""
+        return any(hmac.compare_digest(lease.encode(), self._lease(row.id, issue, client_id).encode())
+                   for issue in range(1, (row.issues or 0) + 1))
 
     # -- complete / fail ----------------------------------------------------------------------
-    def finish_trial(self, trial_id: int, client_id: str, result: EvalResult, metrics: dict | None,
+    def finish_trial(self, trial_id: int, client_id: str, lease: str, result: EvalResult, metrics: dict | None,
                      budgets: list | None) -> dict:
         with self.lock:
             study_id = None
@@ -178,17 +199,22 @@ class StudyManager:
                     if row is None:
                         raise JobError(404, f"no trial {trial_id}")
                     study_id = row.study_id
-                    return self._finish(session, row, client_id, result, metrics, budgets)
+                    answer = self._finish(session, row, client_id, lease, result, metrics, budgets)
+                    # The response is built (and must serialise) before the commit.
+                    json.dumps(answer, allow_nan=False)
+                    return answer
             except BaseException:
                 if study_id is not None:
                     self._algorithms.pop(study_id, None)
                 raise
 
-    def _finish(self, session: Session, row: StudyTrial, client_id: str, result: EvalResult,
+    def _finish(self, session: Session, row: StudyTrial, client_id: str, lease: str, result: EvalResult,
                 metrics: dict | None, budgets: list | None) -> dict:
         study = self._study(session, row.study_id)
         if client_id not in (row.clients or []):
             raise JobError(403, f"trial {row.id} was not issued to client {client_id!r}")
+        if not self._lease_ok(row, client_id, lease):
+            raise JobError(403, f"wrong lease for trial {row.id}: send the lease its suggest returned", field="lease")
         if budgets is not None:
             shape = np.asarray(row.budgets).shape
             given = np.asarray(budgets, dtype=object)
@@ -208,6 +234,11 @@ class StudyManager:
             self._turnaround[study.id] = took if previous is None else 0.8 * previous + 0.2 * took
         candidate: Candidate = algorithm.ask()[row.candidate]
         record = algorithm.score(candidate, result)
+        if record.ok and not all(finite(v) for v in (record.task_score, record.cache_score, record.fitness)):
+            # A finite but huge score can still overflow the fitness: refused before anything is
+            # written (told to CMA-ES, it would break every later result of the study).
+            raise JobError(422, f"a task score of {result.task_score!r} gives a fitness that is not a finite number",
+                           field="task_score")
         row.state, row.finished_by, row.metrics = record.state, client_id, metrics
         row.task_score, row.cache_score, row.fitness = record.task_score, record.cache_score, record.fitness
         row.mean_budget, row.group_mean_budget = record.mean_budget, record.group_mean_budget

@@ -141,8 +141,9 @@ def test_sigkill_between_suggest_and_complete_then_restart_keeps_outstanding_tri
         client = Client(service.url)
         again = client.suggest(study["id"], "holder-0")["trial"]
         assert again["id"] == held[0]["id"] and again["budgets"] == held[0]["budgets"]
-        for i, trial in enumerate(held):
-            reply = client.complete(trial["id"], f"holder-{i}", score(np.array(trial["budgets"])))
+        assert again["lease"] == held[0]["lease"]  # leases outlive a restart
+        for i, trial in enumerate(held):  # a new client: the leases are the ones handed out before the kill
+            reply = client.complete(trial["id"], f"holder-{i}", score(np.array(trial["budgets"])), lease=trial["lease"])
             assert reply["accepted"]
         run_clients(service.url, study["id"], 4)
         finished = assert_same_as_local(client, study["id"], local)
@@ -167,6 +168,9 @@ def snapshot(client: Client, study_id: int):
     ("{trial}/complete", {"client_id": "a", "task_score": 0.5, "budgets": [[1, 1]] * 8}, 409, "not trial"),
     ("{trial}/complete", {"client_id": "a", "task_score": 0.5, "extra": 1}, 422, "extra"),
     ("{trial}/fail", {"client_id": "a"}, 422, "error"),
+    ("{trial}/complete", {"client_id": "a", "task_score": 0.5, "lease": "forged"}, 403, "lease"),
+    ("{trial}/complete", {"client_id": "a", "task_score": 0.5, "lease": None}, 422, "lease"),
+    ("{trial}/fail", {"client_id": "a", "error": "boom", "lease": "0" * 32}, 403, "lease"),
     ("/studies/{study}/suggest", {}, 422, "client_id"),
 ])
 def test_a_bad_request_is_a_4xx_with_a_clear_json_message_and_changes_nothing(service, path, body, status, words):
@@ -175,20 +179,24 @@ def test_a_bad_request_is_a_4xx_with_a_clear_json_message_and_changes_nothing(se
     trial = client.suggest(study["id"], "a")["trial"]
     before = snapshot(client, study["id"])
     url = path.format(trial=f"/trials/{trial['id']}", study=study["id"])
+    if url.startswith("/trials/"):
+        body = {"lease": trial["lease"], **body}  # the holder's lease unless the case says otherwise
     response = client.http.post(url, json=body)
     assert response.status_code == status, response.text
     assert words in response.json()["error"]
     assert snapshot(client, study["id"]) == before
 
 
-@pytest.mark.parametrize("raw", [b'{"client_id": "a", "task_score": NaN}', b'{"client_id": "a", "task_score": Infinity}',
-                                 b'{"client_id": "a", "task_score": -Infinity}'])
+@pytest.mark.parametrize("raw", ['{"client_id": "a", "lease": "%s", "task_score": NaN}',
+                                 '{"client_id": "a", "lease": "%s", "task_score": Infinity}',
+                                 '{"client_id": "a", "lease": "%s", "task_score": -Infinity}'])
 def test_a_non_finite_score_is_a_422_and_changes_nothing(service, raw):
     client = Client(service.url)
     study = client.create_study({**STUDY, "name": "nan"})
     trial = client.suggest(study["id"], "a")["trial"]
     before = snapshot(client, study["id"])
-    response = client.http.post(f"/trials/{trial['id']}/complete", content=raw, headers={"Content-Type": "application/json"})
+    response = client.http.post(f"/trials/{trial['id']}/complete", content=raw % trial["lease"],
+                                headers={"Content-Type": "application/json"})
     assert response.status_code == 422, response.text
     assert "task_score" in response.json()["error"]
     assert snapshot(client, study["id"]) == before
@@ -283,7 +291,8 @@ def test_with_a_token_every_study_write_needs_it(tmp_path):
         study = client.create_study(STUDY)
         assert anonymous.http.post(f"/studies/{study['id']}/suggest", json={"client_id": "a"}).status_code == 401
         trial = client.suggest(study["id"], "a")["trial"]
-        assert anonymous.http.post(f"/trials/{trial['id']}/complete", json={"client_id": "a", "task_score": 0.5}).status_code == 401
+        assert anonymous.http.post(f"/trials/{trial['id']}/complete", json={"client_id": "a", "lease": trial["lease"],
+                                                                            "task_score": 0.5}).status_code == 401
         assert anonymous.study(study["id"])["evaluations_done"] == 0  # reads stay open
         assert client.complete(trial["id"], "a", 0.5)["accepted"]
     finally:

@@ -22,6 +22,7 @@ not reproduce it. We hand pycma the ``randn`` of a RandomState owned by this wra
 from __future__ import annotations
 
 import difflib
+import math
 from typing import Sequence
 
 import cma
@@ -39,22 +40,53 @@ def failed_loss(losses: Sequence[float | None]) -> float | None:
     return worst + max(1.0, worst - best)
 
 
+def _typed(value, kind: type, max_count: int) -> bool:
+    """``value`` is exactly a ``kind``: a bool for bool, a count for int, a finite number for float."""
+    if kind is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if kind is int:
+        return isinstance(value, int) and 0 <= value <= max_count
+    try:
+        return math.isfinite(float(value))  # a 400-digit int overflows the float pycma makes of it
+    except OverflowError:
+        return False
+
+
 @register_optimizer("cma")
 class PycmaOptimizer(AskTellOptimizer):
     """``cma.CMAEvolutionStrategy`` in box bounds (pycma's ``BoundTransform``), quiet, seeded."""
 
     # pycma options this wrapper sets itself: bounds, population, RNG and silence are not the user's.
     RESERVED = ("bounds", "popsize", "randn", "seed", "verbose", "verb_log", "verb_disp")
+    # The options passed on, each with its type. pycma *evaluates* a string option as a Python
+    # expression (its defaults are strings such as "100 + 150 * (N+3)**2 // popsize**0.5"), so a
+    # recipe's string would be code; only these typed values are accepted: booleans are booleans,
+    # numbers are finite numbers (ints also pass as floats), counts are non-negative integers.
+    ALLOWED = {
+        "CMA_active": bool, "CMA_elitist": bool, "CMA_mirrormethod": int, "CMA_diagonal": int,
+        "CMA_mirrors": float, "CMA_rankmu": float, "CMA_cmean": float, "CMA_on": float,
+        "CSA_dampfac": float, "CSA_damp_mueff_exponent": float, "CSA_disregard_length": bool,
+        "tolfun": float, "tolfunhist": float, "tolfunrel": float, "tolx": float, "tolupsigma": float,
+        "tolconditioncov": float, "tolfacupx": float, "tolstagnation": int, "tolflatfitness": int,
+        "maxiter": int, "maxfevals": int, "mindx": float, "minstd": float, "maxstd": float,
+    }
+    MAX_COUNT = 10**9
 
     @classmethod
     def check_options(cls, options: dict) -> None:
-        valid = sorted(set(cma.CMAOptions()) - set(cls.RESERVED))
-        for key in options:
-            if key not in valid:
-                close = difflib.get_close_matches(key, valid, n=1)
+        valid = sorted(cls.ALLOWED)
+        for key, value in options.items():
+            if key not in cls.ALLOWED:
+                close = difflib.get_close_matches(str(key), valid, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(f"optimizer 'cma': {key!r} is not a pycma option this back-end passes on{hint}; "
-                                 f"see cma.CMAOptions() (set by evolalloc: {', '.join(cls.RESERVED)})")
+                                 f"allowed: {', '.join(valid)} (set by evolalloc: {', '.join(cls.RESERVED)})")
+            kind = cls.ALLOWED[key]
+            if not _typed(value, kind, cls.MAX_COUNT):
+                word = {bool: "true or false", int: f"an integer in [0, {cls.MAX_COUNT}]", float: "a finite number"}[kind]
+                raise ValueError(f"optimizer 'cma': {key} must be {word}, got {value!r}")
 
     def __init__(self, x0, sigma0, bounds, popsize, seed, **cma_options):
         super().__init__(x0, sigma0, bounds, popsize, seed)
