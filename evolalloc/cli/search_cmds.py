@@ -189,7 +189,7 @@ def expand(allocation, targets, min_budget, rule, out_dir):
     floor = max(min_budget, expansion_floor(source, str(allocation)))
     paths = []
     for target in targets:
-        check_expansion(target, source.target, floor, source.scorer, where=str(allocation), field="--to")
+        check_expansion(source, target, floor, where=str(allocation), field="--to")
         path = (out_dir or allocation.parent) / allocation_filename(target)
         if path.exists():
             raise click.ClickException(f"{path} exists; not overwriting it (use --out-dir)")
@@ -226,16 +226,19 @@ def expansion_floor(source, where: str) -> int:
     return max(1, scorer.always_kept)
 
 
-def check_expansion(target: float, searched: float, floor: int, scorer: str, *, where: str, field: str) -> None:
-    """Refuse an expansion target that is not larger than the searched one, or below ``floor``."""
+def check_expansion(source, target: float, floor: int, *, where: str, field: str) -> None:
+    """Refuse an expansion target ``Allocation.expand`` refuses (below the searched one, below
+    ``floor``, too large), or the searched target itself (there is nothing to carry)."""
     from evolalloc.core.errors import UserError
 
-    if not target > searched:
-        raise UserError(f"{target:g} is not above the searched target {searched:g}: a profile is only carried to "
-                        f"larger budgets; search at {target:g} instead", source=where, field=field)
-    if target < floor:
-        raise UserError(f"{target:g} is below the {floor} tokens every unit must keep (scorer {scorer} always "
-                        f"keeps {floor}, or --min-budget)", source=where, field=field)
+    if target == source.target:
+        raise UserError(f"{target:g} is not above the searched target {source.target:g}: a profile is only carried "
+                        f"to larger budgets; search at {target:g} instead", source=where, field=field)
+    try:
+        source.check_expansion_target(target, floor)
+    except ValueError as err:
+        raise UserError(f"{err} (scorer {source.scorer} always keeps {floor}, or --min-budget)"
+                        if target < floor and target >= source.target else str(err), source=where, field=field) from None
 
 
 @main.command()

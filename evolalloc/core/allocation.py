@@ -37,6 +37,11 @@ def _now() -> str:
 # -- the allocation ------------------------------------------------------------------------
 
 
+# The largest total a profile may have: budgets are int64, and a float total above 2**53 is no
+# longer exact (``?budget=1e17`` once wrapped around to budgets of 1).
+MAX_TOTAL = 2**53
+
+
 @dataclass(eq=False, kw_only=True)
 class Allocation:
     """Budgets ``[num_layers, num_kv_heads]`` for one model, scorer and target average ``c``.
@@ -140,17 +145,41 @@ class Allocation:
         return replace(self, budgets=self._rescaled(self.target, min_budget), provenance=provenance)
 
     def expand(self, target: float, min_budget: int = 1, rule: str = "proportional") -> Allocation:
-        """This profile carried to a new target ``c'`` without a new search.
+        """This profile carried to a larger target ``c' >= c`` without a new search.
 
         ``rule`` (``EXPANSION_RULES``): ``proportional`` scales every budget by ``c' / c``
         (EvolKV's rule); ``additive`` gives every unit the same ``c' - c`` extra tokens, so the
         searched *differences* between units are kept and the new memory is spread evenly (a
         unit the search starved at ``c`` is not kept starved at ``4c``). Either way the total is
-        completed to exactly ``c'`` per unit and, for ``c' >= c``, no budget decreases. Scores in
-        ``provenance`` still describe the search at the old target, recorded as
-        ``expanded_from_target``.
+        completed to exactly ``c'`` per unit and no budget decreases. Scores in ``provenance``
+        still describe the search at the old target, recorded as ``expanded_from_target``.
+
+        Only upwards, for every caller (the CLI's ``expand``, a recipe's expansions, the
+        service's ``?budget=``): a profile searched at ``c`` says nothing about where a smaller
+        cache should go (the always-kept tokens take a larger share of it); search there instead.
+        ``ValueError`` for a target below ``c`` or ``min_budget``, or one whose total would not
+        fit exactly in the budgets' integers.
         """
-        if not (math.isfinite(target) and target > 0):
+        self.check_expansion_target(target, min_budget)
+        return self.rescale(target, min_budget, rule)
+
+    def check_expansion_target(self, target: float, min_budget: int = 1) -> None:
+        """``ValueError`` unless ``expand(target, min_budget)`` may carry this profile to ``target``."""
+        if not (isinstance(target, (int, float)) and math.isfinite(target) and target > 0):
             raise ValueError(f"target must be a positive number, got {target!r}")
+        if target < self.target:
+            raise ValueError(f"{target:g} is not above the searched target {self.target:g}: a profile is only "
+                             f"carried to larger budgets; search at {target:g} instead")
+        if target < min_budget:
+            raise ValueError(f"{target:g} is below the {min_budget} tokens every unit must keep")
+        if target * self.budgets.size > MAX_TOTAL:
+            raise ValueError(f"{target:g} tokens per unit over {self.budgets.size} units is more than "
+                             f"{MAX_TOTAL} tokens in all")
+
+    def rescale(self, target: float, min_budget: int = 1, rule: str = "proportional") -> Allocation:
+        """The same shape at another target, in either direction, without ``expand``'s rule: for a
+        family of budgets drawn from one profile (the curve export), never for shipping it."""
+        if not (math.isfinite(target) and target > 0) or target * self.budgets.size > MAX_TOTAL:
+            raise ValueError(f"target must be a positive number of at most {MAX_TOTAL} tokens in all, got {target!r}")
         provenance = dict(self.provenance, expanded_from_target=self.target, expansion_rule=rule)
         return replace(self, target=float(target), budgets=self._rescaled(target, min_budget, rule), provenance=provenance)

@@ -76,7 +76,7 @@ def profile_family(allocation: Allocation, targets, cap: int | None = None) -> n
         if cap is not None:
             rows.append(capped_expansion(allocation, target, cap))
         else:
-            rows.append(allocation.budgets if target == allocation.target else allocation.expand(target).budgets)
+            rows.append(allocation.budgets if target == allocation.target else allocation.rescale(target).budgets)
     return np.stack(rows).astype(np.int64)
 
 

@@ -133,3 +133,13 @@ def cancel_job(request: Request, job_id: int):
     service.runner.cancel(job_id)
     with service.sessions() as session:
         return _job(session, job_id).to_dict()
+
+
+@router.post("/jobs/{job_id}/resume")
+def resume_job(request: Request, job_id: int):
+    """Queue a failed or cancelled job again: its worker resumes from the run folder (no finished
+    evaluation is lost or repeated); 409 if it is queued, running or finished."""
+    service = _service(request)
+    service.runner.requeue(job_id)
+    with service.sessions() as session:
+        return _job(session, job_id).to_dict()

@@ -56,9 +56,15 @@ def open_service(settings: ServiceSettings) -> Service:
         handle.close()
         raise UserError("another evolalloc service is using this runs dir", source=str(settings.runs_dir)) from None
     import evolalloc.service.study_db  # noqa: F401 - its tables join Base before create_all
+    from evolalloc.service.db_claim import claim_database
     from evolalloc.service.studies import StudyManager, register_study_profiles
 
     sessions = make_sessions(make_engine(settings.db_url))
+    try:
+        claim_database(sessions, str(settings.runs_dir))
+    except UserError:
+        handle.close()
+        raise
     return Service(settings, sessions, JobRunner(settings, sessions), Validator(), handle,
                    StudyManager(sessions, on_finish=register_study_profiles, lease_key=_lease_key(settings)))
 

@@ -29,7 +29,7 @@ from sqlalchemy import select, update
 import evolalloc
 from evolalloc.service.db import ACTIVE_STATES, Job, utcnow
 from evolalloc.service.profiles import register_run
-from evolalloc.service.progress import read_progress
+from evolalloc.service.progress import read_progress, release
 from evolalloc.service.settings import ServiceSettings
 from evolalloc.service.worker import EXIT_LOCKED, EXIT_USER_ERROR
 
@@ -198,6 +198,7 @@ class JobRunner:
                 job.status, job.error = "failed", f"worker {how}" + (f": {message}" if message else "")
             job.finished_at, job.pid = utcnow(), None
             log.info("job %d (%s): %s%s", job.id, job.name, job.status, f" ({job.error})" if job.error else "")
+            release(run_dir, (yaml.safe_load(job.recipe) or {}).get("storage"))  # its connections, not kept forever
 
     # -- progress ----------------------------------------------------------------------------
 
@@ -239,6 +240,24 @@ class JobRunner:
         if running is not None:
             _signal_group(running.process, signal.SIGTERM)
             threading.Timer(KILL_GRACE_SECONDS, _signal_group, (running.process, signal.SIGKILL)).start()
+        self.wake()
+
+
+    # -- resume ------------------------------------------------------------------------------
+
+    def requeue(self, job_id: int) -> None:
+        """Queue a failed or cancelled job again; its next worker resumes from the run folder
+        (a worker killed by SIGKILL, an out-of-memory kill, a cancel regretted)."""
+        with self._lock, self.sessions.begin() as session:
+            job = session.get(Job, job_id)
+            if job is None:
+                raise JobError(404, f"no job {job_id}")
+            if job.status not in ("failed", "cancelled"):
+                raise JobError(409, f"job {job_id} is {job.status}; only a failed or cancelled job resumes")
+            clash = session.scalar(select(Job.id).where(Job.name == job.name, Job.status.in_(ACTIVE_STATES)))
+            if clash is not None:
+                raise JobError(409, f"job {clash} runs under the name {job.name!r} now")
+            job.status, job.owner, job.pid, job.error, job.finished_at = "queued", None, None, None, None
         self.wake()
 
 

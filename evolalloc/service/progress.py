@@ -15,6 +15,7 @@ read-only. (Opening it earlier raced the worker's schema creation: both inserted
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +24,10 @@ from evolalloc.search.checkpoint import has_checkpoint
 from evolalloc.search.loop import STUDY_FILE
 from evolalloc.service.recipes import _MEMORY, storage_file
 
-_storages: dict[str, object] = {}
+# Read-only trial stores, most recently used last; bounded, so a service that has seen thousands
+# of jobs does not hold a connection pool (and its file descriptors) open for each of them.
+MAX_OPEN_STORES = 16
+_storages: OrderedDict[str, object] = OrderedDict()
 _storages_lock = threading.Lock()
 
 
@@ -45,7 +49,9 @@ def study_url(run_dir: Path, storage: str | None) -> str:
 def _storage(url: str):
     """A read-only view of a trial store, cached per URL (opening one costs a connection pool)."""
     with _storages_lock:
-        if url not in _storages:
+        if url in _storages:
+            _storages.move_to_end(url)
+        else:
             import optuna
 
             from evolalloc.search.store import driver_url, open_storage
@@ -60,7 +66,29 @@ def _storage(url: str):
                     url_ro = driver_url(url)
                 _storages[url] = optuna.storages.RDBStorage(url_ro, skip_table_creation=True,
                                                             skip_compatibility_check=True)
+            while len(_storages) > MAX_OPEN_STORES:
+                forget(next(iter(_storages)))
         return _storages[url]
+
+
+def forget(url: str) -> None:
+    """Close a cached trial store (a job that ended; the oldest one when the cache is full).
+    Called with ``_storages_lock`` held or from the scheduler; a reader using it reconnects."""
+    from evolalloc.search.store import close_storage
+
+    storage = _storages.pop(url, None)
+    if storage is not None:
+        close_storage(storage)
+
+
+def release(run_dir: Path, storage: str | None) -> None:
+    """Close the trial store of a job that ended (a later read opens it again)."""
+    with _storages_lock:
+        forget(study_url(run_dir, storage))
+
+
+def open_stores() -> int:
+    return len(_storages)
 
 
 def phase_of(run_dir: Path) -> str | None:

@@ -306,18 +306,20 @@ def study_allocation(study: Study, algorithm: GroupwiseAlgorithm) -> Allocation:
     from searchspaces import search_space_granularity
 
     spec, config = study.spec, algorithm.config
+    provenance = {
+        "method": "evolved", "task": spec.get("task"), "fitness": algorithm.best_fitness,
+        "task_score": algorithm.best_task_score, "lam": config.lam, "gamma": config.gamma,
+        "group_size": config.group_size, "sigma0": config.sigma0, "seed": config.seed,
+        "population": config.popsize_for(config.group_size), "evaluations": study.evaluations_done,
+        "optimizer": (algorithm.implementation or ("", ""))[0],
+        "optimizer_version": (algorithm.implementation or ("", ""))[1], "study": study.id,
+    }
+    if provenance["task"] is None:
+        del provenance["task"]  # an allocation file's task is a name or absent, never null
     best = Allocation(
         model=spec["model"], geometry=ModelGeometry(**spec["geometry"]), scorer=spec.get("scorer") or "external",
         scorer_params={}, target=config.target, granularity=search_space_granularity(config.search_space),
-        budgets=algorithm.best_budgets,
-        provenance={
-            "method": "evolved", "task": spec.get("task"), "fitness": algorithm.best_fitness,
-            "task_score": algorithm.best_task_score, "lam": config.lam, "gamma": config.gamma,
-            "group_size": config.group_size, "sigma0": config.sigma0, "seed": config.seed,
-            "population": config.popsize_for(config.group_size), "evaluations": study.evaluations_done,
-            "optimizer": (algorithm.implementation or ("", ""))[0],
-            "optimizer_version": (algorithm.implementation or ("", ""))[1], "study": study.id,
-        },
+        budgets=algorithm.best_budgets, provenance=provenance,
     )
     return best.complete(min_budget=config.min_budget)
 
