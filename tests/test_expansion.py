@@ -122,3 +122,15 @@ def test_a_run_with_rule_search_ships_the_rule_its_search_split_preferred(tmp_pa
         assert set(scores) == {"proportional", "additive"} and all(0.0 <= s <= 1.0 for s in scores.values())
         assert shipped["provenance"]["expansion_rule"] == max(scores, key=lambda r: (scores[r], r == "proportional"))
         assert shipped["provenance"]["expanded_from_target"] == source["target"] == 24
+
+
+def test_expand_only_carries_a_profile_upwards_and_refuses_totals_past_exact_integers():
+    source = profile()
+    with pytest.raises(ValueError, match="not above the searched target"):
+        source.expand(source.target - 1)
+    with pytest.raises(ValueError, match="tokens in all"):
+        source.expand(1e17)  # once wrapped around int64 to budgets of 1
+    with pytest.raises(ValueError, match="every unit must keep"):
+        profile().expand(source.target, min_budget=int(source.target) + 1)
+    smaller = source.rescale(source.target / 2)  # a curve's rows may go down; shipping never does
+    assert smaller.total == smaller.target_total

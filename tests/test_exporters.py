@@ -48,7 +48,7 @@ def test_the_curve_rows_are_the_profile_and_its_expansions(tmp_path):
     array, meta = np.load(path), json.loads((tmp_path / "family.json").read_text())
     assert array.shape == (3, 4, 2) and array.dtype == np.int64 and meta["shape"] == [3, 4, 2]
     assert np.array_equal(array[0], source.budgets)
-    assert np.array_equal(array[1], source.expand(256).budgets) and np.array_equal(array[2], source.expand(64).budgets)
+    assert np.array_equal(array[1], source.expand(256).budgets) and np.array_equal(array[2], source.rescale(64).budgets)
     assert [row.sum() for row in array] == [128 * 8, 256 * 8, 64 * 8]  # totals: c * layers * heads
     assert meta["targets"] == [128, 256, 64] and meta["values"] == "budgets" and meta["below_source_target"] == [64]
     rebuilt = Allocation(model=meta["model"], geometry=ModelGeometry(**meta["geometry"]), target=meta["targets"][1],
