@@ -29,7 +29,7 @@ from evolalloc import __version__
 from evolalloc.core.errors import UserError
 from evolalloc.service.db import make_engine, make_sessions
 from evolalloc.service.jobs import JobError, JobRunner
-from evolalloc.service.security import BodyLimit, BodyTooLarge, TokenGuard
+from evolalloc.service.security import BodyLimit, BodyTooLarge, BrowserGuard, TokenGuard
 from evolalloc.service.settings import ServiceSettings
 from evolalloc.service.validator import Validator
 
@@ -158,9 +158,13 @@ def create_app(service: Service) -> FastAPI:
     async def health():
         """Liveness, version, and whether writes need a token."""
         return {"status": "ok", "version": __version__, "max_jobs": service.settings.max_jobs,
-                "token_required": service.settings.token is not None}
+                "token_required": service.settings.token is not None or service.settings.read_token is not None,
+                "read_token_required": service.settings.read_token is not None}
 
-    # Outermost first: the size limit sees the bytes before anything reads them.
-    app.add_middleware(TokenGuard, token=service.settings.token)
-    app.add_middleware(BodyLimit, max_bytes=service.settings.max_body_bytes)
+    # Added innermost first: the size limit (outermost) sees the bytes before anything reads them,
+    # then the browser checks, then the tokens.
+    settings = service.settings
+    app.add_middleware(TokenGuard, token=settings.token, read_token=settings.read_token)
+    app.add_middleware(BrowserGuard, host=settings.host, allowed_hosts=settings.allowed_hosts)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
