@@ -49,7 +49,11 @@ def serve(host, port, runs_dir, db_url, max_jobs, token_file, max_body, data_roo
                              model_roots=model_roots, ray_address=ray_address, read_token_file=read_token_file,
                              allowed_hosts=allowed_hosts)
     service = open_service(settings)
+    from evolalloc.service.security import RedactingFormatter
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:  # no URL password in the log either
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     click.echo(f"evolalloc service on http://{host}:{port}/ — runs in {settings.runs_dir}, "
                f"max {max_jobs} job(s) at once{', token required for writes' if settings.token else ''}", err=True)
     uvicorn.run(create_app(service), host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)

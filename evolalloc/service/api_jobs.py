@@ -20,6 +20,7 @@ from evolalloc.service.db import ACTIVE_STATES, JOB_STATES, Job, Profile
 from evolalloc.service.jobs import JobError
 from evolalloc.service.limits import check_search_size
 from evolalloc.service.progress import read_progress
+from evolalloc.service.security import redact
 from evolalloc.service.recipes import (
     SOURCE,
     check_confinement,
@@ -77,7 +78,7 @@ def _submit(service, body: bytes, content_type: str | None, name: str | None) ->
                   task=recipe.task_names, engine=recipe.engine.kind)
         session.add(job)
         session.flush()
-        result = job.to_dict()
+        result = redact(job.to_dict())
     service.runner.wake()
     return result
 
@@ -91,7 +92,7 @@ async def list_jobs(request: Request, status: str | None = Query(None, descripti
         query = select(Job).order_by(Job.id.desc())
         if status:
             query = query.where(Job.status == status)
-        return {"jobs": [job.to_dict() for job in session.scalars(query)]}
+        return {"jobs": [redact(job.to_dict()) for job in session.scalars(query)]}
 
 
 @router.get("/jobs/{job_id}")
@@ -102,7 +103,7 @@ async def get_job(request: Request, job_id: int):
         result = job.to_dict()
         result["profiles"] = [p.id for p in session.scalars(select(Profile).where(Profile.job_id == job_id).order_by(Profile.target))]
         result["recipe"] = copy.deepcopy(_recipe_dict(job.id, job.recipe))
-        return result
+        return redact(result)  # a storage URL's password (or one in an error) never leaves the service
 
 
 @router.get("/jobs/{job_id}/evaluations")
@@ -132,7 +133,7 @@ def cancel_job(request: Request, job_id: int):
     service = _service(request)
     service.runner.cancel(job_id)
     with service.sessions() as session:
-        return _job(session, job_id).to_dict()
+        return redact(_job(session, job_id).to_dict())
 
 
 @router.post("/jobs/{job_id}/resume")
@@ -142,4 +143,4 @@ def resume_job(request: Request, job_id: int):
     service = _service(request)
     service.runner.requeue(job_id)
     with service.sessions() as session:
-        return _job(session, job_id).to_dict()
+        return redact(_job(session, job_id).to_dict())

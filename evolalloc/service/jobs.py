@@ -30,6 +30,7 @@ import evolalloc
 from evolalloc.service.db import ACTIVE_STATES, Job, utcnow
 from evolalloc.service.profiles import register_run
 from evolalloc.service.progress import read_progress, release
+from evolalloc.service.security import redact, without_secrets
 from evolalloc.service.settings import ServiceSettings
 from evolalloc.service.worker import EXIT_LOCKED, EXIT_USER_ERROR
 
@@ -57,7 +58,7 @@ def child_env() -> dict[str, str]:
     """The environment of a child process: it imports this very evolalloc, not another install."""
     root = str(Path(evolalloc.__file__).resolve().parents[1])
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    return {**without_secrets(), "PYTHONPATH": root + (os.pathsep + path if path else "")}  # no service token
 
 
 class JobRunner:
@@ -197,7 +198,7 @@ class JobRunner:
                 how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
                 job.status, job.error = "failed", f"worker {how}" + (f": {message}" if message else "")
             job.finished_at, job.pid = utcnow(), None
-            log.info("job %d (%s): %s%s", job.id, job.name, job.status, f" ({job.error})" if job.error else "")
+            log.info("job %d (%s): %s%s", job.id, job.name, job.status, f" ({redact(job.error)})" if job.error else "")
             release(run_dir, (yaml.safe_load(job.recipe) or {}).get("storage"))  # its connections, not kept forever
 
     # -- progress ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import sys
 import threading
 
 from evolalloc.core.errors import UserError
+from evolalloc.service.security import without_secrets
 
 TIMEOUT_SECONDS = 60.0
 
@@ -39,7 +40,7 @@ class Validator:
 
     def _ensure(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:
-            env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+            env = {**without_secrets(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "evolalloc.service.validator"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
