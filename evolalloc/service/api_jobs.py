@@ -15,6 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
 from evolalloc.core.errors import UserError
+from evolalloc.search.optimizers import check_optimizer_options
 from evolalloc.service.confinement import check_reach
 from evolalloc.service.db import ACTIVE_STATES, JOB_STATES, Job, Profile
 from evolalloc.service.jobs import JobError
@@ -67,6 +68,10 @@ def _submit(service, body: bytes, content_type: str | None, name: str | None) ->
     check_reach(raw, recipe, service.settings)
     check_search_size(cells=None, group_size=recipe.search_space.group_size, popsize=recipe.optimizer.popsize or 0,
                       source=SOURCE)  # a job's cells are its model's: the worker's concern, not this process's
+    try:  # typed, allow-listed options now, not a failed job later
+        check_optimizer_options(recipe.optimizer.name, recipe.optimizer.options)
+    except UserError as err:
+        raise UserError(str(err).removeprefix(f"{err.field}: "), source=SOURCE, field=err.field) from None
     service.validator.check(recipe.to_dict(), SOURCE)  # task and scorer names (needs torch: not here)
     with service.sessions.begin() as session:
         clash = session.scalar(select(Job.id).where(Job.name == recipe.name, Job.status.in_(ACTIVE_STATES)))

@@ -98,6 +98,19 @@ def test_a_lease_is_only_in_the_suggest_answer_and_a_forged_one_is_refused(servi
     assert client.complete(trial["id"], "holder", 0.5)["accepted"]
 
 
+@pytest.mark.parametrize("change, field", [
+    ("optimizer: {options: {maxiter: '9**9**9**9'}}", "optimizer.options"),
+    ("optimizer: {popsize: 100000}", "optimizer.popsize"),
+    ("search_space: {group_size: 100000}", "search_space.group_size"),
+])
+def test_an_unsafe_or_oversized_job_is_refused_at_submission(service, change, field):
+    client = Client(service.url)
+    before = state(client)
+    response = client.http.post("/jobs", content=RECIPE + change + "\n", headers={"Content-Type": "application/yaml"})
+    assert_refused(client, response, 422, field, before)
+    assert response.json()["field"] == field
+
+
 def test_yaml_aliases_are_refused_before_they_expand(service):
     client = Client(service.url)
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n" \
