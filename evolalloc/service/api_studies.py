@@ -11,7 +11,7 @@ must be a finite JSON number — NaN, infinities, strings and booleans are a 422
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -21,7 +21,7 @@ from evolalloc.core.errors import UserError
 from evolalloc.engine.base import EvalResult
 from evolalloc.search.config import SearchConfig, default_popsize
 from evolalloc.service.confinement import check_model
-from evolalloc.service.limits import check_search_size
+from evolalloc.service.limits import MAX_BUDGET, check_search_size
 
 router = APIRouter(tags=["studies"])
 
@@ -35,9 +35,9 @@ class Strict(BaseModel):
 class GeometryIn(Strict):
     num_layers: int = Field(gt=0, le=4096)
     num_kv_heads: int = Field(gt=0, le=4096)
-    num_query_heads: int | None = Field(None, gt=0, description="default: num_kv_heads")
-    head_dim: int = Field(64, gt=0, description="only recorded in the registered profile")
-    max_positions: int = Field(131072, gt=0, description="only recorded in the registered profile")
+    num_query_heads: int | None = Field(None, gt=0, le=4096, description="default: num_kv_heads")
+    head_dim: int = Field(64, gt=0, le=1 << 16, description="only recorded in the registered profile")
+    max_positions: int = Field(131072, gt=0, le=MAX_BUDGET, description="only recorded in the registered profile")
 
 
 class ModelIn(Strict):
@@ -47,17 +47,17 @@ class ModelIn(Strict):
 class SearchSpaceIn(Strict):
     name: str = Field("layer_groups", description="a search space: layer_groups, head_groups, or a plugin")
     group_size: int = Field(8, gt=0)
-    ratio_bounds: tuple[float, float] | None = None
-    min_budget: int = Field(1, ge=0)
-    max_budget: int | None = Field(None, gt=0)
+    ratio_bounds: tuple[Annotated[float, Field(ge=0, le=1e6)], Annotated[float, Field(ge=0, le=1e6)]] | None = None
+    min_budget: int = Field(1, ge=0, le=MAX_BUDGET)
+    max_budget: int | None = Field(None, gt=0, le=MAX_BUDGET)
 
 
 class OptimizerIn(Strict):
     name: str = "cma"
     generations: int = Field(10, ge=1, le=10000)
     popsize: int | None = Field(None, ge=3, le=10000)
-    sigma0: float = Field(0.3, gt=0)
-    seed: int = Field(0, ge=0)
+    sigma0: float = Field(0.3, gt=0, le=1e6)
+    seed: int = Field(0, ge=0, le=2**63 - 1)
     options: dict = Field(default_factory=dict, description="passed to the back-end's library, as a recipe's optimizer.options")
 
 
@@ -65,14 +65,14 @@ class StudyIn(Strict):
     name: str = Field("study", min_length=1, max_length=200)
     model: ModelIn | None = None
     geometry: GeometryIn | None = None
-    target: float = Field(gt=0)
+    target: float = Field(gt=0, le=MAX_BUDGET)
     search_space: SearchSpaceIn = SearchSpaceIn()
     optimizer: OptimizerIn = OptimizerIn()
-    lam: float = Field(0.3, ge=0)
-    gamma: float = Field(0.2, ge=0)
+    lam: float = Field(0.3, ge=0, le=1e6)
+    gamma: float = Field(0.2, ge=0, le=1)
     cache_scope: Literal["group", "allocation"] = "group"
     budget_rule: Literal["cachescore", "exact"] = "cachescore"
-    expansions: list[float] = Field(default_factory=list, max_length=64)
+    expansions: list[Annotated[float, Field(gt=0, le=MAX_BUDGET)]] = Field(default_factory=list, max_length=64)
     scorer: str = Field("external", max_length=100, description="label recorded in the registered profile")
     task: str | None = Field(None, max_length=100, description="label recorded in the registered profile")
     lease_seconds: float = Field(600.0, gt=0, le=7 * 86400)

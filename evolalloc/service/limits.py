@@ -28,6 +28,7 @@ MAX_CELLS = 1 << 16  # layers x KV heads of a study's model
 MAX_GROUP_SIZE = 256  # units one CMA-ES optimises at once
 MAX_POPSIZE = 1000  # candidates per generation
 MAX_POPULATION_CELLS = 1 << 20  # popsize x cells: the budgets one generation stores
+MAX_BUDGET = 1 << 31  # tokens per cell: targets, expansions, floors and caps (x cells stays exact in a float)
 
 
 class _BodyLoader(_StrictLoader):

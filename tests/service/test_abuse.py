@@ -49,6 +49,12 @@ def assert_refused(client: Client, response, status: int, field: str, before: tu
     ({"optimizer": {"options": {"maxiter": "9**9**9**9"}}}, "optimizer.options"),
     ({"optimizer": {"options": {"tolfun": "__import__('os').getpid()"}}}, "optimizer.options"),
     ({"expansions": [16]}, "expansions"),  # below the target: a profile is only carried upwards
+    ({"expansions": [1e308]}, "expansions"),  # would fail at the study's last result
+    ({"target": 1e300}, "target"),  # budgets wrapped around to 1
+    ({"search_space": {"group_size": 2, "max_budget": 10**400}}, "search_space.max_budget"),
+    ({"search_space": {"group_size": 2, "ratio_bounds": [0, 1e308]}}, "search_space.ratio_bounds"),
+    ({"optimizer": {"seed": 10**400}}, "optimizer.seed"),
+    ({"geometry": {"num_layers": 4, "num_kv_heads": 2, "head_dim": 10**400}}, "geometry.head_dim"),
 ])
 def test_an_oversized_or_unsafe_study_is_refused_quickly(service, change, field):
     client = Client(service.url)
