@@ -49,7 +49,7 @@ def serve(host, port, runs_dir, db_url, max_jobs, token_file, max_body, data_roo
                              model_roots=model_roots, ray_address=ray_address, read_token_file=read_token_file,
                              allowed_hosts=allowed_hosts)
     service = open_service(settings)
-    from evolalloc.service.security import RedactingFormatter
+    from evolalloc.service.redaction import RedactingFormatter
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:  # no URL password in the log either

@@ -21,7 +21,7 @@ from evolalloc.service.db import ACTIVE_STATES, JOB_STATES, Job, Profile
 from evolalloc.service.jobs import JobError
 from evolalloc.service.limits import check_search_size
 from evolalloc.service.progress import read_progress
-from evolalloc.service.security import redact
+from evolalloc.service.redaction import redact
 from evolalloc.service.recipes import (
     SOURCE,
     check_confinement,

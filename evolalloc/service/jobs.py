@@ -30,7 +30,7 @@ import evolalloc
 from evolalloc.service.db import ACTIVE_STATES, Job, utcnow
 from evolalloc.service.profiles import register_run
 from evolalloc.service.progress import read_progress, release
-from evolalloc.service.security import redact, without_secrets
+from evolalloc.service.redaction import redact, without_secrets
 from evolalloc.service.settings import ServiceSettings
 from evolalloc.service.worker import EXIT_LOCKED, EXIT_USER_ERROR
 

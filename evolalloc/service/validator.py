@@ -24,7 +24,7 @@ import sys
 import threading
 
 from evolalloc.core.errors import UserError
-from evolalloc.service.security import without_secrets
+from evolalloc.service.redaction import without_secrets
 
 TIMEOUT_SECONDS = 60.0
 

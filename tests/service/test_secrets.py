@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evolalloc.service.security import RedactingFormatter, redact
+from evolalloc.service.redaction import RedactingFormatter, redact
 
 from .conftest import TOKEN, ServiceProcess
 
