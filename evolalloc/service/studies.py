@@ -200,8 +200,10 @@ class StudyManager:
                         raise JobError(404, f"no trial {trial_id}")
                     study_id = row.study_id
                     answer = self._finish(session, row, client_id, lease, result, metrics, budgets)
-                    # The response is built (and must serialise) before the commit.
-                    json.dumps(answer, allow_nan=False)
+                    try:  # the response is built, and must serialise, before the commit
+                        json.dumps(answer, allow_nan=False)
+                    except ValueError:
+                        raise JobError(422, "the result holds a number that is not finite", field="task_score") from None
                     return answer
             except BaseException:
                 if study_id is not None:
