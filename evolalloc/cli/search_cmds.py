@@ -74,10 +74,13 @@ def _seeds(first: str | None, more: tuple[int, ...]) -> list[int] | None:
 @progress_option
 def resume(run, progress):
     """Continue a killed run at the generation it was in (finished evaluations are re-used)."""
-    from evolalloc.pipeline.run import resume_run
+    from evolalloc.pipeline.run import resume_run, run_finished
     from evolalloc.report.summary import show_run
 
-    resume_run(run, progress=progress)
+    if run_finished(run):  # said at once: nothing is loaded
+        click.echo(f"{run} is finished (profiles, comparison and report are all there): nothing to resume")
+    else:
+        resume_run(run, progress=progress)
     click.echo(show_run(run))
 
 

@@ -42,6 +42,15 @@ def allocation_filename(budget: float, method: str = "evolved") -> str:
     return f"{prefix}-c{label}.json"
 
 
+def missing_outputs(run_dir: str | Path, recipe: Recipe) -> list[str]:
+    """The files a finished run of ``recipe`` holds that ``run_dir`` lacks (empty: the run is finished).
+
+    The profiles, the comparison and the report are written in that order, the report last.
+    """
+    names = [allocation_filename(budget) for budget in recipe.budgets] + [COMPARISON_FILE, REPORT_FILE]
+    return [name for name in names if not (Path(run_dir) / name).is_file()]
+
+
 def run_folder_path(recipe: Recipe, runs_dir: str | Path = "runs", name: str | None = None) -> Path:
     """``runs_dir/<name or recipe.name>``, checked to be a plain name that is not taken yet.
 
