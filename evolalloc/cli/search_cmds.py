@@ -226,7 +226,7 @@ def expansion_floor(source, where: str) -> int:
         scorer = get_scorer(source.scorer, **source.scorer_params)
     except ValueError as err:
         raise UserError(str(err), source=where, field="scorer") from None
-    return max(1, scorer.always_kept)
+    return scorer.min_budget
 
 
 def check_expansion(target: float, searched: float, floor: int, scorer: str, *, where: str, field: str) -> None:

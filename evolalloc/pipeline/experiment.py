@@ -230,14 +230,15 @@ class Experiment:
     def _check_fits(self, instances) -> None:
         """Refuse (``UserError`` on ``task.context_tokens``) an instance beyond the model's positions."""
         from evolalloc.engine.local import tokenize_instance
+        from evolalloc.runtime.positions import positions_beyond
 
         limit = self.geometry.max_positions
         if not limit:
             return
         for instance in instances:
             ids, question = tokenize_instance(self.tokenizer, instance, self.recipe.task.question_after_compression)
-            needed = len(ids) + len(question or []) + instance.max_new_tokens
-            if needed > limit:
+            needed = positions_beyond(limit, len(ids), len(question or []), instance.max_new_tokens)
+            if needed:
                 raise UserError(f"instance {instance.uid} needs {needed} positions (prompt and answer), beyond the "
                                 f"model's {limit}; choose a shorter context", source=self.recipe.source,
                                 field="task.context_tokens")
@@ -317,5 +318,5 @@ class Experiment:
             raise UserError(str(err), field="baselines") from None
 
     def min_budget(self) -> int:
-        return max(1, self.scorer.always_kept)
+        return self.scorer.min_budget
 

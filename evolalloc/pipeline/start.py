@@ -61,6 +61,7 @@ def blamed_on(recipe):
 def check_context_fits(recipe) -> None:
     """``task.context_tokens`` against the model's positions, from the model's config alone."""
     from evolalloc.runtime.model import model_geometry
+    from evolalloc.runtime.positions import positions_beyond
 
     try:
         limit = model_geometry(recipe.model.spec, recipe.model.dtype).max_positions
@@ -72,7 +73,7 @@ def check_context_fits(recipe) -> None:
     for i, entry in enumerate(recipe.task_entries):  # task, or each of tasks
         context = entry.context_tokens
         where = f"tasks[{i}].context_tokens" if recipe.multi_task else "task.context_tokens"
-        if limit and context is not None and context >= limit:
+        if context is not None and positions_beyond(limit, context, answer=1):  # room for one answer token at least
             raise UserError(f"{context} tokens do not fit the model's {limit} positions ({recipe.model.spec}); "
                             f"choose fewer than {limit}", source=recipe.source, field=where)
 
