@@ -21,11 +21,11 @@ from pathlib import Path
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.config.recipe import Recipe, load_recipe
+from evolalloc.search.checkpoint import CHECKPOINT_NAME as CHECKPOINT_FILE
+from evolalloc.search.checkpoint import LEGACY_CHECKPOINT_NAME as LEGACY_CHECKPOINT_FILE  # older pickles; refused
+from evolalloc.search.checkpoint import STUDY_FILE
 
 RECIPE_FILE = "recipe.yaml"
-STUDY_FILE = "study.db"
-CHECKPOINT_FILE = "search_checkpoint.json"
-LEGACY_CHECKPOINT_FILE = "search_checkpoint.pkl"  # older versions' pickle; refused by resume, never loaded
 COMPARISON_FILE = "comparison.json"
 CURATION_FILE = "curation.json"
 REPORT_FILE = "report.md"
