@@ -142,3 +142,20 @@ def test_a_run_name_with_a_path_separator_is_refused(tmp_path):
 def test_loading_a_folder_that_is_not_a_run_says_so(tmp_path):
     with pytest.raises(UserError, match="holds no recipe.yaml"):
         load_run_recipe(tmp_path)
+
+
+@pytest.mark.parametrize("section, key, value, field", [
+    ("optimizer", "popsize", 2, "popsize"),
+    ("optimizer", "sigma0", 0.0, "sigma0"),
+    ("optimizer", "generations_per_group", 0, "generations"),
+])
+def test_a_recipe_and_a_direct_search_config_refuse_a_bad_range_in_the_same_words(section, key, value, field):
+    from evolalloc.search.config import SearchConfig
+
+    with pytest.raises(UserError) as from_recipe:
+        recipe_from_dict({"task": {"name": "passkey"}, "budget": {"target": 64}, section: {key: value}}, check_names=False)
+    with pytest.raises(UserError) as direct:
+        SearchConfig(num_layers=4, num_kv_heads=2, target=64, **{field: value})
+    assert from_recipe.value.field == f"{section}.{key}" and direct.value.field == field
+    words = {str(err.value).split(f"{err.value.field}: ", 1)[1] for err in (from_recipe, direct)}
+    assert words == {f"must be {'> 0.0' if key == 'sigma0' else f'>= {value + 1}'}, got {value!r}"}
