@@ -7,12 +7,7 @@ from pathlib import Path
 import click
 
 from evolalloc.cli import main
-
-set_option = click.option(
-    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
-    help="Override a recipe value, e.g. --set optimizer.generations_per_group=1 (repeatable).",
-)
-progress_option = click.option("--progress/--no-progress", default=True, show_default=True, help="Show progress bars.")
+from evolalloc.cli.options import progress_option, set_option
 
 
 @main.command()
