@@ -15,10 +15,6 @@ from fitness.instance import Instance
 from fitness.registry import Metric, get_metric, get_task, list_metrics, list_tasks, register_metric, register_task
 from fitness.task import FITNESS_MODES, Task, check_fitness_mode
 
-# Importing the packages registers every metric and task.
-from fitness import metrics as _metrics  # noqa: E402,F401  isort: skip
-from fitness import tasks as _tasks  # noqa: E402,F401  isort: skip
-
 __all__ = [
     "FITNESS_MODES",
     "FitnessDataError",

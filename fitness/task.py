@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from fitness.errors import FitnessError
 from fitness.instance import Instance
-from fitness.registry import get_metric
+from fitness.metric import get_metric
 
 
 #: How an evaluator scores an instance for the search.

@@ -22,6 +22,8 @@ from searchspaces.completion import complete_budgets
 DEFAULT_MAX_RATIO = 4.0
 # What one searched budget covers: a whole layer (all its KV heads alike) or one KV head.
 GRANULARITIES = ("layer", "head")
+# Units per group (n_g); the recipe schema takes this range from here.
+GROUP_SIZE_RANGE = {"min": 1}
 
 
 class SearchSpace:
@@ -62,8 +64,8 @@ class SearchSpace:
             raise ValueError(f"num_layers and num_kv_heads must be >= 1, got {num_layers} x {num_kv_heads}")
         if not (math.isfinite(target) and target > 0):
             raise ValueError(f"target must be a positive number, got {target!r}")
-        if group_size < 1:
-            raise ValueError(f"group_size must be >= 1, got {group_size}")
+        if group_size < GROUP_SIZE_RANGE["min"]:
+            raise ValueError(f"group_size must be >= {GROUP_SIZE_RANGE['min']}, got {group_size}")
         if min_budget < 0:
             raise ValueError(f"min_budget must be >= 0, got {min_budget}")
         if max_budget is not None and max_budget < max(min_budget, 1):

@@ -12,12 +12,13 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from evolalloc.bench.server import free_port
 
 USER = "evolalloc"
 
@@ -25,12 +26,6 @@ USER = "evolalloc"
 def _bin_dir() -> Path | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[4]))
     return Path(found[-1]).parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +45,7 @@ def postgres_url():
             pytest.skip("running as root and there is no 'postgres' user to run the server as")
         os.chown(base, account.pw_uid, account.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
-    data, port = base / "data", _free_port()
+    data, port = base / "data", free_port()
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([*as_user, *args], capture_output=True, text=True, timeout=120, cwd=base)

@@ -284,5 +284,6 @@ def test_a_curated_run_started_by_prepare_run_records_its_curation_in_the_run_fo
     assert "curation passkey/search: drew 5, the full cache solved 3; kept 2 (wanted 2)" in report
     assert "held-out filter: curation passkey/heldout" in report
     judged.update(full=0, compressed=0)
-    resume_run(run, progress=False)  # a finished search: compare again, on the recorded instances
-    assert judged["full"] == 0
+    (run / "comparison.json").unlink()  # a finished search whose comparison was lost
+    resume_run(run, progress=False)  # compares again, on the recorded instances
+    assert judged["full"] == 0 and (run / "comparison.json").exists()

@@ -7,7 +7,7 @@ import pytest
 from evolalloc.core.errors import UserError
 from evolalloc.config.recipe import load_recipe, recipe_from_dict
 from evolalloc.config.run_folder import (
-    CHECKPOINT_FILE, LEGACY_CHECKPOINT_FILE, RECIPE_FILE, STUDY_FILE, allocation_filename, create_run_folder, load_run_recipe,
+    RECIPE_FILE, allocation_filename, create_run_folder, load_run_recipe,
 )
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "runs" / "quickstart.yaml"
@@ -93,12 +93,7 @@ def test_the_optimizer_names_a_recipe_accepts_are_the_registered_back_ends():
         recipe_from_dict({"task": {"name": "passkey"}, "budget": {"target": 64}, "optimizer": {"name": name}})
 
 
-def test_the_run_folder_names_agree_with_the_search_package():
-    from evolalloc.search.checkpoint import CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME
-    from evolalloc.search.loop import STUDY_FILE as LOOP_STUDY_FILE
-
-    assert (STUDY_FILE, CHECKPOINT_FILE) == (LOOP_STUDY_FILE, CHECKPOINT_NAME)
-    assert LEGACY_CHECKPOINT_FILE == LEGACY_CHECKPOINT_NAME
+def test_allocation_files_are_named_by_method_and_budget():
     assert allocation_filename(128) == "allocation-c128.json"
     assert allocation_filename(256.0, "pyramid") == "pyramid-c256.json"
 
@@ -149,8 +144,18 @@ def test_loading_a_folder_that_is_not_a_run_says_so(tmp_path):
         load_run_recipe(tmp_path)
 
 
-def test_the_recipe_offers_exactly_the_budget_rules_the_search_knows():
-    from evolalloc.config.schema import BUDGET_RULES as RECIPE_RULES
-    from evolalloc.search.config import BUDGET_RULES
+@pytest.mark.parametrize("section, key, value, field", [
+    ("optimizer", "popsize", 2, "popsize"),
+    ("optimizer", "sigma0", 0.0, "sigma0"),
+    ("optimizer", "generations_per_group", 0, "generations"),
+])
+def test_a_recipe_and_a_direct_search_config_refuse_a_bad_range_in_the_same_words(section, key, value, field):
+    from evolalloc.search.config import SearchConfig
 
-    assert RECIPE_RULES == BUDGET_RULES
+    with pytest.raises(UserError) as from_recipe:
+        recipe_from_dict({"task": {"name": "passkey"}, "budget": {"target": 64}, section: {key: value}}, check_names=False)
+    with pytest.raises(UserError) as direct:
+        SearchConfig(num_layers=4, num_kv_heads=2, target=64, **{field: value})
+    assert from_recipe.value.field == f"{section}.{key}" and direct.value.field == field
+    words = {str(err.value).split(f"{err.value.field}: ", 1)[1] for err in (from_recipe, direct)}
+    assert words == {f"must be {'> 0.0' if key == 'sigma0' else f'>= {value + 1}'}, got {value!r}"}

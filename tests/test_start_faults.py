@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
@@ -61,9 +62,32 @@ def test_a_malformed_dataset_line_is_refused_and_the_corrected_recipe_then_start
     assert (runs / "tiny" / "report.md").exists()
 
 
-def test_a_dataset_line_that_is_not_json_is_refused_before_anything_is_written(tmp_path, runs, tiny_model_dir):
+def forbid(monkeypatch, attribute: str, what: str, *, method: bool = False) -> None:
+    """Make ``Experiment.<attribute>`` (a property, or a method) fail the test: a cheaper check must
+    refuse the start before it is needed."""
+    from evolalloc.pipeline import experiment
+
+    def used(self, *args):
+        raise AssertionError(f"{what}: a cheaper check should have refused the start first")
+
+    monkeypatch.setattr(experiment.Experiment, attribute, used if method else property(used))
+
+
+def test_a_dataset_line_that_is_not_json_is_refused_before_anything_is_written(tmp_path, runs, tiny_model_dir, monkeypatch):
+    forbid(monkeypatch, "loaded", "the model was loaded")  # the dataset is read with the tokenizer alone
     recipe, data = gsm8k_recipe(tmp_path, tiny_model_dir, [*GSM8K_RECORDS[:2], '{"question": "cut off'])
     refused_start(recipe, runs, field="task", phrase=f"{data}:3")
+
+
+def test_an_unreachable_trial_store_is_refused_in_seconds_before_any_instance_or_model(tmp_path, runs, tiny_model_dir, monkeypatch):
+    """Issue 24: the store used to be reached only after minutes of model loading and prefill."""
+    forbid(monkeypatch, "loaded", "the model was loaded")
+    forbid(monkeypatch, "instances", "instances were drawn", method=True)
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, storage="postgresql://127.0.0.1:1/none")
+    started = time.perf_counter()
+    # Without psycopg installed the refusal names the missing driver; with it, the refused connection.
+    refused_start(recipe, runs, field="storage", phrase="postgresql://127.0.0.1:1/none")
+    assert time.perf_counter() - started < 5
 
 
 def test_a_context_beyond_the_models_positions_is_refused_without_loading_it(tmp_path, runs, tiny_model_dir, monkeypatch):

@@ -14,8 +14,6 @@ figures are a floor for the server.
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -24,7 +22,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from evolalloc.bench.service import _free_port, _start_server
+from evolalloc.bench.server import ServeProcess
 
 LAYERS, HEADS, TARGET = 30, 3, 128.0
 
@@ -134,22 +132,11 @@ def bench_asktell(*, clients: int = 16, generations: int = 10, seconds: float = 
     planned = sum(generations * config.popsize_for(len(units)) for units in config.build_space().groups())
     result = AsktellBench(clients=clients, planned=planned)
     with tempfile.TemporaryDirectory(prefix="evolalloc-bench-asktell-") as tmp:
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
-        with open(Path(tmp) / "service.log", "w") as server_log:
-            server = _start_server(Path(tmp) / "runs", port, server_log)
-            try:
-                with httpx.Client(base_url=base, timeout=120) as http:
-                    study = http.post("/studies", json=study_body(generations, seed)).raise_for_status().json()
-                log(f"server on {base}: study {study['id']} ({planned} trials planned); {clients} clients, at most {seconds:g} s")
-                asyncio.run(_run(base, study["id"], clients, seconds, result))
-            finally:
-                server.send_signal(signal.SIGTERM)
-                try:
-                    server.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-                    server.wait()
+        with ServeProcess(Path(tmp) / "runs", log=Path(tmp) / "service.log") as server:
+            with httpx.Client(base_url=server.url, timeout=120) as http:
+                study = http.post("/studies", json=study_body(generations, seed)).raise_for_status().json()
+            log(f"server on {server.url}: study {study['id']} ({planned} trials planned); {clients} clients, at most {seconds:g} s")
+            asyncio.run(_run(server.url, study["id"], clients, seconds, result))
         log("the same search in-process (default SQLite trial store, then the journal file)")
         result.local["SQLite trial store"] = _local_seconds_per_trial(Path(tmp), generations, seed, None)
         result.local["journal file"] = _local_seconds_per_trial(Path(tmp), generations, seed, "journal")

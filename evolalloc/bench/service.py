@@ -14,11 +14,6 @@ are a floor for the server (the client's own cost is in them).
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -26,6 +21,9 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+
+from evolalloc import DEFAULT_MODEL
+from evolalloc.bench.server import ServeProcess
 
 MAX_REQUESTS = 2_000_000  # a hard bound besides the duration
 
@@ -52,12 +50,6 @@ class ServiceBench:
         ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _profile_documents(n: int) -> list[str]:
     from evolalloc.core.allocation import Allocation
     from evolalloc.core.allocation_file import allocation_to_json
@@ -68,7 +60,7 @@ def _profile_documents(n: int) -> list[str]:
     documents = []
     for i in range(n):
         per_layer = rng.integers(32, 256, size=30)
-        allocation = Allocation(model="bundled:smollm2-135m-instruct", geometry=geometry, target=128, granularity="layer",
+        allocation = Allocation(model=DEFAULT_MODEL, geometry=geometry, target=128, granularity="layer",
                                 budgets=np.repeat(per_layer[:, None], 3, axis=1),
                                 provenance={"method": "evolved", "task": "passkey", "fitness": 0.5 + i / 100})
         documents.append(allocation_to_json(allocation.complete()))
@@ -76,24 +68,6 @@ def _profile_documents(n: int) -> list[str]:
 
 
 RECIPE = "task: {name: passkey}\nbudget: {target: 128}\n"
-
-
-def _start_server(runs_dir: Path, port: int, log) -> subprocess.Popen:
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": root}
-    command = [sys.executable, "-m", "evolalloc", "serve", "--port", str(port), "--runs-dir", str(runs_dir), "--max-jobs", "0"]
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError("the service exited during start-up")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    server.kill()
-    raise RuntimeError("the service did not answer within 120 s")
 
 
 async def _client(http: httpx.AsyncClient, paths: list[str], offset: int, stop_at: float, result: ServiceBench) -> None:
@@ -127,28 +101,17 @@ async def _run(base: str, paths: list[str], clients: int, seconds: float) -> Ser
 
 def bench_service(*, clients: int = 32, seconds: float = 30.0, log=print) -> ServiceBench:
     with tempfile.TemporaryDirectory(prefix="evolalloc-bench-service-") as tmp:
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
-        with open(Path(tmp) / "service.log", "w") as server_log:
-            server = _start_server(Path(tmp) / "runs", port, server_log)
-            try:
-                with httpx.Client(base_url=base, timeout=120) as http:
-                    profiles = [http.post("/profiles", content=doc).json()["id"] for doc in _profile_documents(4)]
-                    jobs = []
-                    for k in range(4):
-                        response = http.post("/jobs", content=RECIPE, params={"name": f"bench-{k}"})
-                        response.raise_for_status()
-                        jobs.append(response.json()["id"])
-                paths = []
+        with ServeProcess(Path(tmp) / "runs", log=Path(tmp) / "service.log") as server:  # --max-jobs 0: jobs only queue
+            with httpx.Client(base_url=server.url, timeout=120) as http:
+                profiles = [http.post("/profiles", content=doc).json()["id"] for doc in _profile_documents(4)]
+                jobs = []
                 for k in range(4):
-                    paths += [f"/jobs/{jobs[k]}", "/jobs", f"/profiles/{profiles[k]}",
-                              f"/profiles/{profiles[k]}?budget={256 + 64 * k}", f"/profiles/{profiles[k]}?format=kvpress"]
-                log(f"server on {base}: {len(profiles)} profiles, {len(jobs)} queued jobs; {clients} clients for {seconds:g} s")
-                return asyncio.run(_run(base, paths, clients, seconds))
-            finally:
-                server.send_signal(signal.SIGTERM)
-                try:
-                    server.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    server.kill()
-                    server.wait()
+                    response = http.post("/jobs", content=RECIPE, params={"name": f"bench-{k}"})
+                    response.raise_for_status()
+                    jobs.append(response.json()["id"])
+            paths = []
+            for k in range(4):
+                paths += [f"/jobs/{jobs[k]}", "/jobs", f"/profiles/{profiles[k]}",
+                          f"/profiles/{profiles[k]}?budget={256 + 64 * k}", f"/profiles/{profiles[k]}?format=kvpress"]
+            log(f"server on {server.url}: {len(profiles)} profiles, {len(jobs)} queued jobs; {clients} clients for {seconds:g} s")
+            return asyncio.run(_run(server.url, paths, clients, seconds))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from evolalloc import DEFAULT_MODEL
 from evolalloc.cli import main
+from evolalloc.cli.options import model_option, seed_option
 
 
 @main.group()
@@ -14,14 +14,14 @@ def bench() -> None:
 
 
 @bench.command("eval")
-@click.option("--model", "model_spec", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
+@model_option("model_spec")
 @click.option("--prompts", default=8, show_default=True, help="Passkey prompts.")
 @click.option("--context-tokens", default=2000, show_default=True, help="Prompt length in model tokens.")
 @click.option("--candidates", default=8, show_default=True, help="Random allocations at c = 128 evaluated from cached records.")
 @click.option("--reprefill-candidates", default=2, show_default=True, help="Candidates timed with a fresh prefill each (slow).")
 @click.option("--batch-size", default=16, show_default=True, help="Rows decoded per forward.")
 @click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
-@click.option("--seed", default=0, show_default=True)
+@seed_option()
 def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_candidates, batch_size, threads, seed):
     """Per-candidate evaluation time: cached prefill records vs re-prefilling, the decode floor,
     and the likelihood fitness mode on the same records and allocations."""
@@ -41,14 +41,14 @@ def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_ca
 
 
 @bench.command("fitness")
-@click.option("--model", "model_spec", default="bundled:smollm2-135m-instruct", show_default=True, help="Model spec.")
+@model_option("model_spec")
 @click.option("--prompts", default=16, show_default=True, help="Passkey prompts.")
 @click.option("--context-tokens", default=1000, show_default=True, help="Prompt length in model tokens.")
 @click.option("--budgets", default="64,128,512", show_default=True, help="Uniform budgets, comma-separated (the full cache is added).")
 @click.option("--scorer", "scorer_name", default="snapkv", show_default=True, help="Token scorer.")
 @click.option("--batch-size", default=16, show_default=True, help="Rows per forward.")
 @click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
-@click.option("--seed", default=0, show_default=True)
+@seed_option()
 def bench_fitness_cmd(model_spec, prompts, context_tokens, budgets, scorer_name, batch_size, threads, seed):
     """Mean exact-match, graded and likelihood scores against the budget: which fitness has slope."""
     import torch
@@ -72,13 +72,13 @@ def bench_fitness_cmd(model_spec, prompts, context_tokens, budgets, scorer_name,
 
 
 @bench.command("workers")
-@click.option("--model", "model_spec", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
+@model_option("model_spec")
 @click.option("--prompts", default=4, show_default=True, help="Passkey prompts (sharded across the Ray workers).")
 @click.option("--context-tokens", default=1000, show_default=True, help="Prompt length in model tokens.")
 @click.option("--candidates", default=8, show_default=True, help="Random allocations at c = 128 in the population.")
 @click.option("--batch-size", default=16, show_default=True, help="Rows decoded per forward.")
 @click.option("--repeats", default=3, show_default=True, help="Timed populations per engine (the best counts).")
-@click.option("--seed", default=0, show_default=True)
+@seed_option()
 def bench_workers_cmd(model_spec, prompts, context_tokens, candidates, batch_size, repeats, seed):
     """Candidate evaluations per minute: local (1 thread) vs Ray 1 x 1 thread vs Ray 2 x 1 thread."""
     from evolalloc.bench.workers import bench_workers
@@ -108,7 +108,7 @@ def bench_service_cmd(clients, seconds):
 @click.option("--clients", default=16, show_default=True, help="Concurrent ask/tell clients.")
 @click.option("--generations", default=10, show_default=True, help="Generations per group of the benchmark study.")
 @click.option("--seconds", default=120.0, show_default=True, help="Upper bound on the clients' run.")
-@click.option("--seed", default=0, show_default=True)
+@seed_option()
 def bench_asktell_cmd(clients, generations, seconds, seed):
     """Suggest+complete round trips/s of a real `evolalloc serve` on loopback, and the overhead per
     trial against the in-process loop on the same search."""

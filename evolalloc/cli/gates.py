@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from evolalloc.cli import main
+from evolalloc.cli.options import seed_option
 from evolalloc.cli.scorer import _MODEL, _THREADS, _csv, _setup
 from evolalloc.core.errors import UserError
 
@@ -34,7 +35,7 @@ def gates() -> None:
 @click.option("--penalty", default=1.0, show_default=True, help="Weight of the global capacity hinge.")
 @click.option("--sinks", default=4, show_default=True)
 @click.option("--window", default=16, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@seed_option()
 @_THREADS
 def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, penalty, sinks, window, seed, threads):
     """Train every head's gate and the shared readout; writes the checkpoint and a JSONL log beside it."""

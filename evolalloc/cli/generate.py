@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from evolalloc.cli import main
+from evolalloc.cli.options import model_option, seed_option
 from evolalloc.core.errors import UserError
 
 
@@ -61,14 +62,14 @@ def read_prompt_file(path: Path, question_after_compression: bool) -> list[tuple
 @main.command()
 @click.option("--allocation", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Allocation JSON (a budget profile).")
 @click.option("--prompt-file", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSONL, one {\"prompt\": ...} per line.")
-@click.option("--model", default="bundled:smollm2-135m-instruct", show_default=True, help="Bundled model, HF folder or .gguf file.")
+@model_option()
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--question-after-compression", is_flag=True, help="Compress each line's context, then feed its question.")
 @click.option("--sample/--greedy", "do_sample", default=False, show_default=True, help="Sample instead of greedy decoding.")
 @click.option("--temperature", type=float, default=1.0, show_default=True)
 @click.option("--top-p", type=float, default=1.0, show_default=True)
 @click.option("--top-k", type=int, default=0, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Prompt i samples with seed + i.")
+@seed_option(help="Prompt i samples with seed + i.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="JSONL answers (default: stdout).")
 def generate(allocation, prompt_file, model, max_new_tokens, question_after_compression, do_sample, temperature, top_p, top_k,

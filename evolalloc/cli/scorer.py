@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
-from evolalloc import DEFAULT_MODEL
 from evolalloc.cli import main
+from evolalloc.cli.options import model_option, seed_option
 from evolalloc.core.errors import UserError
 from evolalloc.learned.settings import TraceSettings, TrainConfig
 
 T, C = TraceSettings, TrainConfig  # every default below is the dataclass's
 
-_MODEL = click.option("--model", "model_spec", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
+_MODEL = model_option("model_spec")
 _THREADS = click.option("--threads", type=int, default=1, show_default=True, help="torch threads (the machine is shared).")
 
 
@@ -42,7 +42,7 @@ def scorer() -> None:
 @click.option("--split", type=click.Choice(["search", "heldout"]), default=T.split, show_default=True, help="Task split to draw prompts from.")
 @click.option("--future", default=T.future, show_default=True, help="Future queries whose attention defines importance.")
 @click.option("--splits-per-trace", default=T.splits_per_trace, show_default=True, help="Split points per prompt (the prompt end is one).")
-@click.option("--seed", default=T.seed, show_default=True)
+@seed_option(T.seed)
 @_THREADS
 def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_per_trace, seed, threads):
     """Run the model over task prompts and store keys, values and future-attention importance."""
@@ -74,7 +74,7 @@ def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_
 @click.option("--max-tokens", type=int, default=C.max_tokens, help="Rank a random subset of this many tokens per step (speed).")
 @click.option("--sinks", default=C.sinks, show_default=True)
 @click.option("--window", default=C.window, show_default=True)
-@click.option("--seed", default=C.seed, show_default=True)
+@seed_option(C.seed)
 @_THREADS
 def train_cmd(traces_dir, out_path, steps, permutations, lr, warmup, hidden, depth, max_tokens, sinks, window, seed, threads):
     """Train one MLP per KV head with RLOO; writes the checkpoint and a JSONL log beside it."""

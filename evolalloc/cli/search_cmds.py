@@ -7,12 +7,7 @@ from pathlib import Path
 import click
 
 from evolalloc.cli import main
-
-set_option = click.option(
-    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
-    help="Override a recipe value, e.g. --set optimizer.generations_per_group=1 (repeatable).",
-)
-progress_option = click.option("--progress/--no-progress", default=True, show_default=True, help="Show progress bars.")
+from evolalloc.cli.options import progress_option, set_option
 
 
 @main.command()
@@ -74,10 +69,13 @@ def _seeds(first: str | None, more: tuple[int, ...]) -> list[int] | None:
 @progress_option
 def resume(run, progress):
     """Continue a killed run at the generation it was in (finished evaluations are re-used)."""
-    from evolalloc.pipeline.run import resume_run
+    from evolalloc.pipeline.run import resume_run, run_finished
     from evolalloc.report.summary import show_run
 
-    resume_run(run, progress=progress)
+    if run_finished(run):  # said at once: nothing is loaded
+        click.echo(f"{run} is finished (profiles, comparison and report are all there): nothing to resume")
+    else:
+        resume_run(run, progress=progress)
     click.echo(show_run(run))
 
 
@@ -97,47 +95,22 @@ def evaluate(allocations, recipe_path, run_dir, overrides, split, budget, quiet,
     The split is prefilled once for all of them. Prints each instance's prediction (unless
     --quiet) and, per allocation, the mean score with a 95% bootstrap interval.
     """
-    from evolalloc.core.allocation_file import load_allocation
-    from evolalloc.core.baselines import BASELINES
-    from evolalloc.pipeline.experiment import Experiment
-    from evolalloc.report.stats import bootstrap_mean
-
-    from evolalloc.config.run_folder import CURATION_FILE
+    from evolalloc.pipeline.evaluate import WorkflowError, evaluate_allocations
 
     recipe = _recipe(recipe_path, run_dir, overrides)
-    methods = BASELINES.load_all()
-    # The split is prefilled once with every ranking the named methods need (gates, streaming...).
-    recipe.baselines = list(dict.fromkeys([*recipe.baselines, *(name for name in allocations if name in methods)]))
-    curation = run_dir / CURATION_FILE if run_dir else None  # a run's curated splits, as it used them
     summaries = []
-    # Files are read (and refused) before anything is evaluated; their geometry is checked below.
-    for name in allocations:
-        if name != FULL_CACHE and name not in methods:
-            load_allocation(name)
-    with Experiment(recipe, progress=progress, curation_file=curation) as experiment:
-        for name in allocations:
-            if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
-                chosen = experiment.baseline("uniform", experiment.geometry.max_positions)
-            elif name in methods:
-                chosen = experiment.baseline(name, budget or recipe.budget.target)
-            else:
-                chosen = load_allocation(name, expect_geometry=experiment.geometry)
-            (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
-            if not result.ok:
-                raise click.ClickException(f"evaluation of {name} failed: {result.error}")
+    try:
+        for evaluated in evaluate_allocations(recipe, allocations, split=split, budget=budget, run_dir=run_dir,
+                                              progress=progress):
             if not quiet:
-                for outcome in result.instances:
+                for outcome in evaluated.result.instances:
                     click.echo(f"{outcome.uid:40s} score {outcome.score:.2f}  {outcome.prediction!r}")
-            interval = bootstrap_mean([o.score for o in result.instances], seed=recipe.seed)
-            what = "the full cache" if name == FULL_CACHE else f"c = {chosen.target:g}"
-            summaries.append(f"{name} ({what}, scorer {chosen.scorer}) on {recipe.task_names}/{split}: "
-                             f"mean {interval.mean:.3f}, 95% CI [{interval.low:.3f}, {interval.high:.3f}], n = {interval.n}")
+            summaries.append(evaluated.summary(recipe.task_names, split))
             click.echo(summaries[-1])  # as soon as it is known: a later failure loses nothing printed
+    except WorkflowError as err:
+        raise click.ClickException(str(err)) from None
     if not quiet and len(summaries) > 1:
         click.echo("\n".join(summaries))
-
-
-FULL_CACHE = "full"
 
 
 @main.command()
@@ -148,23 +121,13 @@ FULL_CACHE = "full"
 @progress_option
 def compare(run, baselines, progress):
     """Re-run the held-out comparison of RUN's profiles vs the baselines and rewrite its report."""
+    from evolalloc.pipeline.evaluate import WorkflowError, compare_run
+    from evolalloc.report.summary import show_run
 
-
-    from evolalloc.core.allocation_file import load_allocation
-    from evolalloc.pipeline.experiment import Experiment
-    from evolalloc.pipeline.run import compare as compare_profiles
-    from evolalloc.config.run_folder import CURATION_FILE, load_run_recipe
-    from evolalloc.report.summary import allocation_files, show_run
-
-    recipe = load_run_recipe(run)
-    if baselines is not None:
-        recipe.baselines = _baseline_list(baselines)
-    files = allocation_files(run)
-    if not files:
-        raise click.ClickException(f"{run} has no allocation-c*.json yet: finish the search first (evolalloc resume {run})")
-    with Experiment(recipe, progress=progress, curation_file=run / CURATION_FILE) as experiment:
-        profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
-        compare_profiles(run, recipe, experiment, profiles)
+    try:
+        compare_run(run, baselines=_baseline_list(baselines) if baselines is not None else None, progress=progress)
+    except WorkflowError as err:
+        raise click.ClickException(str(err)) from None
     click.echo(show_run(run))
 
 
@@ -223,7 +186,7 @@ def expansion_floor(source, where: str) -> int:
         scorer = get_scorer(source.scorer, **source.scorer_params)
     except ValueError as err:
         raise UserError(str(err), source=where, field="scorer") from None
-    return max(1, scorer.always_kept)
+    return scorer.min_budget
 
 
 def check_expansion(source, target: float, floor: int, *, where: str, field: str) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from evolalloc import DEFAULT_MODEL
 from evolalloc.cli import main
+from evolalloc.cli.options import model_option, seed_option
 from evolalloc.core.errors import UserError
 
 PROMPT_HEAD = 700
@@ -56,9 +56,9 @@ def tasks(ctx: click.Context) -> None:
 @click.argument("name")
 @click.option("--context-tokens", type=click.IntRange(min=1), default=None, help="Prompt length in the model's tokens.")
 @click.option("--split", type=click.Choice(["search", "heldout"]), default="search", show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@seed_option()
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="A task parameter, e.g. -p needle_type=uuid.")
-@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Whose tokenizer measures lengths.")
+@model_option(help="Whose tokenizer measures lengths.")
 def show(name: str, context_tokens: int | None, split: str, seed: int, params: tuple[str, ...], model: str) -> None:
     """Print one example instance of task NAME: prompt (middle cut), references, metric."""
     import fitness
@@ -100,9 +100,9 @@ def show(name: str, context_tokens: int | None, split: str, seed: int, params: t
 @click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True, help="How many instances.")
 @click.option("--context-tokens", type=click.IntRange(min=1), default=None, help="Prompt length in the model's tokens.")
 @click.option("--split", type=click.Choice(["search", "heldout"]), default="heldout", show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@seed_option()
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="A task parameter, e.g. -p needle_type=uuid.")
-@click.option("--model", default="bundled:smollm2-135m-instruct", show_default=True, help="Whose tokenizer measures lengths.")
+@model_option(help="Whose tokenizer measures lengths.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSONL file to write.")
 def dump(name, count, context_tokens, split, seed, params, model, output) -> None:
     """Write COUNT instances of task NAME as JSONL, one prompt file line each.

@@ -21,11 +21,11 @@ from pathlib import Path
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.config.recipe import Recipe, load_recipe
+from evolalloc.search.checkpoint import CHECKPOINT_NAME as CHECKPOINT_FILE
+from evolalloc.search.checkpoint import LEGACY_CHECKPOINT_NAME as LEGACY_CHECKPOINT_FILE  # older pickles; refused
+from evolalloc.search.checkpoint import STUDY_FILE
 
 RECIPE_FILE = "recipe.yaml"
-STUDY_FILE = "study.db"
-CHECKPOINT_FILE = "search_checkpoint.json"
-LEGACY_CHECKPOINT_FILE = "search_checkpoint.pkl"  # older versions' pickle; refused by resume, never loaded
 COMPARISON_FILE = "comparison.json"
 CURATION_FILE = "curation.json"
 REPORT_FILE = "report.md"
@@ -40,6 +40,15 @@ def allocation_filename(budget: float, method: str = "evolved") -> str:
     label = int(budget) if float(budget).is_integer() else budget
     prefix = "allocation" if method == "evolved" else method
     return f"{prefix}-c{label}.json"
+
+
+def missing_outputs(run_dir: str | Path, recipe: Recipe) -> list[str]:
+    """The files a finished run of ``recipe`` holds that ``run_dir`` lacks (empty: the run is finished).
+
+    The profiles, the comparison and the report are written in that order, the report last.
+    """
+    names = [allocation_filename(budget) for budget in recipe.budgets] + [COMPARISON_FILE, REPORT_FILE]
+    return [name for name in names if not (Path(run_dir) / name).is_file()]
 
 
 def run_folder_path(recipe: Recipe, runs_dir: str | Path = "runs", name: str | None = None) -> Path:

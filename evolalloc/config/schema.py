@@ -19,22 +19,26 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
+from fitness.task import FITNESS_MODES
 from named_registry import UnknownNameError
+from searchspaces.base import GROUP_SIZE_RANGE
 
 from evolalloc import DEFAULT_MODEL
 from evolalloc.core.allocation import EXPANSION_RULES
 from evolalloc.core.baselines import default_baselines
+from evolalloc.core.objective import GAMMA_RANGE, LAM_RANGE
+from evolalloc.core.ranges import range_problem
+from evolalloc.search.config import BUDGET_RULES, CACHE_SCOPES
+from evolalloc.search.config import RANGES as SEARCH_RANGES
 
+# Enumerations and ranges come from the code that owns them (fitness modes from fitness, the
+# search's settings from search.config, lam/gamma from core.objective, group_size from the search
+# space); none of those imports torch or optuna.
 DTYPES = ("float32", "bfloat16")
-CACHE_SCOPES = ("group", "allocation")
-BUDGET_RULES = ("cachescore", "exact")  # the same as evolalloc.search.config.BUDGET_RULES (a test checks)
 # Open vocabularies are checked against their registries (``registry`` rule: "module:NAME"), whose
 # names are listed without importing a plugin, so checking a recipe imports neither optuna nor Ray.
 OPTIMIZER_REGISTRY = "evolalloc.search.optimizers:OPTIMIZERS"
 ENGINE_REGISTRY = "evolalloc.engine.base:ENGINES"
-# What the search climbs (``fitness.mode``); ``compare`` always uses "generate". The evaluator side
-# implements them; these literals keep checking a recipe free of torch.
-FITNESS_MODES = ("generate", "graded", "likelihood")
 # Baselines a search split may be curated against (EvolKV's NIAH protocol): drop what they solve.
 CURATION_REFERENCES = ("uniform",)
 # How the profile is carried to the expansion budgets: one of Allocation.expand's rules, or "search":
@@ -128,7 +132,7 @@ class BudgetSection:
 @dataclass
 class SearchSpaceSection:
     name: str = _rule("layer_groups", help="layer_groups (one budget per layer) or head_groups (per KV head)")
-    group_size: int = _rule(8, min=1, help="n_g: units optimised together, bottom-up")
+    group_size: int = _rule(8, **GROUP_SIZE_RANGE, help="n_g: units optimised together, bottom-up")
     ratio_bounds: list[float] | None = _rule(None, length=2, help="[lo, hi] bounds on k_i / c; null = automatic")
 
 
@@ -136,16 +140,16 @@ class SearchSpaceSection:
 class OptimizerSection:
     name: str = _rule("cma", registry=OPTIMIZER_REGISTRY,
                       help="cma (pycma), optuna-cma, optuna-tpe or random (the control: no adaptation)")
-    sigma0: float = _rule(0.3, min_exclusive=0.0, help="initial CMA-ES step on the ratio k_i / c")
-    popsize: int | None = _rule(None, min=3, help="candidates per generation; null = 4 + floor(3 ln n_g)")
-    generations_per_group: int = _rule(10, min=1, help="M: generations per group")
-    lam: float = _rule(0.3, min=0.0, help="weight of CacheScore in the fitness")
-    gamma: float = _rule(0.2, min_exclusive=0.0, max=1.0, help="discount for staying under the budget")
+    sigma0: float = _rule(0.3, **SEARCH_RANGES["sigma0"], help="initial CMA-ES step on the ratio k_i / c")
+    popsize: int | None = _rule(None, **SEARCH_RANGES["popsize"], help="candidates per generation; null = 4 + floor(3 ln n_g)")
+    generations_per_group: int = _rule(10, **SEARCH_RANGES["generations"], help="M: generations per group")
+    lam: float = _rule(0.3, **LAM_RANGE, help="weight of CacheScore in the fitness")
+    gamma: float = _rule(0.2, **GAMMA_RANGE, help="discount for staying under the budget")
     cache_scope: str = _rule("group", choices=CACHE_SCOPES, help="whose mean budget CacheScore sees")
     budget_rule: str = _rule("cachescore", choices=BUDGET_RULES,
                              help="cachescore: candidates may over/underspend, judged by CacheScore (EvolKV); "
                                   "exact: every candidate completed to c x units before it is evaluated")
-    seed: int | None = _rule(None, min=0, help="optimizer seed; null = the recipe's seed")
+    seed: int | None = _rule(None, **SEARCH_RANGES["seed"], help="optimizer seed; null = the recipe's seed")
     options: dict = _rule(help="passed to the back-end as they are (pycma's CMAOptions, the Optuna sampler's "
                                "arguments)", factory=dict)
 
@@ -267,12 +271,9 @@ def _check_rules(value: Any, rules: dict, path: str) -> None:
         close = difflib.get_close_matches(str(value), rules["choices"], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise FieldProblem(path, f"unknown value {value!r}{hint}; choose one of {', '.join(rules['choices'])}")
-    if "min" in rules and value < rules["min"]:
-        raise FieldProblem(path, f"must be >= {rules['min']}, got {value!r}")
-    if "min_exclusive" in rules and value <= rules["min_exclusive"]:
-        raise FieldProblem(path, f"must be > {rules['min_exclusive']}, got {value!r}")
-    if "max" in rules and value > rules["max"]:
-        raise FieldProblem(path, f"must be <= {rules['max']}, got {value!r}")
+    problem = range_problem(value, rules) if isinstance(value, (int, float)) else None
+    if problem:
+        raise FieldProblem(path, problem)
     if "length" in rules and len(value) != rules["length"]:
         raise FieldProblem(path, f"must have exactly {rules['length']} entries, got {len(value)}")
 

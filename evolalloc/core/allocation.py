@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from evolalloc import __version__
-from evolalloc.core.baselines import methods
+from evolalloc.core.methods import methods
 from evolalloc.core.geometry import ModelGeometry
 from searchspaces.completion import complete_budgets
 

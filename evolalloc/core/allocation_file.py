@@ -24,7 +24,7 @@ import jsonschema
 import numpy as np
 
 from evolalloc.core.allocation import FORMAT, FORMAT_VERSION, Allocation
-from evolalloc.core.baselines import methods
+from evolalloc.core.methods import methods
 from evolalloc.core.fileio import write_atomic
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry

@@ -15,6 +15,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from evolalloc.core.ranges import range_problem
+
+# The objective's knobs (paper: lam > 0, gamma in (0, 1]); lam = 0 turns the bonus off (an ablation).
+# The recipe schema takes these ranges from here.
+LAM_RANGE = {"min": 0.0}
+GAMMA_RANGE = {"min_exclusive": 0.0, "max": 1.0}
+
 
 def _check(name: str, value: float) -> float:
     value = float(value)
@@ -56,10 +63,10 @@ class ObjectiveSettings:
     gamma: float = 0.2
 
     def __post_init__(self):
-        if not (math.isfinite(self.lam) and self.lam >= 0):
-            raise ValueError(f"lam must be >= 0, got {self.lam}")
-        if not (0 < self.gamma <= 1):
-            raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
+        for name, rule in (("lam", LAM_RANGE), ("gamma", GAMMA_RANGE)):
+            problem = range_problem(getattr(self, name), rule)
+            if problem:
+                raise ValueError(f"{name} {problem}")
 
     def cache_score(self, mean_budget: float, target: float) -> float:
         return cache_score(mean_budget, target, self.gamma)

@@ -28,6 +28,7 @@ from evolalloc.engine.base import ENGINES, Engine, EvalResult, InstanceOutcome, 
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
 from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs_batch
 from evolalloc.runtime.model import LoadedModel
+from evolalloc.runtime.positions import positions_beyond
 from evolalloc.runtime.prefill import PrefillRecord, prefill
 from evolalloc.runtime.scorers import Scorer
 from fitness.task import check_fitness_mode
@@ -51,7 +52,7 @@ def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer],
     for instance in tqdm(instances, desc="prefill", unit="prompt", disable=not progress):
         ids, question = tokenize_instance(loaded.tokenizer, instance, question_after_compression)
         limit = loaded.geometry.max_positions
-        if limit and len(ids) + len(question or []) + instance.max_new_tokens > limit:
+        if positions_beyond(limit, len(ids), len(question or []), instance.max_new_tokens):
             raise ValueError(f"instance {instance.uid} needs {len(ids)} prompt tokens, beyond the model's {limit} positions")
         records.append(prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question))
     return records

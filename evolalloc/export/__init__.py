@@ -17,21 +17,6 @@ Each module's docstring has a loading snippet for its target tool.
 
 from __future__ import annotations
 
-from named_registry import Registry
-
-from evolalloc.export.base import Exporter, Rendered, export_allocation, export_text, exporter_for
-
-exporters: Registry = Registry(
-    "export format",
-    base=Exporter,
-    package="evolalloc.export",  # a new format is one file here; the lazy lines list names without imports
-    lazy={
-        "json": "evolalloc.export.json_format",
-        "kvpress": "evolalloc.export.kvpress",
-        "trtllm": "evolalloc.export.trtllm",
-        "curve": "evolalloc.export.curve",
-        "headkv": "evolalloc.export.headkv",
-    },
-)
+from evolalloc.export.base import Exporter, Rendered, export_allocation, export_text, exporter_for, exporters
 
 __all__ = ["Exporter", "Rendered", "exporters", "exporter_for", "export_allocation", "export_text"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from named_registry import Registry, RegistryError
+
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.errors import UserError
 
@@ -52,15 +54,27 @@ class Exporter:
         return UserError(f"cannot export to {self.name}: {reason}", field="format")
 
 
+# The formats (re-exported as ``evolalloc.export.exporters``); here, next to the base class, so that
+# ``exporter_for`` needs no import of the package that imports this module.
+exporters: Registry = Registry(
+    "export format",
+    base=Exporter,
+    package="evolalloc.export",  # a new format is one file here; the lazy lines list names without imports
+    lazy={
+        "json": "evolalloc.export.json_format",
+        "kvpress": "evolalloc.export.kvpress",
+        "trtllm": "evolalloc.export.trtllm",
+        "curve": "evolalloc.export.curve",
+        "headkv": "evolalloc.export.headkv",
+    },
+)
+
+
 def exporter_for(fmt: str, **options) -> Exporter:
     """Build exporter ``fmt`` with ``options`` (those left ``None`` are dropped).
 
     An unknown format or an option the format does not take is a ``UserError``.
     """
-    from named_registry import RegistryError
-
-    from evolalloc.export import exporters
-
     given = {k: v for k, v in options.items() if v is not None}
     try:
         return exporters.create(fmt, **given)

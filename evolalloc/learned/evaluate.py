@@ -96,7 +96,7 @@ def downstream(loaded, task_name: str, scorers, budgets, *, seeds: int, per_seed
         instances = task.instances("heldout", per_seed, seed, context_tokens, loaded.tokenizer)
         records = prefill_instances(loaded, instances, scorers, progress=progress)
         for sc in scorers:
-            usable = [b for b in budgets if b >= max(1, sc.always_kept)]
+            usable = [b for b in budgets if b >= sc.min_budget]
             evaluator = LocalEvaluator(loaded, task, instances, sc, records=records)
             results = evaluator.evaluate([np.full(layers, b) for b in usable])
             for b, result in zip(usable, results):

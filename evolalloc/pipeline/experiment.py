@@ -105,9 +105,29 @@ class Experiment:
             torch.set_num_threads(self.recipe.engine.threads)
         return load_model(self.recipe.model.spec, dtype=self.recipe.model.dtype)
 
-    @property
+    @cached_property
     def geometry(self):
-        return self.loaded.geometry
+        """The model's geometry; read from its config alone until the weights are loaded (the same
+        values), so the cheap checks of a start (search settings, positions) need no model."""
+        if self._parent is not None:
+            return self._parent.geometry
+        if "loaded" in self.__dict__:
+            return self.loaded.geometry
+        from evolalloc.runtime.model import model_geometry
+
+        return model_geometry(self.recipe.model.spec, self.recipe.model.dtype)
+
+    @cached_property
+    def tokenizer(self):
+        """The model's tokenizer, without its weights: instances are generated (and datasets read)
+        before the model is loaded."""
+        if self._parent is not None:
+            return self._parent.tokenizer
+        if "loaded" in self.__dict__:
+            return self.loaded.tokenizer
+        from evolalloc.runtime.model import load_tokenizer
+
+        return load_tokenizer(self.recipe.model.spec)
 
     @cached_property
     def scorer(self) -> Scorer:  # the same for every part: the scorer section is shared
@@ -167,7 +187,7 @@ class Experiment:
 
         section = self.split_section(split)
         try:
-            instances = self.task.instances(split, n, section.seed, self.recipe.task.context_tokens, self.loaded.tokenizer)
+            instances = self.task.instances(split, n, section.seed, self.recipe.task.context_tokens, self.tokenizer)
         except FitnessError as err:
             raise UserError(str(err), source=self.recipe.source, field=f"task.{split}") from None
         self._check_fits(instances)
@@ -210,14 +230,15 @@ class Experiment:
     def _check_fits(self, instances) -> None:
         """Refuse (``UserError`` on ``task.context_tokens``) an instance beyond the model's positions."""
         from evolalloc.engine.local import tokenize_instance
+        from evolalloc.runtime.positions import positions_beyond
 
         limit = self.geometry.max_positions
         if not limit:
             return
         for instance in instances:
-            ids, question = tokenize_instance(self.loaded.tokenizer, instance, self.recipe.task.question_after_compression)
-            needed = len(ids) + len(question or []) + instance.max_new_tokens
-            if needed > limit:
+            ids, question = tokenize_instance(self.tokenizer, instance, self.recipe.task.question_after_compression)
+            needed = positions_beyond(limit, len(ids), len(question or []), instance.max_new_tokens)
+            if needed:
                 raise UserError(f"instance {instance.uid} needs {needed} positions (prompt and answer), beyond the "
                                 f"model's {limit}; choose a shorter context", source=self.recipe.source,
                                 field="task.context_tokens")
@@ -297,5 +318,5 @@ class Experiment:
             raise UserError(str(err), field="baselines") from None
 
     def min_budget(self) -> int:
-        return max(1, self.scorer.always_kept)
+        return self.scorer.min_budget
 

@@ -14,10 +14,12 @@ import time
 from pathlib import Path
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.core.allocation_file import save_allocation
+from evolalloc.core.allocation_file import load_allocation, save_allocation
 from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.pipeline.experiment import Experiment
-from evolalloc.config.run_folder import COMPARISON_FILE, CURATION_FILE, allocation_filename, load_run_recipe
+from evolalloc.config.run_folder import (
+    COMPARISON_FILE, CURATION_FILE, REPORT_FILE, allocation_filename, load_run_recipe, missing_outputs,
+)
 from evolalloc.search import SearchConfig, resume_search, run_search
 from evolalloc.search.loop import open_search
 
@@ -148,9 +150,11 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
                         curation=[c.line() for c in read_curations(run_dir / CURATION_FILE)])
 
 
-def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig, started: float) -> Path:
-    evolved = evolved_allocation(recipe, experiment, result, config)
-    profiles = ship(run_dir, recipe, experiment, evolved)
+def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig, started: float,
+           profiles: dict[float, Allocation] | None = None) -> Path:
+    """Ship (unless ``profiles``, already shipped, are given), compare and report."""
+    if profiles is None:
+        profiles = ship(run_dir, recipe, experiment, evolved_allocation(recipe, experiment, result, config))
     experiment.release("search")  # its prefill records are not needed for the held-out comparison
     rows, methods = compare(run_dir, recipe, experiment, profiles)
     return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started, experiment)
@@ -188,13 +192,44 @@ def run_prepared(prepared, *, progress: bool = True) -> Path:
         return finish(prepared.run_dir, prepared.recipe, experiment, result, config, started)
 
 
+def run_finished(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds every output of its recipe (profiles, comparison, report)."""
+    return not missing_outputs(run_dir, load_run_recipe(run_dir))
+
+
+class _OnFirstUse:
+    """An evaluator made only when a candidate must really be evaluated: resuming a finished
+    search replays stored trials and needs no prefill of its split."""
+
+    def __init__(self, make):
+        self._make, self._evaluator = make, None
+
+    def evaluate(self, budgets):
+        if self._evaluator is None:
+            self._evaluator = self._make()
+        return self._evaluator.evaluate(budgets)
+
+
 def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
-    """Continue a killed run where it stopped (finished trials re-used), then finish it."""
+    """Continue a killed run where it stopped, then finish it; returns the report's path.
+
+    Only what is missing is done again: a finished run (``run_finished``) is returned at once,
+    without loading the model; the search evaluates only the candidates its trial store lacks
+    (the search split is prefilled only if there is one); profiles already shipped are re-used.
+    """
+    run_dir = Path(run_dir)
+    recipe = load_run_recipe(run_dir)
+    missing = missing_outputs(run_dir, recipe)
+    if not missing:
+        return run_dir / REPORT_FILE
     started = time.perf_counter()
     quiet_optuna()
-    recipe = load_run_recipe(run_dir)
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
-        config = search_config(recipe, experiment)
+        config = search_config(recipe, experiment)  # the geometry from the model's config: no weights yet
         opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
-        result = opened.run(experiment.search_evaluator(), progress=progress)
-        return finish(run_dir, recipe, experiment, result, config, started)
+        result = opened.run(_OnFirstUse(experiment.search_evaluator), progress=progress)
+        profiles = None
+        if not any(name in missing for name in map(allocation_filename, recipe.budgets)):
+            profiles = {float(budget): load_allocation(run_dir / allocation_filename(budget), expect_geometry=experiment.geometry)
+                        for budget in recipe.budgets}
+        return finish(run_dir, recipe, experiment, result, config, started, profiles)

@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 from typing import Callable, Sequence
 
-from evolalloc.config.run_folder import COMPARISON_FILE, REPORT_FILE, allocation_filename, load_run_recipe
+from evolalloc.config.run_folder import COMPARISON_FILE, allocation_filename, load_run_recipe
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.report.comparison import load_comparison
@@ -40,16 +40,12 @@ def seeded_recipe(recipe, seed: int, base: str):
     return seeded
 
 
-def _finished(run_dir: Path) -> bool:
-    return (run_dir / COMPARISON_FILE).is_file() and (run_dir / REPORT_FILE).is_file()
-
-
 def search_seeds(
     recipe, seeds: Sequence[int], runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True,
     echo: Callable[[str], None] = print,
 ) -> Path:
     """Run (or resume, or re-use) one search per seed, then write the summary; returns its folder."""
-    from evolalloc.pipeline.run import resume_run, run_prepared
+    from evolalloc.pipeline.run import resume_run, run_finished, run_prepared
     from evolalloc.pipeline.start import prepare_run
 
     if not seeds:
@@ -70,7 +66,7 @@ def search_seeds(
         if stored.to_dict() != seeded.to_dict():
             raise UserError("this folder holds a run of another recipe; pass another --name or delete it",
                             source=str(run_dir))
-        if _finished(run_dir):
+        if run_finished(run_dir):
             echo(f"seed {seed}: finished run {run_dir}, re-used")
         else:  # prepare_run creates folder, study and first checkpoint together: resume finds them
             echo(f"seed {seed}: resuming {run_dir}")

@@ -1,10 +1,13 @@
 """Starting a run: check everything it needs, and only then create its folder.
 
 ``prepare_run`` is the one start-up path (the ``search`` command, and a service that starts runs,
-call it). A start refused for bad input leaves nothing behind: the recipe is validated, the
-model's config read (``task.context_tokens`` must fit its positions), the model loaded, both
-splits' instances generated (and each checked to fit), the search settings built and an external
-trial store opened and checked — all before anything is written. Then the folder is claimed
+call it). A start refused for bad input leaves nothing behind, and is refused as early as it can
+be: checks run in order of cost. First what needs no model weights — the run name, the model's
+config (``task.context_tokens`` must fit its positions), the scorers, the search settings (built
+on the geometry from the config) and an external trial store opened and checked (reachable, the
+study name free); then each uncurated split's instances (the dataset read, with the tokenizer
+only, and each instance checked to fit); then the model loaded; then the curated splits (judged
+with the model) — all before anything is written. Then the folder is claimed
 (``mkdir``, atomic), ``recipe.yaml`` written and the study and first checkpoint created; if any
 of these few writes fails, the folder (and the study, if it was created) is removed again.
 
@@ -24,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evolalloc.core.errors import UserError
-from evolalloc.pipeline.experiment import Experiment
+from evolalloc.pipeline.experiment import DRAWN, Experiment
 from evolalloc.search.config import SearchConfig
+
+SPLITS = ("search", "heldout")
 
 
 @dataclass
@@ -56,6 +61,7 @@ def blamed_on(recipe):
 def check_context_fits(recipe) -> None:
     """``task.context_tokens`` against the model's positions, from the model's config alone."""
     from evolalloc.runtime.model import model_geometry
+    from evolalloc.runtime.positions import positions_beyond
 
     try:
         limit = model_geometry(recipe.model.spec, recipe.model.dtype).max_positions
@@ -67,7 +73,7 @@ def check_context_fits(recipe) -> None:
     for i, entry in enumerate(recipe.task_entries):  # task, or each of tasks
         context = entry.context_tokens
         where = f"tasks[{i}].context_tokens" if recipe.multi_task else "task.context_tokens"
-        if limit and context is not None and context >= limit:
+        if context is not None and positions_beyond(limit, context, answer=1):  # room for one answer token at least
             raise UserError(f"{context} tokens do not fit the model's {limit} positions ({recipe.model.spec}); "
                             f"choose fewer than {limit}", source=recipe.source, field=where)
 
@@ -93,15 +99,25 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
         source = recipe.source
         recipe = dataclasses.replace(recipe, name=name)
         recipe.source = source
+    # Cheapest first: the model's config, the names, the ranges and the trial store (seconds), then
+    # the datasets (the tokenizer only), then the model's weights, then curation (prefill + decoding).
     check_context_fits(recipe)
     experiment = Experiment(recipe, progress=progress)
     experiment.scorers  # noqa: B018 - builds (and checks) the scorers
-    for split in ("search", "heldout"):
-        experiment.instances(split)  # loads the model, generates and checks the instances
     with blamed_on(recipe):
-        config = search_config(recipe, experiment)
+        config = search_config(recipe, experiment)  # the geometry from the model's config alone
         if config.storage:
             check_study_name_free(config.storage, config.study_name)
+    curated = []
+    for _, _, part in experiment.parts:
+        for split in SPLITS:
+            if part.split_section(split).curate.active:
+                curated.append((part, split))
+                split += DRAWN  # the candidates need no model; judging them does
+            part.instances(split)  # reads the dataset, checks each instance fits the positions
+    experiment.loaded  # noqa: B018 - the weights: a model that cannot load is refused before the folder exists
+    for part, split in curated:
+        part.instances(split)  # judges the drawn candidates with the model
     run_dir = create_run_folder(recipe, runs_dir, name)
     try:
         start_search(run_dir, config).close()  # run_prepared opens it again, like resume

@@ -39,7 +39,7 @@ def validate_budgets(budgets, num_layers: int, num_kv_heads: int, scorer: Scorer
     array = array.astype(np.int64)
     if np.any(array < 0):
         raise ValueError(f"budgets must be >= 0; got {int(array.min())}")
-    floor = max(1, scorer.always_kept if scorer is not None else 1)
+    floor = scorer.min_budget if scorer is not None else 1
     if np.any(array < floor):
         what = f"scorer {scorer.name!r} always keeps {scorer.always_kept} tokens (sinks + window)" if scorer else "each head needs at least one token"
         raise ValueError(f"budgets must be >= {floor}: {what}; got a budget of {int(array.min())}")

@@ -34,6 +34,7 @@ from evolalloc.core.errors import UserError
 from evolalloc.runtime.compress import validate_budgets
 from evolalloc.runtime.decode import DecodeSettings, build_cache, decode_batch, eos_ids_of
 from evolalloc.runtime.memory import CacheMemory, cache_memory
+from evolalloc.runtime.positions import positions_beyond
 from evolalloc.runtime.prefill import prefill
 from evolalloc.runtime.sampling import row_generator
 from evolalloc.runtime.scorers import Scorer, get_scorer
@@ -175,8 +176,8 @@ def generate(
     for i, (ids, question) in enumerate(encoded):
         if not ids:
             raise UserError(f"prompt {i} is empty", field="prompts")
-        needed = len(ids) + len(question or []) + max_new_tokens
-        if geometry.max_positions and needed > geometry.max_positions:
+        needed = positions_beyond(geometry.max_positions, len(ids), len(question or []), max_new_tokens)
+        if needed:
             raise UserError(f"prompt {i} needs {needed} positions (prompt + answer), beyond the model's {geometry.max_positions}",
                             field="prompts")
     settings = DecodeSettings(max_new_tokens=max_new_tokens, stop=tuple(stop), eos_ids=eos_ids_of(model, tokenizer),

@@ -28,6 +28,7 @@ from evolalloc.search.config import SearchConfig
 
 CHECKPOINT_NAME = "search_checkpoint.json"
 LEGACY_CHECKPOINT_NAME = "search_checkpoint.pkl"
+STUDY_FILE = "study.db"  # the default trial store (SQLite), next to the checkpoint in the run folder
 FORMAT = "evolalloc.search_checkpoint"
 FORMAT_VERSION = 2  # version 1 was the pickle
 

@@ -15,11 +15,16 @@ from searchspaces import SearchSpace, get_search_space
 
 from evolalloc.core.errors import UserError
 from evolalloc.core.objective import ObjectiveSettings
+from evolalloc.core.ranges import range_problem
 from evolalloc.search.optimizers import check_optimizer_options
+from evolalloc.search.optimizers.base import POPSIZE_RANGE
 
+# The enumerations and ranges of the search's own settings: checked here, and taken from here by
+# the recipe schema (lam/gamma belong to core.objective, group_size to the search space).
 CACHE_SCOPES = ("group", "allocation")
 # cachescore: EvolKV as published; exact: every candidate completed to c * units before evaluation.
 BUDGET_RULES = ("cachescore", "exact")
+RANGES = {"generations": {"min": 1}, "popsize": POPSIZE_RANGE, "sigma0": {"min_exclusive": 0.0}, "seed": {"min": 0}}
 
 
 def default_popsize(n_units: int) -> int:
@@ -107,18 +112,15 @@ class SearchConfig:
 
     def __post_init__(self):
         check_optimizer_options(self.optimizer, self.optimizer_options)
-        if self.generations < 1:
-            raise UserError(f"must be >= 1, got {self.generations}", field="generations")
-        if self.popsize is not None and self.popsize < 3:
-            raise UserError(f"must be >= 3 (CMA-ES needs a population), got {self.popsize}", field="popsize")
-        if not (math.isfinite(self.sigma0) and self.sigma0 > 0):
-            raise UserError(f"must be a positive number, got {self.sigma0}", field="sigma0")
+        for name, rule in RANGES.items():
+            value = getattr(self, name)
+            problem = None if value is None else range_problem(value, rule)  # popsize None: EvolKV's formula
+            if problem:
+                raise UserError(problem, field=name)
         if self.cache_scope not in CACHE_SCOPES:
             raise UserError(f"must be one of {', '.join(CACHE_SCOPES)}, got {self.cache_scope!r}", field="cache_scope")
         if self.budget_rule not in BUDGET_RULES:
             raise UserError(f"must be one of {', '.join(BUDGET_RULES)}, got {self.budget_rule!r}", field="budget_rule")
-        if self.seed < 0:
-            raise UserError(f"must be >= 0, got {self.seed}", field="seed")
         if not self.study_name:
             raise UserError("must not be empty", field="study_name")
         try:

@@ -38,13 +38,12 @@ from evolalloc.engine.base import Evaluator
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import follow_umask
 from evolalloc.search.checkpoint import (
-    Checkpoint, checkpoint_path, has_checkpoint, legacy_checkpoint_path, load_checkpoint, refuse_legacy, save_checkpoint,
+    STUDY_FILE, Checkpoint, checkpoint_path, has_checkpoint, legacy_checkpoint_path, load_checkpoint, refuse_legacy,
+    save_checkpoint,
 )
 from evolalloc.search.config import SearchConfig
 from evolalloc.search.groupwise import GroupwiseAlgorithm, group_seed  # noqa: F401 - group_seed re-exported
 from evolalloc.search.store import TrialRecord, TrialStore, display_url
-
-STUDY_FILE = "study.db"
 
 
 @dataclass

@@ -188,7 +188,7 @@ def _write_result(path: Path, run_dir: Path) -> None:
 
     recipe = load_run_recipe(run_dir)
     scorer = get_scorer(recipe.scorer.name, **recipe.scorer.params)
-    write_atomic(path, json.dumps({"min_budget": max(1, scorer.always_kept)}))
+    write_atomic(path, json.dumps({"min_budget": scorer.min_budget}))
 
 
 if __name__ == "__main__":

@@ -107,3 +107,13 @@ def test_an_unknown_task_is_the_one_registry_error_type_and_a_fitness_error():
 def test_fitness_imports_nothing_from_evolalloc():
     code = "import sys, fitness; bad = [m for m in sys.modules if m.split('.')[0] == 'evolalloc']; assert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_tasks_and_metrics_are_found_by_file_with_no_import_list():
+    # Importing fitness imports no task or metric file; asking for a name finds its file.
+    code = ("import sys, fitness\n"
+            "files = lambda: sorted(m for m in sys.modules if m.startswith(('fitness.tasks.', 'fitness.metrics.')))\n"
+            "assert files() in ([], ['fitness.metrics.normalize']), files()\n"
+            "fitness.get_task('passkey'); fitness.get_metric('qa_f1')\n"
+            "assert {'fitness.tasks.passkey', 'fitness.metrics.qa'} <= set(files()), files()\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,63 +9,25 @@ import httpx
 import pytest
 import yaml
 
+from evolalloc.bench.server import ServeProcess, free_port  # noqa: F401 - free_port: for the cluster tests
+
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdef"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class ServiceProcess:
-    """``evolalloc serve`` in its own process; ``kill()`` is a SIGKILL, ``start()`` starts it again."""
+class ServiceProcess(ServeProcess):
+    """``evolalloc serve`` in its own process (``evolalloc.bench.server``), with a client and a job
+    waiter; ``kill()`` is a SIGKILL, ``start()`` starts it again."""
 
     def __init__(self, runs_dir: Path, *, max_jobs: int = 1, token: str | None = None, extra: tuple = (),
                  model_roots: tuple | None = None):
-        self.runs_dir = runs_dir
         # Recipes may only name models inside a --model-root: by default the session's temp
         # folder, which holds the tiny model (runs_dir is <session temp>/<test>/runs).
         self.model_roots = (runs_dir.parent.parent,) if model_roots is None else model_roots
-        self.max_jobs = max_jobs
-        self.token = token
-        self.extra = extra
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen | None = None
-        self.log = runs_dir.parent / f"service-{self.port}.log"
-
-    def start(self) -> ServiceProcess:
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-        env.pop("EVOLALLOC_SERVICE_TOKEN", None)
-        if self.token:
-            env["EVOLALLOC_SERVICE_TOKEN"] = self.token
-        command = [sys.executable, "-m", "evolalloc", "serve", "--port", str(self.port), "--runs-dir", str(self.runs_dir),
-                   "--max-jobs", str(self.max_jobs), *(f"--model-root={root}" for root in self.model_roots), *self.extra]
-        self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the service exited: {self.log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise RuntimeError("the service did not answer within 60 s")
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        port = free_port()
+        super().__init__(runs_dir, log=runs_dir.parent / f"service-{port}.log", max_jobs=max_jobs, token=token,
+                         extra=(*(f"--model-root={root}" for root in self.model_roots), *extra),
+                         port=port, cwd=REPO, start_timeout=60)
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}

@@ -9,6 +9,7 @@ import numpy as np
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.geometry import ModelGeometry
+from evolalloc.core.methods import BASELINES
 
 
 @dataclass
@@ -112,3 +113,10 @@ class Baseline:
             budgets=self.budgets(geometry, target, reserved=reserved, granularity=granularity),
             provenance={**(provenance or {}), "method": self.name, **self.provenance(reserved=reserved)},
         )
+
+
+def register_baseline(cls: type[Baseline]) -> type[Baseline]:
+    """Class decorator: register a ``Baseline`` subclass under its ``name`` class attribute."""
+    if not (isinstance(cls, type) and issubclass(cls, Baseline)) or not cls.name:
+        raise TypeError(f"a baseline must be a Baseline subclass with a name, got {cls!r}")
+    return BASELINES.register(cls.name)(cls)

@@ -34,7 +34,7 @@ class BudgetAdapter:
     def adapt(self, record, budgets: np.ndarray, scorer: Scorer) -> np.ndarray:
         """int64 ``[num_layers, num_kv_heads]`` for ``record`` from validated ``budgets`` (same shape).
 
-        Each result is >= ``max(1, scorer.always_kept)`` (validation runs again afterwards).
+        Each result is >= ``scorer.min_budget`` (validation runs again afterwards).
         """
         raise NotImplementedError
 

@@ -34,7 +34,7 @@ class AdaKV(BudgetAdapter):
     def adapt(self, record, budgets, scorer):
         scores = record_scores(record, scorer)
         layers, heads = budgets.shape
-        least = max(1, scorer.always_kept)
+        least = scorer.min_budget
         out = np.empty_like(budgets)
         for layer in range(layers):
             total = int(budgets[layer].sum())

@@ -85,7 +85,7 @@ class Cake(BudgetAdapter):
                              "observation window (e.g. snapkv)")
         layers, heads = budgets.shape
         total = int(budgets.sum())
-        floor = max(1, scorer.always_kept)
+        floor = scorer.min_budget
         cap = max(record.length, floor)
         # One budget per layer for all its heads, summing to c * L; an indivisible total (a
         # head-granularity allocation) leaves < H tokens, given to the most preferred layer's first heads.

@@ -21,5 +21,5 @@ class GlobalTopK(BudgetAdapter):
     def adapt(self, record, budgets, scorer):
         scores = record_scores(record, scorer)
         layers, heads = budgets.shape
-        counts = top_with_floor(scores.reshape(layers * heads, -1), max(1, scorer.always_kept), int(budgets.sum()))
+        counts = top_with_floor(scores.reshape(layers * heads, -1), scorer.min_budget, int(budgets.sum()))
         return counts.reshape(layers, heads)

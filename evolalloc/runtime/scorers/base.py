@@ -67,6 +67,12 @@ class Scorer:
     def always_kept(self) -> int:
         return self.sinks + self.window
 
+    @property
+    def min_budget(self) -> int:
+        """The least budget a (layer, KV head) may get with this scorer: its always-kept tokens, and
+        one token at least (an empty head has nothing to attend to)."""
+        return max(1, self.always_kept)
+
     def params(self) -> dict:
         """The scorer's settings, for provenance in allocation files."""
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -20,6 +20,11 @@ import numpy as np
 from named_registry import Registry, UnknownNameError
 
 from evolalloc.core.errors import UserError
+from evolalloc.core.ranges import range_problem
+
+# CMA-ES needs a population of 3 at least; every back-end shares the interface, so the rule is here
+# (the recipe schema takes it from here).
+POPSIZE_RANGE = {"min": 3}
 
 
 class AskTellOptimizer(ABC):
@@ -45,8 +50,9 @@ class AskTellOptimizer(ABC):
             raise ValueError("an optimizer needs at least one dimension")
         if np.any(self.lower >= self.upper):
             raise ValueError(f"bounds must satisfy lower < upper, got {bounds}")
-        if popsize < 3:
-            raise ValueError(f"popsize must be >= 3, got {popsize}")
+        problem = range_problem(popsize, POPSIZE_RANGE)
+        if problem:
+            raise ValueError(f"popsize {problem}")
         self.sigma0 = float(sigma0)
         self.popsize = int(popsize)
         self.seed = int(seed)

@@ -1,0 +1,60 @@
+"""The methods an allocation may come from: ``evolved`` (a search) and the registered baselines.
+
+The registry of baselines lives here, outside the ``baselines`` package, because an
+``Allocation`` checks its ``provenance.method`` against it while every baseline file builds
+``Allocation``s: with the registry here, ``allocation -> methods`` and ``baselines -> allocation``
+are both one-way. The registry imports the package's files itself the first time it needs them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from named_registry import Registry
+
+if TYPE_CHECKING:
+    from evolalloc.core.baselines.base import Baseline
+
+#: The method of a searched profile; every other method is a registered baseline.
+EVOLVED = "evolved"
+
+# Found by file: each module of ``evolalloc.core.baselines`` registers its baseline when imported.
+BASELINES: Registry[type["Baseline"]] = Registry("baseline", package="evolalloc.core.baselines")
+
+
+def baseline_names() -> list[str]:
+    """Every baseline, in table order (each one's ``order``, then its name)."""
+    return ordered(BASELINES.load_all())
+
+
+def default_baselines() -> list[str]:
+    """The baselines a recipe compares with when it names none (each one's ``default``)."""
+    known = BASELINES.load_all()
+    return [name for name in ordered(known) if known[name].default]
+
+
+def methods() -> tuple[str, ...]:
+    """Every ``provenance.method`` an allocation may have: ``evolved``, then the baselines."""
+    return (EVOLVED, *baseline_names())
+
+
+def make_baseline(name: str, **params) -> "Baseline":
+    """Baseline ``name`` built with its parameters (``UnknownNameError`` with did-you-mean)."""
+    return BASELINES.create(name, **params)
+
+
+def ordered(names: Iterable[str]) -> list[str]:
+    """``names`` in table order: evolved, the baselines by their ``order``, then anything else."""
+    known = BASELINES.load_all()
+
+    def key(name: str) -> tuple:
+        if name == EVOLVED:
+            return (0, 0, "")
+        if name in known:
+            return (1, known[name].order, name)
+        return (2, 0, name)
+
+    return sorted(names, key=key)
+
+
+__all__ = ["BASELINES", "EVOLVED", "baseline_names", "default_baselines", "make_baseline", "methods", "ordered"]

@@ -1,0 +1,95 @@
+"""The ``evaluate`` and ``compare`` workflows: the CLI parses options and prints what these give.
+
+``evaluate_allocations`` scores allocation files, registered methods at a budget, or the full
+cache on one split of a recipe's task (the split prefilled once for all of them), yielding each
+result as soon as it is known. ``compare_run`` re-runs a finished run's held-out comparison and
+rewrites its ``comparison.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from evolalloc.core.allocation import Allocation
+from evolalloc.engine.base import EvalResult
+
+#: The allocation name ``evaluate`` takes for the uncompressed cache.
+FULL_CACHE = "full"
+
+
+class WorkflowError(RuntimeError):
+    """A workflow that cannot go on (an evaluation failed, a run has nothing to compare yet)."""
+
+
+@dataclass
+class Evaluated:
+    """One allocation scored on a split: what was evaluated, its result, and its mean with a 95%
+    bootstrap interval (``report.stats.Interval``)."""
+
+    name: str
+    allocation: Allocation
+    result: EvalResult
+    interval: object
+
+    def summary(self, task: str, split: str) -> str:
+        what = "the full cache" if self.name == FULL_CACHE else f"c = {self.allocation.target:g}"
+        i = self.interval
+        return (f"{self.name} ({what}, scorer {self.allocation.scorer}) on {task}/{split}: "
+                f"mean {i.mean:.3f}, 95% CI [{i.low:.3f}, {i.high:.3f}], n = {i.n}")
+
+
+def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout", budget: float | None = None,
+                         run_dir: Path | None = None, progress: bool = True) -> Iterator[Evaluated]:
+    """Score each of ``names`` (an allocation file, a registered method at ``budget`` — default the
+    recipe's target — or ``FULL_CACHE``) on ``split``; yields each as soon as it is scored.
+
+    Every file is read (and a bad one refused) before anything is evaluated; a failed evaluation
+    is a ``WorkflowError``. ``run_dir``: a run's curated splits are used as it used them.
+    """
+    from evolalloc.config.run_folder import CURATION_FILE
+    from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.core.baselines import BASELINES
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.report.stats import bootstrap_mean
+
+    methods = BASELINES.load_all()
+    # The split is prefilled once with every ranking the named methods need (gates, streaming...).
+    recipe.baselines = list(dict.fromkeys([*recipe.baselines, *(name for name in names if name in methods)]))
+    curation = run_dir / CURATION_FILE if run_dir else None
+    for name in names:
+        if name != FULL_CACHE and name not in methods:
+            load_allocation(name)  # refused here, before any prefill; the geometry is checked below
+    with Experiment(recipe, progress=progress, curation_file=curation) as experiment:
+        for name in names:
+            if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
+                chosen = experiment.baseline("uniform", experiment.geometry.max_positions)
+            elif name in methods:
+                chosen = experiment.baseline(name, budget or recipe.budget.target)
+            else:
+                chosen = load_allocation(name, expect_geometry=experiment.geometry)
+            (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
+            if not result.ok:
+                raise WorkflowError(f"evaluation of {name} failed: {result.error}")
+            yield Evaluated(name, chosen, result, bootstrap_mean([o.score for o in result.instances], seed=recipe.seed))
+
+
+def compare_run(run_dir: Path, *, baselines: list[str] | None = None, progress: bool = True) -> None:
+    """Re-run the held-out comparison of ``run_dir``'s shipped profiles against ``baselines``
+    (default: its recipe's) and rewrite its ``comparison.json``."""
+    from evolalloc.config.run_folder import CURATION_FILE, load_run_recipe
+    from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.run import compare
+    from evolalloc.report.summary import allocation_files
+
+    recipe = load_run_recipe(run_dir)
+    if baselines is not None:
+        recipe.baselines = baselines
+    files = allocation_files(run_dir)
+    if not files:
+        raise WorkflowError(f"{run_dir} has no allocation-c*.json yet: finish the search first (evolalloc resume {run_dir})")
+    with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
+        profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
+        compare(run_dir, recipe, experiment, profiles)
