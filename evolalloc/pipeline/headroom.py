@@ -17,6 +17,7 @@ from evolalloc.pipeline.experiment import Experiment
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
 SPLIT = "search"  # never "heldout": see the module docstring
+ROOM = 0.05  # a gap to the full cache wider than this is room for a search to win
 
 
 @dataclass
@@ -40,11 +41,12 @@ class Headroom:
             cells = "  ".join(f"{'-' if row[c] is None else format(row[c], '.3f'):>6}" for c in self.budgets)
             out.append(f"{name:<{width}}  {cells}  {self.full:6.3f}")
         for name, row in self.scores.items():
-            below = [c for c in self.budgets if row[c] is not None and row[c] < self.full]
-            gap = max(((self.full - row[c], c) for c in below), default=None)
-            skipped = [c for c in self.budgets if row[c] is None]
-            note = f"widest gap to the full cache {gap[0]:.3f} at c = {gap[1]}" if gap else "never below the full cache"
-            if skipped:
+            room = [c for c in self.budgets if row[c] is not None and self.full - row[c] > ROOM + 1e-9]
+            close = [c for c in self.budgets if row[c] is not None and self.full - row[c] <= ROOM + 1e-9]
+            note = f"room (more than {ROOM} below the full cache) at c = {', '.join(map(str, room))}" if room else "no room at any c"
+            if close:
+                note += f"; within {ROOM} of it at c = {', '.join(map(str, close))}"
+            if any(row[c] is None for c in self.budgets):
                 note += f"; '-': c below the {self.always_kept[name]} tokens it always keeps"
             out.append(f"{name}: {note}")
         return out
@@ -80,7 +82,8 @@ def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, pro
         first = next(iter(scorers.values()))
         full_alloc = allocation(first, geometry.max_positions)  # every unit keeps every position
         (full,) = _run(experiment, first, [full_alloc])
-        result = Headroom(task=recipe.task_names, n=len(experiment.instances(SPLIT)), budgets=list(budgets), full=full)
+        params = ", ".join(f"{k}: {v}" for k, v in recipe.task.params.items())
+        result = Headroom(task=recipe.task_names + (f" ({params})" if params else ""), n=len(experiment.instances(SPLIT)), budgets=list(budgets), full=full)
         for name, scorer in scorers.items():
             usable = [c for c in budgets if c >= max(1, scorer.always_kept)]
             values = _run(experiment, scorer, [allocation(scorer, c) for c in usable])
