@@ -50,6 +50,9 @@ class Experiment:
         self._records: dict[str, list] = {}
         self._instances: dict[str, list] = {}
         self._engine: Engine | None = None
+        #: Scorers ranked at prefill besides the recipe's and the baselines' (``pipeline/headroom.py``);
+        #: set before the first ``records`` call.
+        self.extra_scorers: list[Scorer] = []
 
     def __enter__(self) -> "Experiment":
         return self
@@ -157,6 +160,8 @@ class Experiment:
             if declared is not None:
                 extra = get_scorer(declared[0], **declared[1])
                 scorers.setdefault(extra.key, extra)
+        for extra in self.extra_scorers:
+            scorers.setdefault(extra.key, extra)
         return list(scorers.values())
 
     def split_section(self, split: str):

@@ -1,6 +1,7 @@
-"""Haystacks for needle tasks: the classic repeated noise sentences, or the text files of a
-directory (Paul Graham essay style). A haystack is a sequence of pieces (noise sentences, or the
-words of the files) that can be cut to any size; needles go in at sentence boundaries."""
+"""Haystacks for needle tasks: the classic repeated noise sentences, the text files of a
+directory (Paul Graham essay style), or the bundled public-domain prose (``prose.py``). A haystack
+is a sequence of pieces (noise sentences, or words) that can be cut to any size; needles go in at
+sentence boundaries."""
 
 from __future__ import annotations
 
@@ -32,6 +33,19 @@ class Haystack:
     def contains(self, text: str) -> bool:
         """Whether ``text`` occurs anywhere in the haystack source (case-insensitive)."""
         raise NotImplementedError
+
+    def view(self, split: str) -> "Haystack":
+        """The haystack an instance of ``split`` reads. Only the prose haystack keeps the splits'
+        text apart; the others serve every split from one source."""
+        return self
+
+    def draw_offset(self, rng) -> int:
+        """Where an instance's haystack starts, drawn when it is drafted (its split unknown)."""
+        return 0
+
+    def resolve(self, offset: int) -> int:
+        """The piece index ``pieces`` starts from for a drawn ``offset`` (on the split's view)."""
+        return offset
 
     def insert(self, pieces: list[str], needles: list[tuple[float, str]]) -> str:
         """Join ``pieces`` with each needle inserted at its depth (0 = start, 1 = end), moved to
@@ -80,6 +94,9 @@ class DirectoryHaystack(Haystack):
         """Word indices that begin a sentence (where a haystack may start)."""
         return [0] + [i + 1 for i, w in enumerate(self.words[:-1]) if _SENTENCE_END.search(w)]
 
+    def draw_offset(self, rng) -> int:
+        return rng.choice(self.sentence_starts())
+
 
 @lru_cache(maxsize=8)
 def _load_directory(directory: str) -> tuple[list[str], str]:
@@ -98,7 +115,3 @@ def _load_directory(directory: str) -> tuple[list[str], str]:
     if len(words) < 50:
         raise FitnessDataError(f"only {len(words)} words in all; a haystack needs at least 50", file=directory, field="haystack_dir")
     return words, " ".join(words).lower()
-
-
-def make_haystack(haystack_dir: str | None) -> Haystack:
-    return DirectoryHaystack(haystack_dir) if haystack_dir else NoiseHaystack()

@@ -1,9 +1,11 @@
-"""Needle in a haystack over the user's own text (Kamradt style): a needle sentence hidden in the
-``.txt`` files of a directory, a retrieval question, keyword-recall scoring, and a grid of
-depths x lengths for a heat-map (each instance's metadata holds its ``depth`` and ``target_tokens``).
+"""Needle in a haystack (Kamradt style): a needle sentence hidden in the ``.txt`` files of a
+directory (``haystack_dir``) or in the bundled public-domain prose (``haystack: prose``), a
+retrieval question, keyword-recall scoring, and a grid of depths x lengths for a heat-map (each
+instance's metadata holds its ``depth`` and ``target_tokens``).
 
-Search and held-out instances start the haystack at different sentences (even / odd sentence
-starts of the corpus), so the two splits never share a prompt.
+With a directory, search and held-out instances start the haystack at different sentences (even /
+odd sentence starts of the corpus), so the two splits never share a prompt. With the prose, each
+split reads only its own passages, so held-out text is never seen by the search.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from fitness.instance import Instance
 from fitness.registry import get_metric, register_task
 from fitness.splits import check_split, rng_for
 from fitness.task import Task
-from fitness.tasks.haystack import DirectoryHaystack
+from fitness.tasks.haystacks import make_haystack
 from fitness.tokens import check_prompt_style, count_tokens, fit_to_length, render, require_tokenizer
 
 DEFAULT_NEEDLE = "The best thing to do in San Francisco is eat a sandwich and sit in Dolores Park on a sunny day."
@@ -28,12 +30,13 @@ DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 class Niah(Task):
     metric = "keyword_recall"  # configurable: any registered metric
     version = 1
-    description = "needle in a haystack of your own .txt files; depths x lengths grid, keyword recall"
+    description = "needle in a haystack of your own .txt files or the bundled prose; depths x lengths grid, keyword recall"
 
     def __init__(
         self,
         *,
         haystack_dir: str | None = None,
+        haystack: str | None = None,
         needle: str = DEFAULT_NEEDLE,
         question: str = DEFAULT_QUESTION,
         keywords: Sequence[str] | str | None = None,
@@ -44,8 +47,8 @@ class Niah(Task):
         max_new_tokens: int = 32,
         prompt_style: str = "raw",
     ):
-        if not haystack_dir:
-            raise FitnessError("task 'niah' needs haystack_dir: a directory of .txt files")
+        if not haystack_dir and haystack != "prose":
+            raise FitnessError("task 'niah' needs haystack_dir (a directory of .txt files) or haystack: prose")
         if keywords is None:
             if needle != DEFAULT_NEEDLE:
                 raise FitnessError("task 'niah' with a custom needle needs keywords (the words an answer must contain)")
@@ -57,9 +60,9 @@ class Niah(Task):
             raise FitnessError("task 'niah' needs at least one keyword")
         if not depths or any(not 0.0 <= d <= 1.0 for d in depths):
             raise FitnessError(f"niah depths must lie in [0, 1], got {list(depths)}")
-        self.haystack = DirectoryHaystack(haystack_dir)
+        self.haystack = make_haystack(haystack_dir, haystack or "noise")
         if self.haystack.contains(needle):
-            raise FitnessError("the needle already occurs in the haystack files; choose another needle")
+            raise FitnessError("the needle already occurs in the haystack text; choose another needle")
         self.needle, self.question, self.answer_prefix = needle, question, answer_prefix
         self.depths, self.lengths = tuple(depths), tuple(int(x) for x in lengths)
         self.metric = get_metric(metric).name
@@ -82,7 +85,11 @@ class Niah(Task):
     def instances(self, split: str, n: int, seed: int, context_tokens: int | None, tokenizer) -> list[Instance]:
         check_split(split)
         require_tokenizer(tokenizer, self.name)
-        starts = self.haystack.sentence_starts()[(0 if split == "search" else 1) :: 2]
+        hay = self.haystack.view(split)
+        if hay is self.haystack:  # one text for both splits: they start at alternate sentences
+            starts = hay.sentence_starts()[(0 if split == "search" else 1) :: 2]
+        else:  # the prose: this split's passages only
+            starts = hay.sentence_starts()
         if not starts:
             raise FitnessError(f"the haystack has too few sentences for a {split} split")
         cells = self.grid(context_tokens)
@@ -92,7 +99,7 @@ class Niah(Task):
             offset = rng_for(self.name, split, seed, index).choice(starts)
 
             def assemble(size: int) -> tuple[str, str]:
-                text = self.haystack.insert(self.haystack.pieces(size, offset), [(depth, self.needle)])
+                text = hay.insert(hay.pieces(size, offset), [(depth, self.needle)])
                 return render(self.prompt_style, tokenizer, text + "\n", f"Question: {self.question}", self.answer_prefix)
 
             context, question = fit_to_length(

@@ -1,7 +1,7 @@
 """RULER's needle-in-a-haystack family (Hsieh et al., 2024), generated locally.
 
 Needles read "One of the special magic numbers for <key> is: <value>." in a haystack of noise
-sentences or of a directory's text files. Variants differ in how many keys, values per key and
+sentences, of the bundled prose (``haystack: prose``) or of a directory's text files. Variants differ in how many keys, values per key and
 queried keys there are:
 
 =================  ====  ======  =======  ===================================================
@@ -20,7 +20,7 @@ import uuid
 
 from fitness.errors import FitnessError
 from fitness.registry import register_task
-from fitness.tasks.haystack import DirectoryHaystack, make_haystack
+from fitness.tasks.haystacks import make_haystack
 from fitness.tasks.synthetic import Draft, SyntheticTask
 from fitness.tasks.words import NOUNS, random_key
 
@@ -37,12 +37,20 @@ class NeedleTask(SyntheticTask):
     num_values = 1
     num_queries = 1
 
-    def __init__(self, *, needle_type: str = "number", haystack_dir: str | None = None, prompt_style: str = "raw", depth: str = "even"):
+    def __init__(
+        self,
+        *,
+        needle_type: str = "number",
+        haystack: str = "noise",
+        haystack_dir: str | None = None,
+        prompt_style: str = "raw",
+        depth: str = "even",
+    ):
         super().__init__(prompt_style=prompt_style, depth=depth)
         if needle_type not in NEEDLE_TYPES:
             raise FitnessError(f"unknown needle_type {needle_type!r}; valid: {', '.join(NEEDLE_TYPES)}")
         self.needle_type = needle_type
-        self.haystack = make_haystack(haystack_dir)
+        self.haystack = make_haystack(haystack_dir, haystack)
 
     def _value(self, rng) -> str:
         if self.needle_type == "number":
@@ -79,7 +87,7 @@ class NeedleTask(SyntheticTask):
                 depths = [(j + 0.5) / len(needles) for j in range(len(needles))]
         else:
             depths = None  # a single needle follows the instance depth
-        offset = rng.choice(self.haystack.sentence_starts()) if isinstance(self.haystack, DirectoryHaystack) else 0
+        offset = self.haystack.draw_offset(rng)
         return Draft(
             identity="|".join(queried) + "=" + "|".join(references),
             references=references,
@@ -96,7 +104,8 @@ class NeedleTask(SyntheticTask):
         one = kind[:-1]
         needles = draft.data["needles"]
         depths = draft.data["needle_depths"] or [depth]
-        text = self.haystack.insert(self.haystack.pieces(size, draft.data["offset"]), list(zip(depths, needles)))
+        hay = self.haystack.view(draft.split)  # prose: only this split's passages
+        text = hay.insert(hay.pieces(size, hay.resolve(draft.data["offset"])), list(zip(depths, needles)))
         header = f"Some special magic {kind} are hidden within the following text. Make sure to memorize it. I will quiz you about the {kind} afterwards.\n"
         keys = draft.data["keys"]
         about = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + f", and {keys[-1]}"

@@ -30,6 +30,7 @@ class Draft:
     references: tuple[str, ...]
     unique: tuple[str, ...] = ()  # texts that must occur exactly once in the prompt (needles)
     data: dict[str, Any] = field(default_factory=dict)  # task-specific; shown as metadata
+    split: str = ""  # set once the identity has put the draft in a split (``build`` may read it)
 
 
 class SyntheticTask(Task):
@@ -95,6 +96,7 @@ class SyntheticTask(Task):
             draft = self.draft(rng)
             if split_of(draft.identity) != split:
                 continue  # this answer belongs to the other split
+            draft.split = split
             context, question = fit_to_length(
                 lambda size: assemble(draft, size),
                 lambda parts: count_tokens(tokenizer, parts[0] + parts[1]),

@@ -11,7 +11,7 @@ import string
 
 from fitness.errors import FitnessError
 from fitness.registry import register_task
-from fitness.tasks.haystack import DirectoryHaystack, make_haystack
+from fitness.tasks.haystacks import make_haystack
 from fitness.tasks.synthetic import Draft, SyntheticTask
 
 
@@ -29,6 +29,7 @@ class VariableTracking(SyntheticTask):
         *,
         num_chains: int = 1,
         num_hops: int = 4,
+        haystack: str = "noise",
         haystack_dir: str | None = None,
         prompt_style: str = "raw",
         depth: str = "even",
@@ -38,7 +39,7 @@ class VariableTracking(SyntheticTask):
             raise FitnessError("variable_tracking needs num_chains >= 1 and num_hops >= 1")
         self.num_chains = num_chains
         self.num_hops = num_hops
-        self.haystack = make_haystack(haystack_dir)
+        self.haystack = make_haystack(haystack_dir, haystack)
 
     def draft(self, rng) -> Draft:
         names: list[str] = []
@@ -66,7 +67,7 @@ class VariableTracking(SyntheticTask):
             else:
                 depths = [(c + j * self.num_chains + 0.5) / total for j in range(len(statements))]
             placed.extend(zip(depths, statements))
-        offset = rng.choice(self.haystack.sentence_starts()) if isinstance(self.haystack, DirectoryHaystack) else 0
+        offset = self.haystack.draw_offset(rng)
         answer = tuple(chains[0][0])
         return Draft(
             identity=values[0] + "=" + "|".join(answer),
@@ -79,7 +80,8 @@ class VariableTracking(SyntheticTask):
         return 8 * len(draft.references) + 8
 
     def build(self, draft: Draft, size: int, depth: float) -> tuple[str, str, str]:
-        text = self.haystack.insert(self.haystack.pieces(size, draft.data["offset"]), draft.data["placed"])
+        hay = self.haystack.view(draft.split)  # prose: only this split's passages
+        text = hay.insert(hay.pieces(size, hay.resolve(draft.data["offset"])), draft.data["placed"])
         value = draft.data["value"]
         body = "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n" + text + "\n"
         query = f"Question: Find all variables that are assigned the value {value} in the text above."

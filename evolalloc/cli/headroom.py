@@ -1,0 +1,36 @@
+"""``evolalloc bench headroom``: uniform-with-a-scorer against the full cache over a grid of
+budgets, on a recipe's search split only (``pipeline/headroom.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evolalloc.cli.bench import bench
+from evolalloc.cli.search_cmds import progress_option, set_option
+
+
+@bench.command("headroom")
+@click.argument("recipe", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--scorers", default=None, help="Scorers, comma-separated (default: the recipe's), e.g. snapkv,gates.")
+@click.option("--budgets", default="8,16,32,64,128,256", show_default=True, help="Uniform budgets c, comma-separated.")
+@set_option
+@progress_option
+def bench_headroom_cmd(recipe, scorers, budgets, overrides, progress):
+    """Where a search has room: on the recipe's SEARCH split only (the held-out split is never
+    read), the score of uniform budgets with each scorer at every c, next to the full cache."""
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.pipeline.headroom import measure_headroom
+
+    from evolalloc.core.errors import UserError
+
+    try:
+        grid = sorted({int(b) for b in budgets.split(",") if b.strip()})
+    except ValueError:
+        raise UserError(f"must be whole numbers separated by commas; got {budgets!r}", field="--budgets") from None
+    loaded = load_recipe(recipe, overrides)
+    names = [s.strip() for s in (scorers or loaded.scorer.name).split(",") if s.strip()]
+    result = measure_headroom(loaded, names, grid, progress=progress)
+    for line in result.lines():
+        click.echo(line)

@@ -1,0 +1,58 @@
+"""``evolalloc bench headroom``: uniform-with-a-scorer vs the full cache on the search split only,
+on a tiny random model (real tokenizer, real prefill and decoding)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evolalloc.config.recipe import load_recipe
+from evolalloc.pipeline import experiment as experiment_module
+from evolalloc.pipeline.headroom import measure_headroom
+from tests.test_pipeline import evolalloc, tiny_recipe
+
+
+@pytest.fixture
+def spied(monkeypatch):
+    """Which splits get instances, and how many prefill passes run."""
+    seen = {"splits": [], "prefills": 0}
+    instances, prefill = experiment_module.Experiment.instances, experiment_module.prefill_instances
+
+    def spy_instances(self, split):
+        seen["splits"].append(split)
+        return instances(self, split)
+
+    def spy_prefill(*args, **kwargs):
+        seen["prefills"] += 1
+        return prefill(*args, **kwargs)
+
+    monkeypatch.setattr(experiment_module.Experiment, "instances", spy_instances)
+    monkeypatch.setattr(experiment_module, "prefill_instances", spy_prefill)
+    return seen
+
+
+def test_headroom_reads_only_the_search_split_and_prefills_it_once(tmp_path, tiny_model_dir, spied):
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
+    result = measure_headroom(recipe, ["snapkv", "window", "knorm"], [4, 16, 1024])
+    assert set(spied["splits"]) == {"search"}
+    assert spied["prefills"] == 1  # every scorer's ranking made in one pass
+    assert result.n == 2 and list(result.scores) == ["snapkv", "window", "knorm"]
+    # c = 1024 is beyond the ~200-token prompt: uniform keeps everything, so it is the full cache
+    for name, row in result.scores.items():
+        assert row[1024] == pytest.approx(result.full), name
+
+
+def test_a_budget_below_what_a_scorer_always_keeps_is_left_blank_not_failed(tmp_path, tiny_model_dir):
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))  # its snapkv keeps an 8-token window
+    result = measure_headroom(recipe, ["snapkv", "knorm"], [4, 16])
+    assert result.scores["snapkv"][4] is None and result.scores["snapkv"][16] is not None
+    assert result.scores["knorm"][4] is not None
+    text = "\n".join(result.lines())
+    assert "the held-out split is never read" in text and "below the 8 tokens it always keeps" in text
+
+
+def test_bad_budgets_or_an_unknown_scorer_give_one_line_and_exit_2(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir)
+    bad = evolalloc("bench", "headroom", str(recipe), "--budgets", "8,lots", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--budgets" in bad.stderr
+    unknown = evolalloc("bench", "headroom", str(recipe), "--scorers", "snapkvv", "--budgets", "16", cwd=tmp_path)
+    assert unknown.returncode == 2 and "snapkv" in unknown.stderr and "Traceback" not in unknown.stderr
