@@ -5,10 +5,10 @@ call it). A start refused for bad input leaves nothing behind, and is refused as
 be: checks run in order of cost. First what needs no model weights — the run name, an external
 trial store opened and checked (reachable, the study name free), the model's config
 (``task.context_tokens`` must fit its positions), the scorers and the search settings (built on
-the geometry from the config); then each uncurated split's instances (the dataset read, with the tokenizer
-only, and each instance checked to fit); then the model loaded; then the curated splits (judged
-with the model) — all before anything is written. Then the folder is claimed
-(``mkdir``, atomic), ``recipe.yaml`` written and the study and first checkpoint created; if any
+the geometry from the config); then each uncurated split's instances (the dataset read with the
+tokenizer only, each instance checked to fit); then the model loaded; then the curated splits
+(judged with the model) — all before anything is written. Then the folder is claimed (``mkdir``,
+atomic), ``recipe.yaml`` written and the study and first checkpoint created; if any
 of these few writes fails, the folder (and the study, if it was created) is removed again.
 
 Why not build the folder under a temporary name and rename it into place: ``rename`` silently
