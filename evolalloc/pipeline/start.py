@@ -2,13 +2,13 @@
 
 ``prepare_run`` is the one start-up path (the ``search`` command, and a service that starts runs,
 call it). A start refused for bad input leaves nothing behind, and is refused as early as it can
-be: checks run in order of cost. First what needs no model weights — the run name, the model's
-config (``task.context_tokens`` must fit its positions), the scorers, the search settings (built
-on the geometry from the config) and an external trial store opened and checked (reachable, the
-study name free); then each uncurated split's instances (the dataset read, with the tokenizer
-only, and each instance checked to fit); then the model loaded; then the curated splits (judged
-with the model) — all before anything is written. Then the folder is claimed
-(``mkdir``, atomic), ``recipe.yaml`` written and the study and first checkpoint created; if any
+be: checks run in order of cost. First what needs no model weights — the run name, an external
+trial store opened and checked (reachable, the study name free), the model's config
+(``task.context_tokens`` must fit its positions), the scorers and the search settings (built on
+the geometry from the config); then each uncurated split's instances (the dataset read with the
+tokenizer only, each instance checked to fit); then the model loaded; then the curated splits
+(judged with the model) — all before anything is written. Then the folder is claimed (``mkdir``,
+atomic), ``recipe.yaml`` written and the study and first checkpoint created; if any
 of these few writes fails, the folder (and the study, if it was created) is removed again.
 
 Why not build the folder under a temporary name and rename it into place: ``rename`` silently
@@ -99,15 +99,17 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
         source = recipe.source
         recipe = dataclasses.replace(recipe, name=name)
         recipe.source = source
-    # Cheapest first: the model's config, the names, the ranges and the trial store (seconds), then
-    # the datasets (the tokenizer only), then the model's weights, then curation (prefill + decoding).
+    # Cheapest first: the trial store (reachable, the study name free: it needs nothing of the
+    # model), the model's config, the scorers and the search settings (seconds), then the
+    # datasets (the tokenizer only), then the model's weights, then curation (prefill + decoding).
+    if recipe.storage:
+        with blamed_on(recipe):
+            check_study_name_free(recipe.storage, recipe.name)  # the study is named after the run
     check_context_fits(recipe)
     experiment = Experiment(recipe, progress=progress)
     experiment.scorers  # noqa: B018 - builds (and checks) the scorers
     with blamed_on(recipe):
         config = search_config(recipe, experiment)  # the geometry from the model's config alone
-        if config.storage:
-            check_study_name_free(config.storage, config.study_name)
     curated = []
     for _, _, part in experiment.parts:
         for split in SPLITS:
