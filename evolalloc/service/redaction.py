@@ -20,7 +20,7 @@ SECRET_ENV = ("EVOLALLOC_SERVICE_TOKEN",)
 def redact(value):
     """``value`` with every URL password replaced by ``***``: strings, and strings inside lists and mappings."""
     if isinstance(value, str):
-        return _CREDENTIALS.sub(lambda m: f"{m['head']}:***@", value)
+        return _CREDENTIALS.sub(lambda m: f"{m['head']}:***@", value) if "@" in value else value
     if isinstance(value, dict):
         return {k: redact(v) for k, v in value.items()}
     if isinstance(value, list):
