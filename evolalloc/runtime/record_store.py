@@ -5,10 +5,10 @@ receives it in its spec); ``RecordKeeper`` applies it record by record as they a
 
 1. bound the record at ``b_max`` (``runtime/bounded.py``): only K/V some candidate can use;
 2. store K/V in ``dtype`` (``engine.record_dtype``; the model still computes in its own);
-3. place it: on the model's device while the records fit ``memory`` bytes there; a GPU model's
-   records beyond that go to pinned host memory (copied to the device per batch); with
-   ``spill_dir`` set, records beyond ``memory`` are written there as safetensors instead
-   (``runtime/spill.py``) and memory-mapped per batch;
+3. place it: on the model's device while the records fit ``memory`` bytes; beyond that, a GPU
+   model's records go to pinned host memory (gathered there and copied to the device per
+   batch), a CPU model's are written to ``spill_dir`` (a temporary folder if ``None``) as
+   safetensors (``runtime/spill.py``) and memory-mapped per batch;
 4. on a later run over the same folder (``resume``), a spilled record whose content key
    matches is re-used instead of prefilled; a foreign or corrupt file is rebuilt.
 """
@@ -105,8 +105,8 @@ class RecordKeeper:
             self.held += size
             return record
         device = record.first_logits.device
-        if self.policy.spill_dir is None and device.type == "cuda":
-            return pin_on_host(record)  # a GPU's records beyond the limit: pinned host memory
+        if device.type == "cuda":
+            return pin_on_host(record)  # a GPU's records beyond the limit: pinned host memory, not disk
         # Keyed by the bound asked for (a prompt shorter than it stays whole, yet must be found again).
         key = self.key(record.prompt_ids.tolist(), None if record.question_ids is None else record.question_ids.tolist(),
                        scorer_keys, bound)
