@@ -97,8 +97,14 @@ class RecordKeeper:
 
     def keep(self, record: PrefillRecord, scorer_keys, bound: int | None) -> PrefillRecord:
         """``record`` bounded at ``bound`` (``None``: whole), in the policy's dtype, placed."""
+        given = record
+        if isinstance(given.keys, MappedLayers) and (bound is None or bound >= given.length or given.bound == bound) \
+                and given.keys[0].dtype == getattr(torch, self.policy.dtype):
+            return given  # already spilled as it should be kept (e.g. a curated split's drawn record)
         record = bound_record(record, bound) if bound is not None else record
         record = to_record_dtype(record, self.policy.dtype)
+        if record is not given:
+            release(given)  # a spilled record read whole to be bounded: let its pages go
         size = record.nbytes()
         limit = self.policy.memory
         if limit is None or self.held + size <= limit:

@@ -119,3 +119,12 @@ def test_a_16_bit_record_halves_its_kv_and_compresses_to_the_model_dtype(record)
     used = cache.used[0]
     assert cache.keys[0].dtype == torch.float32
     assert torch.equal(cache.keys[0][:, :, :used], full.keys[0][:, :, :used].to(torch.bfloat16).float())
+
+
+def test_a_spilled_record_kept_again_as_it_is_is_not_written_twice(tmp_path, record):
+    keeper = RecordKeeper(RecordPolicy(bound=None, memory=0, spill_dir=str(tmp_path), model_id="tiny"))
+    spilled = keeper.keep(record, KEYS, None)  # e.g. a drawn candidate, whole
+    assert keeper.keep(spilled, KEYS, 500) is spilled  # its bound is beyond the prompt: nothing to drop
+    assert len(list(tmp_path.glob("*.safetensors"))) == 1
+    bounded = keeper.keep(spilled, KEYS, 30)  # kept for the search: bounded now, spilled under its own key
+    assert bounded.bound == 30 and len(list(tmp_path.glob("*.safetensors"))) == 2
