@@ -66,3 +66,18 @@ def test_bounded_spilled_records_give_the_same_run_as_full_ones(tmp_path, tiny_m
     _, full, full_profiles = run_scores(tmp_path, tiny_model_dir, "full", record_memory="64GiB")
     assert bounded == full
     assert bounded_profiles == full_profiles
+
+
+def test_records_spill_into_the_run_folder_once_it_exists(tmp_path, tiny_model_dir):
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.pipeline.experiment import Experiment
+
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
+    with Experiment(recipe, progress=False) as experiment:  # as `search` makes it, before the run folder
+        assert experiment.record_policy.spill_dir is None
+        assert experiment.record_policy.bound is not None
+        experiment.record_curations(tmp_path / "run" / "curation.json")
+        assert experiment.record_policy.spill_dir == str(tmp_path / "run" / "records")
+        assert experiment.keeper.policy is experiment.record_policy
+    with Experiment(recipe, progress=False, bounded=False) as whole:  # `evaluate`: any budget, whole records
+        assert whole.record_policy.bound is None

@@ -114,7 +114,8 @@ def evaluate(allocations, recipe_path, run_dir, overrides, split, budget, quiet,
     for name in allocations:
         if name != FULL_CACHE and name not in methods:
             load_allocation(name)
-    with Experiment(recipe, progress=progress, curation_file=curation) as experiment:
+    # Whole records: the allocations named here may give a unit more than the run's b_max.
+    with Experiment(recipe, progress=progress, curation_file=curation, bounded=False) as experiment:
         for name in allocations:
             if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
                 chosen = experiment.baseline("uniform", experiment.geometry.max_positions)

@@ -16,6 +16,7 @@ An allocation whose rows fail (out of memory, a bad budget) comes back as a fail
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import defaultdict
 from typing import Sequence
@@ -74,7 +75,7 @@ def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer],
         records.append(keeper.keep(record, scorer_keys, bound) if keeper is not None else record)
     if keeper is not None:
         for note in keeper.notes:
-            tqdm.write(note)
+            tqdm.write(note, file=sys.stderr)
         keeper.notes.clear()
     return records
 
@@ -150,7 +151,7 @@ class LocalEvaluator:
         if i not in self._full:
             if not self._full:
                 tqdm.write(f"a budget of {int(np.asarray(budgets).max())} is above the records' b_max = {record.bound}: "
-                           "prefilling those instances again in full for it (exact, slower)")
+                           "prefilling those instances again in full for it (exact, slower)", file=sys.stderr)
             scorer = self.scorer.scorer if isinstance(self.scorer, Adapted) else self.scorer  # the ranking it reads
             full = prefill(self.loaded.model, record.prompt_ids, [scorer], uid=record.uid, question_ids=record.question_ids)
             if record.compute_dtype is not None:

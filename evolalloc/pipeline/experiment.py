@@ -40,10 +40,11 @@ class Experiment:
             in memory only (``record_curations`` writes them once the run folder exists).
     """
 
-    def __init__(self, recipe, *, progress: bool = True, curation_file: str | Path | None = None, _parent=None,
-                 _label: str | None = None):
+    def __init__(self, recipe, *, progress: bool = True, curation_file: str | Path | None = None, bounded: bool = True,
+                 _parent=None, _label: str | None = None):
         self.recipe = recipe
         self.progress = progress
+        self.bounded = bounded  # False: whole records (a one-off evaluation of any budgets, e.g. `evaluate`)
         self.curation_file = Path(curation_file) if curation_file is not None else None
         self.curations: dict[str, object] = {}  # split -> Curation, for this (single-task) experiment
         self._parent = _parent
@@ -157,7 +158,7 @@ class Experiment:
         engine = self.recipe.engine
         recipes = [part.recipe for _, _, part in self.parts] if self.recipe.multi_task else [self.recipe]
         parts = [part for _, _, part in self.parts] if self.recipe.multi_task else [self]
-        bound = max(run_record_bound(recipe, part) for recipe, part in zip(recipes, parts))
+        bound = max(run_record_bound(recipe, part) for recipe, part in zip(recipes, parts)) if self.bounded else None
         spill = str(self.curation_file.parent / RECORDS_FOLDER) if self.curation_file is not None else None
         return RecordPolicy(bound=bound, dtype=engine.record_dtype, memory=parse_size(engine.record_memory),
                             spill_dir=spill, model_id=f"{self.recipe.model.spec}|{self.recipe.model.dtype}")
@@ -238,6 +239,11 @@ class Experiment:
         from evolalloc.pipeline.curation import save_curation
 
         self.curation_file = Path(path)
+        if "record_policy" in self.__dict__:  # records spill into the run folder from now on (resume finds them)
+            import dataclasses
+
+            self.record_policy = dataclasses.replace(self.record_policy, spill_dir=str(self.curation_file.parent / RECORDS_FOLDER))
+            self.keeper.policy = self.record_policy
         for _, _, part in self.parts:
             part.curation_file = self.curation_file
             for split, record in part.curations.items():
