@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import torch
 
 from evolalloc.runtime.prefill import PrefillRecord
@@ -38,7 +39,7 @@ def bound_record(record: PrefillRecord, b_max: int | None) -> PrefillRecord:
     if b_max is None or b_max >= record.length or record.bound is not None:
         if record.bound is not None and b_max is not None and b_max > record.bound:
             raise ValueError(f"record {record.uid!r} is already bounded at {record.bound} < {b_max}")
-        return record
+        return record  # (a record bounded at more than b_max serves b_max too)
     if b_max < 1:
         raise ValueError(f"b_max must be >= 1, got {b_max}")
     if not record.rankings:
@@ -83,8 +84,6 @@ def check_within_bound(record: PrefillRecord, budgets) -> None:
     below the prompt length (a budget >= the prompt keeps everything only in a full record)."""
     if record.bound is None:
         return
-    import numpy as np
-
     largest = int(np.minimum(np.asarray(budgets), record.length).max())
     if largest > record.bound:
         raise RecordBoundError(
