@@ -71,6 +71,37 @@ def bench_fitness_cmd(model_spec, prompts, context_tokens, budgets, scorer_name,
         click.echo(line)
 
 
+@bench.command("records")
+@click.option("--model", "model_spec", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
+@click.option("--prompts", default=8, show_default=True, help="Passkey prompts.")
+@click.option("--context-tokens", default=1000, show_default=True, help="Prompt length in model tokens.")
+@click.option("--budgets", default="64,128,256", show_default=True, help="Uniform budgets, comma-separated (the largest is b_max).")
+@click.option("--batch-size", default=16, show_default=True, help="Rows per forward.")
+@click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
+@click.option("--seed", default=0, show_default=True)
+def bench_records_cmd(model_spec, prompts, context_tokens, budgets, batch_size, threads, seed):
+    """Record size and scores with records bounded at b_max and kept in float32, bfloat16 or float16."""
+    import torch
+
+    from evolalloc.bench.records import bench_records
+    from evolalloc.core.errors import UserError
+    from evolalloc.runtime.model import load_model
+
+    try:
+        values = [int(b) for b in budgets.split(",") if b.strip()]
+    except ValueError:
+        raise UserError(f"must be whole numbers separated by commas; got {budgets!r}", field="--budgets") from None
+    if not values or min(values) < 1:
+        raise UserError(f"must list at least one budget >= 1; got {budgets!r}", field="--budgets")
+    if threads:
+        torch.set_num_threads(threads)
+    loaded = load_model(model_spec)
+    click.echo(f"model: {model_spec}, torch threads: {torch.get_num_threads()}")
+    result = bench_records(loaded, prompts=prompts, context_tokens=context_tokens, budgets=values, batch_size=batch_size, seed=seed)
+    for line in result.lines():
+        click.echo(line)
+
+
 @bench.command("workers")
 @model_option("model_spec")
 @click.option("--prompts", default=4, show_default=True, help="Passkey prompts (sharded across the Ray workers).")

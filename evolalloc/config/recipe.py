@@ -26,6 +26,7 @@ from named_registry import UnknownNameError
 
 from evolalloc.core.baselines import BASELINES, make_baseline
 from evolalloc.core.errors import UserError
+from evolalloc.core.record_settings import parse_size
 from evolalloc.config.schema import (
     FieldProblem, RecipeData, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
 )
@@ -265,6 +266,10 @@ def _check(recipe: Recipe) -> None:
                 raise FieldProblem(f"tasks[{i}].label", f"{label!r} is used twice: give each task its own label")
         if recipe.engine.kind == "ray" and len(recipe.tasks) > 1:
             raise FieldProblem("engine.kind", "the ray engine evaluates one task; use engine.kind: local for several tasks")
+    try:
+        parse_size(recipe.engine.record_memory)
+    except ValueError as err:
+        raise FieldProblem("engine.record_memory", str(err)) from None
     bounds = recipe.search_space.ratio_bounds
     if bounds is not None and not (0 <= bounds[0] < bounds[1]):
         raise FieldProblem("search_space.ratio_bounds", f"must be [lo, hi] with 0 <= lo < hi, got {bounds}")

@@ -28,6 +28,7 @@ from evolalloc.core.allocation import EXPANSION_RULES
 from evolalloc.core.baselines import default_baselines
 from evolalloc.core.objective import GAMMA_RANGE, LAM_RANGE
 from evolalloc.core.ranges import range_problem
+from evolalloc.core.record_settings import DEFAULT_RECORD_MEMORY, RECORD_DTYPES
 from evolalloc.search.config import BUDGET_RULES, CACHE_SCOPES
 from evolalloc.search.config import RANGES as SEARCH_RANGES
 
@@ -161,6 +162,10 @@ class EngineSection:
     threads: int | None = _rule(None, min=1, help="torch threads per worker; null = torch's default")
     batch_size: int = _rule(16, min=1, help="decode rows per batch")
     address: str = _rule("local", help="ray address: local, auto or ray://host:port")
+    record_dtype: str = _rule("float32", choices=RECORD_DTYPES,
+                              help="precision prefill records keep K/V in (float32: results identical; 16-bit: half the memory)")
+    record_memory: str = _rule(DEFAULT_RECORD_MEMORY, help="records held in memory (a size such as 4GiB; 0B: none) before "
+                                                           "the rest spill to the run folder and are memory-mapped per batch")
     options: dict = _rule(help="keyword options passed to the engine as they are (ray: max_retries)", factory=dict)
 
 

@@ -16,6 +16,7 @@ An allocation whose rows fail (out of memory, a bad budget) comes back as a fail
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import defaultdict
 from typing import Sequence
@@ -25,11 +26,13 @@ import torch
 from tqdm.auto import tqdm
 
 from evolalloc.engine.base import ENGINES, Engine, EvalResult, InstanceOutcome, check_scorer
+from evolalloc.runtime.adaptive import Adapted
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
 from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs_batch
 from evolalloc.runtime.model import LoadedModel
 from evolalloc.runtime.positions import positions_beyond
 from evolalloc.runtime.prefill import PrefillRecord, prefill
+from evolalloc.runtime.record_store import RecordKeeper, release, to_record_dtype
 from evolalloc.runtime.scorers import Scorer
 from fitness.task import check_fitness_mode
 
@@ -46,15 +49,35 @@ def tokenize_instance(tokenizer, instance, question_after_compression: bool):
     return tokenizer.encode(instance.context), question
 
 
-def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False, progress=False) -> list[PrefillRecord]:
-    """One prefill record per instance (the expensive step, done once per worker)."""
+def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False, progress=False,
+                      keeper: RecordKeeper | None = None, bounded: bool = True) -> list[PrefillRecord]:
+    """One prefill record per instance (the expensive step, done once per worker).
+
+    ``keeper``: bounds each record at its policy's ``bound`` (unless ``bounded`` is false: records a
+    full-cache judgment needs, e.g. curation's), stores it in the policy's
+    dtype and spills it when the records outgrow their memory (``runtime/record_store.py``); a
+    record spilled by an earlier process under the same content is re-used, not prefilled.
+    ``None``: full records in memory.
+    """
     records = []
+    scorer_keys = [s.key for s in scorers]
+    bound = keeper.policy.bound if keeper is not None and bounded else None
     for instance in tqdm(instances, desc="prefill", unit="prompt", disable=not progress):
         ids, question = tokenize_instance(loaded.tokenizer, instance, question_after_compression)
         limit = loaded.geometry.max_positions
         if positions_beyond(limit, len(ids), len(question or []), instance.max_new_tokens):
             raise ValueError(f"instance {instance.uid} needs {len(ids)} prompt tokens, beyond the model's {limit} positions")
-        records.append(prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question))
+        if keeper is not None:
+            found = keeper.reuse(ids, question, scorer_keys, bound, device=next(loaded.model.parameters()).device)
+            if found is not None:
+                records.append(found)
+                continue
+        record = prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question)
+        records.append(keeper.keep(record, scorer_keys, bound) if keeper is not None else record)
+    if keeper is not None:
+        for note in keeper.notes:
+            tqdm.write(note, file=sys.stderr)
+        keeper.notes.clear()
     return records
 
 
@@ -78,6 +101,7 @@ class LocalEvaluator:
         if self.records:
             check_scorer(scorer, list(self.records[0].rankings))
         self._eos = eos_ids_of(loaded.model, loaded.tokenizer)
+        self._full: dict[int, PrefillRecord] = {}  # re-prefilled records, for one evaluate() call
 
     def close(self) -> None:
         """Drop the prefill records (the model belongs to whoever loaded it)."""
@@ -107,6 +131,7 @@ class LocalEvaluator:
             outcomes = self._likelihood_outcomes(budgets, errors)
         else:
             outcomes = self._generated_outcomes(budgets, errors)
+        self._full.clear()
         elapsed = time.perf_counter() - started
         results = []
         for a in range(len(budgets)):
@@ -117,6 +142,23 @@ class LocalEvaluator:
             score = float(np.mean([o.score for o in done])) if done else None
             results.append(EvalResult(task_score=score, instances=done, seconds=elapsed / len(budgets)))
         return results
+
+    def _record(self, i: int, budgets) -> PrefillRecord:
+        """Instance ``i``'s record for ``budgets``: the kept one, or — for a budget above a bounded
+        record's ``b_max`` — the instance prefilled again in full (exact; said once per call)."""
+        record = self.records[i]
+        if record.bound is None or int(np.minimum(np.asarray(budgets), record.length).max()) <= record.bound:
+            return record
+        if i not in self._full:
+            if not self._full:
+                tqdm.write(f"a budget of {int(np.asarray(budgets).max())} is above the records' b_max = {record.bound}: "
+                           "prefilling those instances again in full for it (exact, slower)", file=sys.stderr)
+            scorer = self.scorer.scorer if isinstance(self.scorer, Adapted) else self.scorer  # the ranking it reads
+            full = prefill(self.loaded.model, record.prompt_ids, [scorer], uid=record.uid, question_ids=record.question_ids)
+            if record.compute_dtype is not None:
+                full = to_record_dtype(full, str(record.keys[0].dtype).removeprefix("torch."))
+            self._full[i] = full
+        return self._full[i]
 
     def _generated_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
         outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances) for a in range(len(budgets))}
@@ -143,18 +185,22 @@ class LocalEvaluator:
         out: list[Generation | None] = []
         for start in range(0, len(keys), self.batch_size):
             chunk = keys[start : start + self.batch_size]
-            rows = [(self.records[i], budgets[a]) for a, i in chunk]
+            rows = [(self._record(i, budgets[a]), budgets[a]) for a, i in chunk]
             try:
                 out.extend(generate(self.loaded.model, rows, self.scorer, settings, self.loaded.tokenizer, self.batch_size))
                 continue
             except _ROW_ERRORS:
                 pass
+            finally:
+                _release(rows)
             for (a, i), row in zip(chunk, rows):
                 try:
                     out.extend(generate(self.loaded.model, [row], self.scorer, settings, self.loaded.tokenizer))
                 except _ROW_ERRORS as exc:
                     errors.setdefault(a, f"{type(exc).__name__} on {self.instances[i].uid}: {exc}")
                     out.append(None)
+                finally:
+                    _release([row])
         return out
 
     def _likelihood_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
@@ -163,17 +209,21 @@ class LocalEvaluator:
         logprobs: dict[tuple[int, int, int], torch.Tensor] = {}
         for start in range(0, len(keys), self.batch_size):
             chunk = [k for k in keys[start : start + self.batch_size] if k[0] not in errors]
-            rows = [(self.records[i], budgets[a], self._references[i][r]) for a, i, r in chunk]
+            rows = [(self._record(i, budgets[a]), budgets[a], self._references[i][r]) for a, i, r in chunk]
             try:
                 logprobs.update(zip(chunk, reference_logprobs_batch(self.loaded.model, rows, self.scorer)))
                 continue
             except _ROW_ERRORS:
                 pass
+            finally:
+                _release(rows)
             for key, row in zip(chunk, rows):  # isolate the culprit, as for decoding
                 try:
                     logprobs[key] = reference_logprobs_batch(self.loaded.model, [row], self.scorer)[0]
                 except _ROW_ERRORS as exc:
                     errors.setdefault(key[0], f"{type(exc).__name__} on {self.instances[key[1]].uid}: {exc}")
+                finally:
+                    _release([row])
         outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances) for a in range(len(budgets))}
         for a in range(len(budgets)):
             if a in errors:
@@ -182,6 +232,12 @@ class LocalEvaluator:
                 value = best_reference_score([logprobs[(a, i, r)] for r in range(len(self._references[i]))])
                 outcomes[a][i] = InstanceOutcome(inst.uid, "", value, value, mode="likelihood")
         return outcomes
+
+
+def _release(rows) -> None:
+    """Unmap spilled records once their batch is done (memory-mapped one batch at a time)."""
+    for row in rows:
+        release(row[0])
 
 
 @ENGINES.register("local")

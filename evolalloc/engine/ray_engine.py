@@ -26,6 +26,7 @@ are prefilled once however many scorers are evaluated on them. ``close()`` stops
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Sequence
@@ -230,6 +231,7 @@ class RayEngine(Engine):
             scorers=list(experiment.scorers),
             question_after_compression=recipe.task.question_after_compression,
             batch_size=recipe.engine.batch_size,
+            records=_shard_policy(experiment, split, recipe.engine.workers),
         )
         self._pool = RayWorkerPool(spec, experiment.instances(split), recipe.engine.workers,
                                    address=recipe.engine.address, max_retries=self.max_retries)
@@ -241,3 +243,14 @@ class RayEngine(Engine):
         if self._pool is not None:
             self._pool.close()
         super().close()
+
+
+def _shard_policy(experiment, split: str, workers: int):
+    """The experiment's record policy for one worker's shard: the memory limit shared by the workers."""
+    policy_for = getattr(experiment, "record_policy_for", None)
+    if policy_for is None:
+        return None
+    policy = policy_for(split)
+    if policy.memory is not None:
+        policy = dataclasses.replace(policy, memory=policy.memory // max(1, workers))
+    return policy

@@ -53,6 +53,7 @@ class WorkerSpec:
     scorers: list = field(default_factory=list)
     question_after_compression: bool = False
     batch_size: int = 16
+    records: object = None  # a runtime.record_store.RecordPolicy for this shard (None: full records in memory)
 
 
 class EvalWorker:
@@ -72,8 +73,13 @@ class EvalWorker:
         self.loaded = load_model(spec.model, dtype=spec.dtype)
         self.task = get_task(spec.task, **spec.task_params)
         self.instances = [instance_from_wire(d) for d in spec.instances]
+        from evolalloc.runtime.record_store import RecordKeeper
+
+        # The shard's records are bounded, narrowed and spilled (into the run folder) as the
+        # experiment's own would be, and re-used from there by a resumed or restarted worker.
+        self.keeper = RecordKeeper(spec.records) if spec.records is not None else None
         self.records = prefill_instances(self.loaded, self.instances, spec.scorers,
-                                         question_after_compression=spec.question_after_compression)
+                                         question_after_compression=spec.question_after_compression, keeper=self.keeper)
         self._evaluators: dict[tuple[str, str], object] = {}  # (scorer key, mode) -> LocalEvaluator
 
     def ready(self) -> int:

@@ -61,7 +61,8 @@ def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout"
     for name in names:
         if name != FULL_CACHE and name not in methods:
             load_allocation(name)  # refused here, before any prefill; the geometry is checked below
-    with Experiment(recipe, progress=progress, curation_file=curation) as experiment:
+    # Whole records: the allocations named here may give a unit more than the run's b_max.
+    with Experiment(recipe, progress=progress, curation_file=curation, bounded=False) as experiment:
         for name in names:
             if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
                 chosen = experiment.baseline("uniform", experiment.geometry.max_positions)

@@ -28,6 +28,7 @@ from evolalloc.runtime.scorers import Scorer, get_scorer
 
 
 DRAWN = ":drawn"
+RECORDS_FOLDER = "records"  # spilled prefill records, inside the run folder
 
 
 class Experiment:
@@ -39,10 +40,11 @@ class Experiment:
             in memory only (``record_curations`` writes them once the run folder exists).
     """
 
-    def __init__(self, recipe, *, progress: bool = True, curation_file: str | Path | None = None, _parent=None,
-                 _label: str | None = None):
+    def __init__(self, recipe, *, progress: bool = True, curation_file: str | Path | None = None, bounded: bool = True,
+                 _parent=None, _label: str | None = None):
         self.recipe = recipe
         self.progress = progress
+        self.bounded = bounded  # False: whole records (a one-off evaluation of any budgets, e.g. `evaluate`)
         self.curation_file = Path(curation_file) if curation_file is not None else None
         self.curations: dict[str, object] = {}  # split -> Curation, for this (single-task) experiment
         self._parent = _parent
@@ -69,6 +71,8 @@ class Experiment:
         if self.recipe.multi_task and "parts" in self.__dict__:
             for _, _, part in self.parts:
                 part.close()
+        if self._parent is None and "keeper" in self.__dict__:
+            self.keeper.close()  # removes a temporary spill folder
 
     @cached_property
     def parts(self) -> list[tuple[str, float, "Experiment"]]:
@@ -164,6 +168,39 @@ class Experiment:
             scorers.setdefault(extra.key, extra)
         return list(scorers.values())
 
+    @cached_property
+    def record_policy(self):
+        """How this run keeps its prefill records (``runtime.record_store.RecordPolicy``): bounded at
+        ``b_max`` (``pipeline/record_bound.py``, computed here once), in ``engine.record_dtype``,
+        spilled beyond ``engine.record_memory`` into the run folder's ``records/`` (a temporary
+        folder when there is no run folder yet)."""
+        if self._parent is not None:
+            return self._parent.record_policy
+        from evolalloc.core.record_settings import parse_size
+        from evolalloc.pipeline.record_bound import run_record_bound
+        from evolalloc.runtime.record_store import RecordPolicy
+
+        engine = self.recipe.engine
+        recipes = [part.recipe for _, _, part in self.parts] if self.recipe.multi_task else [self.recipe]
+        parts = [part for _, _, part in self.parts] if self.recipe.multi_task else [self]
+        bound = max(run_record_bound(recipe, part) for recipe, part in zip(recipes, parts)) if self.bounded else None
+        spill = str(self.curation_file.parent / RECORDS_FOLDER) if self.curation_file is not None else None
+        return RecordPolicy(bound=bound, dtype=engine.record_dtype, memory=parse_size(engine.record_memory),
+                            spill_dir=spill, model_id=f"{self.recipe.model.spec}|{self.recipe.model.dtype}")
+
+    def record_policy_for(self, split: str):
+        """The policy for ``split``'s records: drawn candidates stay whole (curation judges the full cache)."""
+        return self.record_policy.unbounded() if split.endswith(DRAWN) else self.record_policy
+
+    @cached_property
+    def keeper(self):
+        """Applies ``record_policy`` to every record this run prefills (shared by a multi-task run's parts)."""
+        if self._parent is not None:
+            return self._parent.keeper
+        from evolalloc.runtime.record_store import RecordKeeper
+
+        return RecordKeeper(self.record_policy)
+
     def split_section(self, split: str):
         """The recipe section (``n``, ``seed``, ``curate``) of ``split`` ("search" or "heldout")."""
         base = split.removesuffix(DRAWN)
@@ -227,6 +264,11 @@ class Experiment:
         from evolalloc.pipeline.curation import save_curation
 
         self.curation_file = Path(path)
+        if "record_policy" in self.__dict__:  # records spill into the run folder from now on (resume finds them)
+            import dataclasses
+
+            self.record_policy = dataclasses.replace(self.record_policy, spill_dir=str(self.curation_file.parent / RECORDS_FOLDER))
+            self.keeper.policy = self.record_policy
         for _, _, part in self.parts:
             part.curation_file = self.curation_file
             for split, record in part.curations.items():
@@ -258,19 +300,24 @@ class Experiment:
             # Drop the drawn candidates' records once the kept ones are picked: ~46 MB each at 1k tokens.
             drawn = self._records.pop(split + DRAWN, None)
             if drawn is not None:
+                # The drawn records are whole (curation judged the full cache on them): bound the kept ones now.
+                self.keeper.forget(drawn)
                 by_uid = {record.uid: record for record in drawn}
-                self._records[split] = [by_uid[inst.uid] for inst in instances]
+                keys = [s.key for s in self.scorers]
+                self._records[split] = [self.keeper.keep(by_uid[inst.uid], keys, self.record_policy.bound)
+                                        for inst in instances]
             else:
                 self._records[split] = prefill_instances(
                     self.loaded, instances, self.scorers,
                     question_after_compression=self.recipe.task.question_after_compression, progress=self.progress,
+                    keeper=self.keeper, bounded=not split.endswith(DRAWN),
                 )
         return self._records[split]
 
     def release(self, split: str) -> None:
         """Forget a split's prefill records (the search split's, once the search is over)."""
         for _, _, part in self.parts:
-            part._records.pop(split, None)
+            self.keeper.forget(part._records.pop(split, None) or [])
 
     def evaluator(self, split: str, scorer: Scorer | None = None, mode: str | None = "generate") -> Evaluator:
         """An evaluator of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine.

@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from evolalloc.runtime.bounded import check_within_bound
 from evolalloc.runtime.cache import EvictedCache
 from evolalloc.runtime.prefill import PrefillRecord
 from evolalloc.runtime.scorers import Scorer
@@ -47,14 +48,15 @@ def validate_budgets(budgets, num_layers: int, num_kv_heads: int, scorer: Scorer
 
 
 def _kept_slots(ranking: torch.Tensor, budgets: torch.Tensor, slots: int, length: int):
-    """Positions kept per head, in position order, padded to ``slots``.
+    """Stored slots kept per head, in position order, padded to ``slots``.
 
-    ranking ``[..., L]`` (any leading dims, e.g. layers x heads); budgets ``[...]`` (already
-    clipped to L). Returns (positions ``[..., slots]`` clamped to valid indices, valid
-    ``[..., slots]`` bool). Valid positions come first, so a prefix of ``n >= budget`` slots holds
-    every kept position.
+    ranking ``[..., R]`` (any leading dims, e.g. layers x heads) of slot indices into a store of
+    ``length`` slots (a full record: slot = position, R = L; a bounded one: R = b_max and its
+    slots are in position order too); budgets ``[...]`` (already clipped to R). Returns (slots
+    ``[..., slots]`` clamped to valid indices, valid ``[..., slots]`` bool). Valid slots come
+    first, so a prefix of ``n >= budget`` slots holds every kept one.
     """
-    width = min(slots, length)
+    width = min(slots, ranking.shape[-1])
     top = ranking[..., :width]
     slot = torch.arange(slots, device=ranking.device)
     keep = slot < budgets[..., None]  # [..., slots]
@@ -86,26 +88,34 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
         if scorer.key not in record.rankings:
             raise ValueError(f"record {record.uid!r} has no ranking for scorer {scorer.key!r}; it has {sorted(record.rankings)}")
         array = validate_budgets(budgets, num_layers, num_kv_heads, scorer)
+        check_within_bound(record, array)
         adapt = getattr(scorer, "adapt", None)  # an input-adaptive method (runtime.adaptive.Adapted)
         if adapt is not None:
+            # A bounded record's scores stop at b_max, so an adapter gives no head more (its cap).
             array = np.asarray(adapt(record, array), dtype=np.int64)
+            check_within_bound(record, array)
         clipped.append(np.minimum(array, record.length))
     slots = np.stack(clipped).max(axis=(0, 2))  # [num_layers]: each layer's largest kept set
     widest = int(slots.max())
     kept = []  # per row: (positions, valid), each [num_layers, Hkv, widest]
     for (record, _), budget in zip(rows, clipped):
         ranking = record.rankings[scorer.key]
-        kept.append(_kept_slots(ranking, torch.as_tensor(budget, device=ranking.device), widest, record.length))
-    heads = torch.arange(num_kv_heads, device=first.keys[0].device)[:, None]
+        kept.append(_kept_slots(ranking, torch.as_tensor(budget, device=ranking.device), widest, record.slots))
+    # The cache lives where the model computes (first_logits' device), in its dtype; a record's
+    # K/V may be stored elsewhere (pinned host memory, a spilled file) or narrower (record_dtype).
+    device = first.first_logits.device
+    dtype = first.compute_dtype or first.keys[0].dtype
     keys, values, valid = [], [], []
     for layer in range(num_layers):
         n = int(slots[layer])
-        sample = first.keys[layer]
         # Buffers with room for what decoding appends, filled row by row (no second copy).
-        layer_keys = sample.new_empty(len(rows), num_kv_heads, n + room, sample.shape[-1])
-        layer_values = first.values[layer].new_empty(len(rows), num_kv_heads, n + room, first.values[layer].shape[-1])
+        layer_keys = torch.empty(len(rows), num_kv_heads, n + room, first.keys[layer].shape[-1], dtype=dtype, device=device)
+        layer_values = torch.empty(len(rows), num_kv_heads, n + room, first.values[layer].shape[-1], dtype=dtype, device=device)
         for row, ((record, _), (positions, _)) in enumerate(zip(rows, kept)):
-            pick = positions[layer, :, :n]
+            store = record.keys[layer].device
+            # Padding slots may point past a bounded layer's store (layers hold different counts).
+            pick = positions[layer, :, :n].clamp(max=record.keys[layer].shape[1] - 1).to(store)
+            heads = torch.arange(num_kv_heads, device=store)[:, None]
             layer_keys[row, :, :n] = record.keys[layer][heads, pick]
             layer_values[row, :, :n] = record.values[layer][heads, pick]
         mask = torch.stack([ok[layer, :, :n] for _, ok in kept])  # [B, Hkv, n]

@@ -33,6 +33,12 @@ class PrefillRecord:
     captured a window.
     ``prompt_ids``: ``[L]`` the prefilled tokens (a windowed-attention scorer prefills them again
     under each allocation's windows, see ``runtime/windowed.py``).
+    ``bound``: ``None`` for a full record; ``b_max`` for a bounded one (``runtime/bounded.py``):
+    then keys/values per layer are ``[Hkv, m, D]`` holding only each head's union of the
+    rankings' top-``b_max`` prefixes, rankings ``[num_layers, Hkv, b_max]`` index those slots
+    and scores keep their first ``b_max`` columns.
+    ``compute_dtype``: the dtype the model computes in when keys/values are stored in another
+    (``engine.record_dtype``); compression casts back to it. ``None``: the stored dtype.
     """
 
     uid: str
@@ -45,13 +51,20 @@ class PrefillRecord:
     scores: dict[str, torch.Tensor] = field(default_factory=dict)
     dispersion: torch.Tensor | None = None
     prompt_ids: torch.Tensor | None = None
+    bound: int | None = None
+    compute_dtype: torch.dtype | None = None
+
+    @property
+    def slots(self) -> int:
+        """Token slots stored per head (the most of any layer): the prompt length, or fewer in a bounded record."""
+        return max(k.shape[1] for k in self.keys)
 
     @property
     def num_layers(self) -> int:
         return len(self.keys)
 
     def nbytes(self) -> int:
-        """Bytes held by the record's tensors (full K/V, logits, rankings)."""
+        """Bytes held by the record's tensors (K/V, logits, rankings, scores)."""
         tensors = [*self.keys, *self.values, self.first_logits, *self.rankings.values(), *self.scores.values()]
         return sum(t.numel() * t.element_size() for t in tensors)
 

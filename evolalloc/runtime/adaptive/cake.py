@@ -86,7 +86,8 @@ class Cake(BudgetAdapter):
         layers, heads = budgets.shape
         total = int(budgets.sum())
         floor = scorer.min_budget
-        cap = max(record.length, floor)
+        # A head keeps at most the prompt, or a bounded record's b_max (the run's cap on any unit).
+        cap = max(min(record.length, getattr(record, "bound", None) or record.length), floor)
         # One budget per layer for all its heads, summing to c * L; an indivisible total (a
         # head-granularity allocation) leaves < H tokens, given to the most preferred layer's first heads.
         per_head, rest = divmod(total, heads)

@@ -1,0 +1,57 @@
+"""``b_max``: the most tokens any allocation of a run can give one (layer, KV head) — the one place
+it is computed (``Experiment.record_policy`` calls it once; records are bounded by it).
+
+What a run evaluates, and the most each gives one unit:
+
+* search candidates at ``c``, and the searched profile carried to each expansion ``c'``:
+  ``ceil(hi * c')``, ``hi`` the search space's upper ratio bound (4 by default). A proportional
+  expansion multiplies a unit by ``c'/c``; an additive one adds ``c' - c`` (less). Under the
+  ``exact`` budget rule, completion rescales a candidate to ``c * units`` and may push a unit a
+  little past ``hi * c``; the evaluator then prefills the affected instances again in full
+  (exact, and said on the console) rather than bounding ``b_max`` by the theoretical worst case
+  (a unit holding almost the whole total), which would bound nothing.
+* each static baseline at every budget ``compare`` uses (the target and its expansions): its
+  budgets' maximum (PyramidKV's bottom layer can exceed ``hi * c``).
+* input-adaptive methods (AdaKV, CAKE, global gates) may move budget between heads without
+  limit; here they are capped at ``b_max`` per unit: a bounded record's scores stop at
+  ``b_max`` (``runtime/bounded.py``), so none of them gives a head more. This is a choice: with
+  ``hi = 4`` it binds only when one head would take more than four times the largest budget.
+* curation's reference (uniform at ``c``) is within all of these; its full-cache judgment is
+  made on whole records, bounded once the kept instances are chosen.
+"""
+
+from __future__ import annotations
+
+import math
+
+from evolalloc.core.baselines import make_baseline
+
+
+def record_bound(targets, upper_ratio: float, baseline_budgets) -> int:
+    """``b_max`` from the run's budgets ``targets`` (the target, then its expansions), the search
+    space's upper ratio bound, and ``baseline_budgets(name, target) -> [L, H] budgets`` of each
+    static baseline (``None`` for one that adapts per instance or cannot run at that target)."""
+    bound = max(math.ceil(upper_ratio * float(c) - 1e-9) for c in targets)
+    for budgets in baseline_budgets:
+        if budgets is not None:
+            bound = max(bound, int(budgets.max()))
+    return int(bound)
+
+
+def run_record_bound(recipe, experiment) -> int:
+    """``b_max`` of the run ``recipe`` describes, on ``experiment``'s model (see the module docstring)."""
+    from evolalloc.search import SearchConfig
+
+    targets = [float(recipe.budget.target), *(float(c) for c in recipe.budget.expansions)]
+    g = experiment.geometry
+    config = SearchConfig.from_sections(budget=recipe.budget, search_space=recipe.search_space, optimizer=recipe.optimizer,
+                                        num_layers=g.num_layers, num_kv_heads=g.num_kv_heads, min_budget=experiment.min_budget())
+    upper = config.build_space().ratio_bounds[1]  # the search space resolves its default bound
+
+    def static(name: str, target: float):
+        baseline = make_baseline(name)
+        if baseline.adapter is not None or baseline.adapts is not None or target < baseline.min_target:
+            return None
+        return experiment.baseline(name, target).budgets
+
+    return record_bound(targets, upper, (static(name, c) for name in recipe.baselines for c in targets))
