@@ -85,7 +85,7 @@ def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, pro
         params = ", ".join(f"{k}: {v}" for k, v in recipe.task.params.items())
         result = Headroom(task=recipe.task_names + (f" ({params})" if params else ""), n=len(experiment.instances(SPLIT)), budgets=list(budgets), full=full)
         for name, scorer in scorers.items():
-            usable = [c for c in budgets if c >= max(1, scorer.always_kept)]
+            usable = [c for c in budgets if c >= scorer.min_budget]
             values = _run(experiment, scorer, [allocation(scorer, c) for c in usable])
             result.scores[name] = {c: dict(zip(usable, values)).get(c) for c in budgets}
             result.always_kept[name] = scorer.always_kept
