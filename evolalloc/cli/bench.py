@@ -72,13 +72,13 @@ def bench_fitness_cmd(model_spec, prompts, context_tokens, budgets, scorer_name,
 
 
 @bench.command("records")
-@click.option("--model", "model_spec", default=DEFAULT_MODEL, show_default=True, help="Model spec.")
+@model_option("model_spec")
 @click.option("--prompts", default=8, show_default=True, help="Passkey prompts.")
 @click.option("--context-tokens", default=1000, show_default=True, help="Prompt length in model tokens.")
 @click.option("--budgets", default="64,128,256", show_default=True, help="Uniform budgets, comma-separated (the largest is b_max).")
 @click.option("--batch-size", default=16, show_default=True, help="Rows per forward.")
 @click.option("--threads", type=int, default=None, help="torch threads (default: torch's choice).")
-@click.option("--seed", default=0, show_default=True)
+@seed_option()
 def bench_records_cmd(model_spec, prompts, context_tokens, budgets, batch_size, threads, seed):
     """Record size and scores with records bounded at b_max and kept in float32, bfloat16 or float16."""
     import torch
