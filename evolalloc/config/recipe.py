@@ -27,7 +27,7 @@ from named_registry import UnknownNameError
 from evolalloc.core.baselines import BASELINES, make_baseline
 from evolalloc.core.errors import UserError
 from evolalloc.config.schema import (
-    FieldProblem, RecipeData, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
+    FieldProblem, RecipeData, TRAINABLE_SCORERS, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
 )
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -280,9 +280,29 @@ def _check(recipe: Recipe) -> None:
             raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")
     if recipe.storage is not None and not _URL.match(recipe.storage):
         raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
+    _check_scorer_training(recipe)
     from searchspaces import SEARCH_SPACES  # a leaf package of plain numpy: cheap
 
     _check_registered("search_space.name", SEARCH_SPACES, recipe.search_space.name)
+
+
+def _check_scorer_training(recipe: Recipe) -> None:
+    """``scorer.train``: a scorer the run can train, no checkpoint named beside it, capacities above
+    the always-kept tokens."""
+    train = recipe.scorer.train
+    if train is None:
+        return
+    if recipe.scorer.name not in TRAINABLE_SCORERS:
+        why = ("train it with `evolalloc scorer train` and name its checkpoint" if recipe.scorer.name == "learned"
+               else f"{recipe.scorer.name!r} has nothing to train")
+        raise FieldProblem("scorer.train", f"a run can train {', '.join(TRAINABLE_SCORERS)} only; {why}")
+    if recipe.scorer.params.get("checkpoint"):
+        raise FieldProblem("scorer.params.checkpoint", "give either a checkpoint or scorer.train (which makes one), not both")
+    kept = int(recipe.scorer.params.get("sinks", 4)) + int(recipe.scorer.params.get("window", 16))
+    for i, capacity in enumerate(train.capacities if train.capacities is not None else recipe.budgets):
+        if capacity <= kept:
+            where = f"scorer.train.capacities[{i}]" if train.capacities is not None else "budget.target"
+            raise FieldProblem(where, f"{capacity} does not exceed the scorer's always-kept tokens ({kept}): nothing to train for")
 
 
 def _task_sections(recipe: Recipe) -> list[tuple[str, TaskSection]]:

@@ -109,10 +109,37 @@ class FitnessSection:
              "compare and every reported result always use generate")
 
 
+# Scorers the run itself can train (``scorer.train``); ``learned`` is trained with `evolalloc scorer train`.
+TRAINABLE_SCORERS = ("gates",)
+
+
+@dataclass
+class ScorerTrainSection:
+    """Train the scorer's checkpoint inside ``evolalloc search``, before the search, from the run's
+    search-split instances only (a curated split: its drawn candidates). Cached by content under the
+    cache directory, so a second run with the same settings, model and instances re-uses it."""
+
+    steps: int = _rule(600, min=1, help="optimizer steps (600 take ~30 s on 2 cores for SmolLM2's gates)")
+    seed: int = _rule(0, min=0, help="training seed; not the recipe's seed, so runs of `--seeds` share one trained scorer")
+    traces: int | None = _rule(None, min=1, help="search instances traced, shared among the tasks by their weights; "
+                                                 "null = every search instance")
+    future: int = _rule(32, min=1, help="future queries whose attention defines a token's importance")
+    splits_per_trace: int = _rule(3, min=1, help="compression points per traced prompt (the prompt end is one)")
+    min_split: int = _rule(128, min=1, help="earliest random compression point, in tokens")
+    hidden: int = _rule(32, min=1, help="units of each head's gate before the shared readout")
+    horizon: int = _rule(32, min=1, help="steps of future utility a gate score sums")
+    capacities: list[int] | None = _rule(None, help="per-head budgets trained for, one drawn per step; "
+                                                    "null = the recipe's budgets (target and expansions)")
+    checkpoint_every: int = _rule(50, min=1, help="steps between atomic training checkpoints (a killed run resumes there)")
+
+
 @dataclass
 class ScorerSection:
     name: str = _rule("snapkv", help="per-token scorer that ranks tokens inside each budget")
-    params: dict = _rule(help="keyword parameters of the scorer", factory=dict)
+    params: dict = _rule(help="keyword parameters of the scorer (gates, learned: checkpoint, default the one under "
+                              "the cache directory)", factory=dict)
+    train: ScorerTrainSection | None = _rule(None, help="train the scorer in the run from the search split "
+                                                        f"({', '.join(TRAINABLE_SCORERS)}); null = use its checkpoint")
 
 
 @dataclass

@@ -150,6 +150,6 @@ def train(traces: TraceSet, config: TrainConfig, *, log_path: str | Path | None 
         log.close()
     policy.eval()
     tail = costs[-max(1, len(costs) // 10) :]
-    summary = {**asdict(config), "seconds": round(time.perf_counter() - started, 1), "final_train_cost": sum(tail) / len(tail),
+    summary = {**asdict(config), "seconds": round(time.perf_counter() - started, 1), "final_train_cost": sum(tail) / len(tail), "traces_settings": traces.index.get("settings"),
                "traces": str(traces.folder), "items": len(items), "threads": torch.get_num_threads()}
     return policy, summary

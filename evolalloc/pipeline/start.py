@@ -96,6 +96,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     check_context_fits(recipe)
     experiment = Experiment(recipe, progress=progress)
     experiment.scorers  # noqa: B018 - builds (and checks) the scorers
+    experiment.check_checkpoints()  # a missing, unreadable or foreign checkpoint: refused here, not mid-search
     for split in ("search", "heldout"):
         experiment.instances(split)  # loads the model, generates and checks the instances
     with blamed_on(recipe):

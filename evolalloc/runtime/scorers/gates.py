@@ -42,6 +42,16 @@ class Gates(Scorer):
         # Resolved now, so provenance and ``key`` name the file really read, wherever EVOLALLOC_CACHE points.
         self.checkpoint = str(resolve_checkpoint("gates", self.checkpoint))
 
+    def check_checkpoint(self, geometry: dict, model: dict | None = None) -> None:
+        from evolalloc.runtime.gates import load_gates
+
+        load_gates(self.checkpoint, geometry=geometry, model=model)
+
+    def checkpoint_provenance(self) -> dict:
+        from evolalloc.runtime.checkpoint_file import checkpoint_provenance
+
+        return checkpoint_provenance(self.checkpoint)
+
     def score(self, stats: LayerStats) -> torch.Tensor:
         gates = load_cached(self.checkpoint).gates
         config = gates.config

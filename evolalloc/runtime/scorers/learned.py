@@ -44,6 +44,16 @@ class Learned(Scorer):
         # Resolved now, so provenance and ``key`` name the file really read, wherever EVOLALLOC_CACHE points.
         self.checkpoint = str(resolve_checkpoint("learned", self.checkpoint))
 
+    def check_checkpoint(self, geometry: dict, model: dict | None = None) -> None:
+        from evolalloc.runtime.policy import load_policy
+
+        load_policy(self.checkpoint, geometry=geometry, model=model)
+
+    def checkpoint_provenance(self) -> dict:
+        from evolalloc.runtime.checkpoint_file import checkpoint_provenance
+
+        return checkpoint_provenance(self.checkpoint)
+
     def score(self, stats: LayerStats) -> torch.Tensor:
         loaded = _load(self.checkpoint)
         policy = loaded.policy
