@@ -273,7 +273,8 @@ def _check(recipe: Recipe) -> None:
         if name in recipe.baselines[:i]:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
         problem = make_baseline(name).problem()  # e.g. gates without a trained checkpoint
-        if problem:
+        declared = make_baseline(name).scorer
+        if problem and not (declared and declared[0] == recipe.scorer.name):  # else it reads the run's (Experiment.make_baseline)
             raise FieldProblem(f"baselines[{i}]", problem)
         least = make_baseline(name).min_target  # e.g. streaming's sink tokens
         if target < least:

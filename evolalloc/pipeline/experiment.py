@@ -153,6 +153,15 @@ class Experiment:
                 field = "scorer.params.checkpoint" if scorer is self.scorer else "baselines"
                 raise UserError(str(err), source=self.recipe.source, field=field) from None
 
+    def make_baseline(self, name: str):
+        """Baseline ``name``; one that ranks with a trained scorer of the run's kind (``gates`` in a run
+        whose scorer is gates) reads the run's checkpoint, so both rows use the same weights."""
+        baseline = make_baseline(name)
+        declared = baseline.scorer
+        if declared is not None and declared[0] == self.scorer.name and "checkpoint" in declared[1]:
+            baseline = make_baseline(name, checkpoint=self.scorer.params()["checkpoint"])
+        return baseline
+
     def with_scorer_provenance(self, allocation: Allocation) -> Allocation:
         """``allocation`` with its scorer's checkpoint fingerprint and training record in its provenance
         (``scorer_checkpoint``), when that scorer reads a checkpoint."""
@@ -185,7 +194,7 @@ class Experiment:
         for extra in self.extra_scorers:
             scorers.setdefault(extra.key, extra)
         for name in self.recipe.baselines:
-            declared = make_baseline(name).scorer
+            declared = self.make_baseline(name).scorer
             if declared is not None:
                 extra = get_scorer(declared[0], **declared[1])
                 scorers.setdefault(extra.key, extra)
@@ -345,7 +354,7 @@ class Experiment:
         the baseline declares its own; ``reserved`` is the run scorer's always-kept tokens.
         ``base``: the allocation a method that adapts another one starts from (evolved+adakv)."""
         try:
-            baseline = make_baseline(method)
+            baseline = self.make_baseline(method)
             allocation = baseline.allocation(self.geometry, target, model=self.recipe.model.spec, scorer=self.scorer.name,
                                              scorer_params=self.scorer.params(), reserved=self.scorer.always_kept, base=base)
             return self.with_scorer_provenance(allocation)

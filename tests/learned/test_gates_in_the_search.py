@@ -4,6 +4,7 @@ fingerprint in every profile, `show` and the report, and the ship -> `evaluate F
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 import pytest
@@ -64,8 +65,10 @@ def test_a_profile_searched_over_gates_records_its_checkpoint_and_reproduces_fro
 
     checkpoint = save_tiny_gates(tmp_path / "gates.pt", tiny_model_dir)
     digest = hashlib.sha256(checkpoint.read_bytes()).hexdigest()
+    # The global gates method reads the run's checkpoint too (there is none at the default path).
     recipe = tiny_recipe(tmp_path, tiny_model_dir, scorer={"name": "gates", "params": {"checkpoint": str(checkpoint)}},
-                         task={"name": "passkey", "context_tokens": 200, "search": {"n": 2}, "heldout": {"n": 4}}, **FAST)
+                         task={"name": "passkey", "context_tokens": 200, "search": {"n": 2}, "heldout": {"n": 4}},
+                         **{**FAST, "baselines": ["uniform", "gates"]})
     searched = run_cli("search", recipe, "--runs-dir", runs, "--no-progress")
     assert searched.code == 0, searched.stderr
     run = runs / "tiny"
@@ -78,6 +81,8 @@ def test_a_profile_searched_over_gates_records_its_checkpoint_and_reproduces_fro
     shown = run_cli("show", run).stdout
     assert f"scorer gates: checkpoint {checkpoint} (sha256 {digest[:16]}), trained 7 steps seed 0 2 traces of passkey" in shown
     assert f"sha256 {digest[:16]}" in (run / "report.md").read_text()
+    exported = json.loads(run_cli("export", run / "allocation-c24.json", "--format", "headkv").stdout)
+    assert exported["scorer_checkpoint"]["sha256"] == digest
 
     # The file alone: another recipe (SnapKV, another scorer) gives the model and task; the file's gates rank.
     (tmp_path / "other").mkdir()
@@ -88,6 +93,7 @@ def test_a_profile_searched_over_gates_records_its_checkpoint_and_reproduces_fro
     from_run = run_cli("evaluate", run / "allocation-c24.json", "--run", run, "--no-progress")
     assert from_file.stdout == from_run.stdout  # every instance's prediction, not only the mean
     rows, _ = load_comparison(run / "comparison.json")
+    assert {row.method for row in rows} == {"evolved", "uniform", "gates"}
     evolved = next(row for row in rows if row.method == "evolved" and row.budget == 24)
     assert _mean(from_file.stdout, str(run / "allocation-c24.json")) == pytest.approx(evolved.score.mean, abs=5e-4)
 
