@@ -294,11 +294,12 @@ def _check_scorer_training(recipe: Recipe) -> None:
     if train is None:
         return
     if recipe.scorer.name not in TRAINABLE_SCORERS:
-        why = ("train it with `evolalloc scorer train` and name its checkpoint" if recipe.scorer.name == "learned"
-               else f"{recipe.scorer.name!r} has nothing to train")
-        raise FieldProblem("scorer.train", f"a run can train {', '.join(TRAINABLE_SCORERS)} only; {why}")
+        raise FieldProblem("scorer.train", f"a run can train {', '.join(TRAINABLE_SCORERS)} only; "
+                                           f"{recipe.scorer.name!r} has nothing to train")
     if recipe.scorer.params.get("checkpoint"):
         raise FieldProblem("scorer.params.checkpoint", "give either a checkpoint or scorer.train (which makes one), not both")
+    if recipe.scorer.name != "gates":
+        return  # capacities are the gates' training budgets
     kept = int(recipe.scorer.params.get("sinks", 4)) + int(recipe.scorer.params.get("window", 16))
     for i, capacity in enumerate(train.capacities if train.capacities is not None else recipe.budgets):
         if capacity <= kept:

@@ -1,4 +1,5 @@
-"""The run's own scorer: ``scorer.train`` in a recipe trains the gates from the search split.
+"""The run's own scorer: ``scorer.train`` in a recipe trains gates (or the learned policy) from the
+search split.
 
 Which instances: the search split of every task of the recipe (a curated split: its drawn
 candidates, which are search instances too; curation itself needs the trained scorer). With
@@ -6,7 +7,7 @@ candidates, which are search instances too; curation itself needs the trained sc
 (every task keeps at least one): the training mixture is the recipe's tasks and weights. The
 held-out split is never asked for, so no held-out instance can reach the traces.
 
-Where: ``<cache>/trained/gates/<key>/`` (``core.paths.cache_dir``, moved by EVOLALLOC_CACHE),
+Where: ``<cache>/trained/<scorer>/<key>/`` (``core.paths.cache_dir``, moved by EVOLALLOC_CACHE),
 ``key`` the sha256 of the training settings, the model (type, weight fingerprint, geometry) and
 every chosen instance's text (prompt and references). A second run with the same key re-uses the
 checkpoint without tracing or training; a killed one continues (``learned.in_run``).
@@ -46,10 +47,12 @@ def settings_of(experiment):
     recipe, train = experiment.recipe, experiment.recipe.scorer.train
     params = recipe.scorer.params
     capacities = tuple(train.capacities) if train.capacities is not None else tuple(recipe.budgets)
-    return InRunSettings(steps=train.steps, seed=train.seed, future=train.future, splits_per_trace=train.splits_per_trace,
-                         min_split=train.min_split, hidden=train.hidden, horizon=train.horizon, capacities=capacities,
+    hidden = train.hidden if train.hidden is not None else {"gates": 32, "learned": 256}[recipe.scorer.name]
+    return InRunSettings(scorer=recipe.scorer.name, steps=train.steps, seed=train.seed, future=train.future, splits_per_trace=train.splits_per_trace,
+                         min_split=train.min_split, hidden=hidden, horizon=train.horizon, capacities=capacities,
                          checkpoint_every=train.checkpoint_every, sinks=int(params.get("sinks", 4)),
-                         window=int(params.get("window", 16)))
+                         window=int(params.get("window", 16)), depth=train.depth, permutations=train.permutations,
+                         max_tokens=train.max_tokens)
 
 
 def training_key(settings, identity: dict, geometry: dict, instances: list[tuple[str, object]]) -> str:
@@ -57,7 +60,7 @@ def training_key(settings, identity: dict, geometry: dict, instances: list[tuple
     texts = hashlib.sha256()
     for label, inst in instances:
         texts.update(json.dumps([label, inst.prompt, list(inst.references)]).encode())
-    content = {"scorer": "gates", "settings": settings.key_fields(), "model_type": identity.get("model_type"),
+    content = {"settings": settings.key_fields(), "model_type": identity.get("model_type"),
                "model_fingerprint": identity.get("fingerprint"), "geometry": geometry, "instances": texts.hexdigest()}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
@@ -74,13 +77,13 @@ class TrainedScorer:
         loaded = experiment.loaded
         self.identity = model_identity(experiment.recipe.model.spec, loaded.model)
         self.key = training_key(self.settings, self.identity, loaded.geometry.to_dict(), self.instances)
-        self.folder = cache_dir() / "trained" / "gates" / self.key[:24]
+        self.folder = cache_dir() / "trained" / self.settings.scorer / self.key[:24]
 
     @property
     def checkpoint(self) -> Path:
-        from evolalloc.learned.in_run import CHECKPOINT
+        from evolalloc.learned.in_run import CHECKPOINTS
 
-        return self.folder / CHECKPOINT
+        return self.folder / CHECKPOINTS[self.settings.scorer]
 
     def ensure(self, *, progress: bool = True) -> Path:
         """Train unless the checkpoint exists (continuing a killed training); its path."""

@@ -1,5 +1,5 @@
-"""``scorer.train``: the run trains its gates from its search split — never a held-out instance —
-cached by content, deterministic for a seed, and resumed exactly after SIGKILL."""
+"""``scorer.train``: the run trains its gates (or learned policy) from its search split — never a
+held-out instance — cached by content, deterministic for a seed, and resumed exactly after SIGKILL."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from tests.clitools import run_cli
 from tests.test_pipeline import REPO, tiny_recipe
 
 TRAIN = {"steps": 40, "checkpoint_every": 5, "seed": 0}
+SMALL = {"gates": {}, "learned": {"hidden": 8, "permutations": 4}}  # the policy's 2 x 256 MLPs are slow for a test
 
 
-def recipe_with_training(tmp_path, model_dir, **train):
-    return tiny_recipe(tmp_path, model_dir, scorer={"name": "gates", "train": {**TRAIN, **train}}, baselines=["uniform"],
+def recipe_with_training(tmp_path, model_dir, scorer="gates", **train):
+    return tiny_recipe(tmp_path, model_dir, scorer={"name": scorer, "train": {**TRAIN, **SMALL[scorer], **train}},
+                       baselines=["uniform"],
                        budget={"target": 24, "expansions": []},
                        optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3})
 
@@ -76,8 +78,9 @@ def test_training_reads_only_the_search_split_and_a_second_experiment_reuses_it(
             other.ensure_scorer_trained()
 
 
-def test_training_is_deterministic_for_a_seed(tmp_path, tiny_model_dir, monkeypatch):
-    recipe = recipe_with_training(tmp_path, tiny_model_dir)
+@pytest.mark.parametrize("scorer", ["gates", "learned"])
+def test_training_is_deterministic_for_a_seed(tmp_path, tiny_model_dir, monkeypatch, scorer):
+    recipe = recipe_with_training(tmp_path, tiny_model_dir, scorer)
     monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "a"))
     first, _ = train(recipe)
     monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "b"))
@@ -89,12 +92,14 @@ KILLED = textwrap.dedent("""
     import sys, time
     import torch
     torch.set_num_threads(1)
-    from evolalloc.learned import gates_train
-    real = gates_train.gates_loss
-    def slow(*args, **kwargs):  # slow each step down so the parent can kill mid-training
-        time.sleep(0.1)
-        return real(*args, **kwargs)
-    gates_train.gates_loss = slow
+    from evolalloc.learned import gates_train, train
+    def slowed(real):  # slow each step down so the parent can kill mid-training
+        def slow(*args, **kwargs):
+            time.sleep(0.1)
+            return real(*args, **kwargs)
+        return slow
+    gates_train.gates_loss = slowed(gates_train.gates_loss)
+    train.normalised_reward = slowed(train.normalised_reward)
     from evolalloc.config.recipe import load_recipe
     from evolalloc.pipeline.experiment import Experiment
     with Experiment(load_recipe(sys.argv[1]), progress=False) as experiment:
@@ -102,8 +107,9 @@ KILLED = textwrap.dedent("""
 """)
 
 
-def test_training_killed_with_sigkill_resumes_to_the_uninterrupted_weights(tmp_path, tiny_model_dir, monkeypatch):
-    recipe = recipe_with_training(tmp_path, tiny_model_dir, steps=60)
+@pytest.mark.parametrize("scorer", ["gates", "learned"])
+def test_training_killed_with_sigkill_resumes_to_the_uninterrupted_weights(tmp_path, tiny_model_dir, monkeypatch, scorer):
+    recipe = recipe_with_training(tmp_path, tiny_model_dir, scorer, steps=60)
     env = {**os.environ, "EVOLALLOC_CACHE": str(tmp_path / "killed"), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     script = tmp_path / "train.py"
@@ -114,12 +120,12 @@ def test_training_killed_with_sigkill_resumes_to_the_uninterrupted_weights(tmp_p
     states = []
     while not states and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.2)
-        states = list((tmp_path / "killed").glob("trained/gates/*/train-state.pt"))
+        states = list((tmp_path / "killed").glob(f"trained/{scorer}/*/train-state.pt"))
     assert states, child.stderr.read().decode() if child.poll() is not None else "no training state within 300 s"
     child.send_signal(signal.SIGKILL)
     child.wait()
     folder = states[0].parent
-    assert not (folder / "gates.pt").exists()  # killed mid-training, not after
+    assert not list(folder.glob("*.pt")) or [p.name for p in folder.glob("*.pt")] == ["train-state.pt"]  # mid-training
 
     monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "killed"))
     resumed, _ = train(recipe)
