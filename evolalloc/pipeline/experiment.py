@@ -144,9 +144,10 @@ class Experiment:
         from evolalloc.runtime.policy import model_identity
 
         identity = model_identity(self.recipe.model.spec, self.loaded.model)
+        trained = str(self.trained_scorer.checkpoint) if self.trained_scorer is not None else None
         for scorer in self.scorers:
-            if scorer is self.scorer and self.trained_scorer is not None:
-                continue
+            if trained is not None and scorer.params().get("checkpoint") == trained:
+                continue  # made by this run's training step (the gates method reads it too)
             try:
                 scorer.check_checkpoint(self.geometry.to_dict(), identity)
             except ValueError as err:

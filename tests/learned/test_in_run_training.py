@@ -21,9 +21,9 @@ TRAIN = {"steps": 40, "checkpoint_every": 5, "seed": 0}
 SMALL = {"gates": {}, "learned": {"hidden": 8, "permutations": 4}}  # the policy's 2 x 256 MLPs are slow for a test
 
 
-def recipe_with_training(tmp_path, model_dir, scorer="gates", **train):
+def recipe_with_training(tmp_path, model_dir, scorer="gates", baselines=("uniform",), **train):
     return tiny_recipe(tmp_path, model_dir, scorer={"name": scorer, "train": {**TRAIN, **SMALL[scorer], **train}},
-                       baselines=["uniform"],
+                       baselines=list(baselines),
                        budget={"target": 24, "expansions": []},
                        optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3})
 
@@ -141,12 +141,14 @@ def test_search_trains_its_scorer_once_and_names_it_in_the_report(tmp_path, tiny
     from evolalloc.learned import in_run
 
     monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))
-    recipe = recipe_with_training(tmp_path, tiny_model_dir)
+    # The global gates method ranks with the run's freshly trained gates (there is no default checkpoint).
+    recipe = recipe_with_training(tmp_path, tiny_model_dir, baselines=("uniform", "gates"))
     first = run_cli("search", recipe, "--runs-dir", tmp_path / "runs", "--no-progress")
     assert first.code == 0, first.stderr
     record = load_allocation(tmp_path / "runs" / "tiny" / "allocation-c24.json").provenance["scorer_checkpoint"]
     assert record["trained"]["in_run_key"] and record["trained"]["splits"] == ["search"]
     assert "in this run's own training step" in (tmp_path / "runs" / "tiny" / "report.md").read_text()
+    assert '"gates"' in (tmp_path / "runs" / "tiny" / "comparison.json").read_text()
     assert f"sha256 {record['sha256'][:16]}" in run_cli("show", tmp_path / "runs" / "tiny").stdout
 
     monkeypatch.setattr(in_run, "train_gates", lambda *a, **k: (_ for _ in ()).throw(AssertionError("trained again")))
