@@ -40,16 +40,18 @@ def runs(tmp_path, monkeypatch):
     return populated_runs_dir(tmp_path)
 
 
-@pytest.mark.parametrize("fault", ["missing", "unreadable", "other model"])
-def test_a_bad_gates_checkpoint_is_a_refused_start_naming_the_recipe_field(tmp_path, runs, tiny_model_dir, fault):
-    checkpoint = tmp_path / "gates.pt"
+@pytest.mark.parametrize("scorer, fault", [("gates", "missing"), ("gates", "unreadable"), ("gates", "other model"),
+                                           ("learned", "missing")])
+def test_a_bad_checkpoint_is_a_refused_start_naming_the_recipe_field(tmp_path, runs, tiny_model_dir, scorer, fault):
+    checkpoint = tmp_path / "scorer.pt"
     if fault == "unreadable":
         checkpoint.write_bytes(b"not a checkpoint")
     elif fault == "other model":
         save_tiny_gates(checkpoint, tiny_model_dir, layers=3)
-    recipe = tiny_recipe(tmp_path, tiny_model_dir, scorer={"name": "gates", "params": {"checkpoint": str(checkpoint)}}, **FAST)
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, scorer={"name": scorer, "params": {"checkpoint": str(checkpoint)}}, **FAST)
     cache = snapshot(tmp_path / "cache")
-    phrase = {"missing": "no gates checkpoint", "unreadable": "not a readable gates checkpoint",
+    what = "policy" if scorer == "learned" else "gates"
+    phrase = {"missing": f"no {what} checkpoint", "unreadable": f"not a readable {what} checkpoint",
               "other model": "num_layers: checkpoint 3 vs model 4"}[fault]
     refused_start(recipe, runs, field="scorer.params.checkpoint", phrase=phrase)
     assert snapshot(tmp_path / "cache") == cache
