@@ -116,8 +116,7 @@ def evaluate(allocations, recipe_path, run_dir, overrides, split, budget, quiet,
             load_allocation(name)
     with Experiment(recipe, progress=progress, curation_file=curation) as experiment:
         # A file's own scorer (and its checkpoint) ranks its tokens, whatever the recipe's scorer is.
-        experiment.extra_scorers = [_file_scorer(name, load_allocation(name)) for name in allocations
-                                    if name != FULL_CACHE and name not in methods]
+        experiment.rank_also([load_allocation(name) for name in allocations if name != FULL_CACHE and name not in methods])
         for name in allocations:
             if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
                 chosen = experiment.baseline("uniform", experiment.geometry.max_positions)
@@ -141,16 +140,6 @@ def evaluate(allocations, recipe_path, run_dir, overrides, split, budget, quiet,
 
 
 FULL_CACHE = "full"
-
-
-def _file_scorer(path, allocation):
-    from evolalloc.core.errors import UserError
-    from evolalloc.runtime.scorers import get_scorer
-
-    try:
-        return get_scorer(allocation.scorer, **allocation.scorer_params)
-    except ValueError as err:
-        raise UserError(str(err), source=str(path), field="scorer_params") from None
 
 
 @main.command()

@@ -154,6 +154,16 @@ class Experiment:
                 field = "scorer.params.checkpoint" if scorer is self.scorer else "baselines"
                 raise UserError(str(err), source=self.recipe.source, field=field) from None
 
+    def rank_also(self, allocations: list[Allocation]) -> None:
+        """Rank every record with these allocations' own scorers too (``evaluate FILE``: a file's
+        scorer and checkpoint rank its tokens, whatever the recipe's scorer is). Call it before the
+        first ``records``/``scorers``."""
+        for allocation in allocations:
+            try:
+                self.extra_scorers.append(get_scorer(allocation.scorer, **allocation.scorer_params))
+            except ValueError as err:
+                raise UserError(str(err), field="scorer_params") from None
+
     def make_baseline(self, name: str):
         """Baseline ``name``; one that ranks with a trained scorer of the run's kind (``gates`` in a run
         whose scorer is gates) reads the run's checkpoint, so both rows use the same weights."""
