@@ -155,3 +155,16 @@ def test_search_trains_its_scorer_once_and_names_it_in_the_report(tmp_path, tiny
     second = run_cli("search", recipe, "--runs-dir", tmp_path / "runs", "--name", "again", "--no-progress")
     assert second.code == 0, second.stderr
     assert load_allocation(tmp_path / "runs" / "again" / "allocation-c24.json").provenance["scorer_checkpoint"] == record
+
+
+def test_search_seeds_share_one_trained_scorer(tmp_path, tiny_model_dir, monkeypatch):
+    from evolalloc.core.allocation_file import load_allocation
+
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))
+    recipe = recipe_with_training(tmp_path, tiny_model_dir)
+    result = run_cli("search", recipe, "--seeds", "0", "1", "--runs-dir", tmp_path / "runs", "--no-progress")
+    assert result.code == 0, result.stderr
+    records = [load_allocation(tmp_path / "runs" / f"tiny-s{seed}" / "allocation-c24.json").provenance["scorer_checkpoint"]
+               for seed in (0, 1)]
+    assert records[0] == records[1]  # the training seed is scorer.train.seed, not the search seed
+    assert len(list((tmp_path / "cache" / "trained" / "gates").iterdir())) == 1
