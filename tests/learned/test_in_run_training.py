@@ -168,3 +168,30 @@ def test_search_seeds_share_one_trained_scorer(tmp_path, tiny_model_dir, monkeyp
                for seed in (0, 1)]
     assert records[0] == records[1]  # the training seed is scorer.train.seed, not the search seed
     assert len(list((tmp_path / "cache" / "trained" / "gates").iterdir())) == 1
+
+
+def test_a_search_killed_while_training_is_finished_by_resume(tmp_path, tiny_model_dir, monkeypatch):
+    recipe = recipe_with_training(tmp_path, tiny_model_dir, steps=60)
+    env = {**os.environ, "EVOLALLOC_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    script = tmp_path / "search.py"
+    script.write_text(KILLED.split("from evolalloc.config.recipe")[0]
+                      + "from evolalloc.cli import run\nsys.argv = ['evolalloc', *sys.argv[1:]]\nrun()\n")
+    child = subprocess.Popen([sys.executable, str(script), "search", str(recipe), "--runs-dir", str(tmp_path / "runs"),
+                              "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    states = []
+    while not states and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.2)
+        states = list((tmp_path / "cache").glob("trained/gates/*/train-state.pt"))
+    assert states, child.stderr.read().decode() if child.poll() is not None else "no training state within 300 s"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert (tmp_path / "runs" / "tiny").is_dir() and not (tmp_path / "runs" / "tiny" / "report.md").exists()
+
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))
+    resumed = run_cli("resume", tmp_path / "runs" / "tiny", "--no-progress")
+    assert resumed.code == 0, resumed.stderr
+    checkpoint = states[0].parent / "gates.pt"
+    assert torch.load(checkpoint, weights_only=True)["training"]["resumed_at_step"] > 0
+    assert (tmp_path / "runs" / "tiny" / "report.md").exists()
