@@ -25,7 +25,8 @@ LAYERS = [
     ["evolalloc.search", "evolalloc.export"],
     ["evolalloc.config"],
     ["evolalloc.report"],
-    ["evolalloc.pipeline", "evolalloc.learned", "evolalloc.bench"],
+    ["evolalloc.learned"],  # below the pipeline: a run can train its own scorer (scorer.train)
+    ["evolalloc.pipeline", "evolalloc.bench"],
     ["evolalloc.service"],
     ["evolalloc.client"],  # the public Python client of the service (re-exports)
     ["evolalloc.cli"],

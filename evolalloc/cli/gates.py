@@ -14,8 +14,8 @@ from evolalloc.cli import main
 from evolalloc.cli.options import seed_option
 from evolalloc.cli.scorer import _MODEL, _THREADS, _csv, _setup
 from evolalloc.core.errors import UserError
+from evolalloc.core.paths import resolve_checkpoint
 
-_DEFAULT = "~/.cache/evolalloc/gates/gates.pt"  # runtime.scorers.gates.DEFAULT_CHECKPOINT (no torch import for --help)
 
 
 @main.group()
@@ -25,8 +25,9 @@ def gates() -> None:
 
 @gates.command("train")
 @click.argument("traces_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out_path", default=_DEFAULT, show_default=True, type=click.Path(dir_okay=False),
-              help="Checkpoint to write (the `gates` method reads the default one).")
+@click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False),
+              help="Checkpoint to write; default: gates/gates.pt under the cache directory ($EVOLALLOC_CACHE), "
+                   "the one the `gates` scorer and method read when no checkpoint is named.")
 @click.option("--steps", default=600, show_default=True)
 @click.option("--lr", default=3e-3, show_default=True)
 @click.option("--hidden", default=32, show_default=True, help="Units of each head's gate before the shared projection.")
@@ -52,7 +53,7 @@ def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, pena
         raise UserError(f"--capacities must all exceed sinks + window ({sinks + window})", field="--capacities")
     config = GatesTrainConfig(steps=steps, lr=lr, hidden=hidden, horizon=horizon, capacities=capacities, penalty=penalty,
                               sinks=sinks, window=window, seed=seed)
-    out = Path(out_path).expanduser()
+    out = resolve_checkpoint("gates", out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     log_path = out.with_suffix(".log.jsonl")
     gates_module, summary = train_gates(traces, config, log_path=log_path)

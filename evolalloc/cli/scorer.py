@@ -10,6 +10,7 @@ import click
 from evolalloc.cli import main
 from evolalloc.cli.options import model_option, seed_option
 from evolalloc.core.errors import UserError
+from evolalloc.core.paths import resolve_checkpoint
 from evolalloc.learned.settings import TraceSettings, TrainConfig
 
 T, C = TraceSettings, TrainConfig  # every default below is the dataclass's
@@ -64,7 +65,9 @@ def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_
 
 @scorer.command("train")
 @click.argument("traces_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Checkpoint file to write.")
+@click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False),
+              help="Checkpoint file to write; default: learned/policy.pt under the cache directory ($EVOLALLOC_CACHE), "
+                   "the one the `learned` scorer reads when no checkpoint is named.")
 @click.option("--steps", default=C.steps, show_default=True)
 @click.option("--permutations", default=C.permutations, show_default=True, help="K permutations per step (RLOO group).")
 @click.option("--lr", default=C.lr, show_default=True)
@@ -89,7 +92,9 @@ def train_cmd(traces_dir, out_path, steps, permutations, lr, warmup, hidden, dep
         raise UserError(str(exc)) from None
     config = TrainConfig(steps=steps, permutations=permutations, lr=lr, warmup=warmup, hidden=hidden, depth=depth,
                          max_tokens=max_tokens, sinks=sinks, window=window, seed=seed)
-    log_path = Path(out_path).with_suffix(".log.jsonl")
+    out_path = resolve_checkpoint("learned", out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path = out_path.with_suffix(".log.jsonl")
     policy, summary = train(traces, config, log_path=log_path)
     save_policy(out_path, policy, model=traces.index["model"], geometry=traces.index["geometry"], training=summary)
     click.echo(f"trained {policy.config.heads} head policies in {summary['seconds']} s "

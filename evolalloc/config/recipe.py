@@ -28,7 +28,7 @@ from evolalloc.core.baselines import BASELINES, make_baseline
 from evolalloc.core.errors import UserError
 from evolalloc.core.record_settings import parse_size
 from evolalloc.config.schema import (
-    FieldProblem, RecipeData, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
+    FieldProblem, RecipeData, TRAINABLE_SCORERS, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
 )
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -278,16 +278,38 @@ def _check(recipe: Recipe) -> None:
         if name in recipe.baselines[:i]:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
         problem = make_baseline(name).problem()  # e.g. gates without a trained checkpoint
-        if problem:
+        declared = make_baseline(name).scorer
+        if problem and not (declared and declared[0] == recipe.scorer.name):  # else it reads the run's (Experiment.make_baseline)
             raise FieldProblem(f"baselines[{i}]", problem)
         least = make_baseline(name).min_target  # e.g. streaming's sink tokens
         if target < least:
             raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")
     if recipe.storage is not None and not _URL.match(recipe.storage):
         raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
+    _check_scorer_training(recipe)
     from searchspaces import SEARCH_SPACES  # a leaf package of plain numpy: cheap
 
     _check_registered("search_space.name", SEARCH_SPACES, recipe.search_space.name)
+
+
+def _check_scorer_training(recipe: Recipe) -> None:
+    """``scorer.train``: a scorer the run can train, no checkpoint named beside it, capacities above
+    the always-kept tokens."""
+    train = recipe.scorer.train
+    if train is None:
+        return
+    if recipe.scorer.name not in TRAINABLE_SCORERS:
+        raise FieldProblem("scorer.train", f"a run can train {', '.join(TRAINABLE_SCORERS)} only; "
+                                           f"{recipe.scorer.name!r} has nothing to train")
+    if recipe.scorer.params.get("checkpoint"):
+        raise FieldProblem("scorer.params.checkpoint", "give either a checkpoint or scorer.train (which makes one), not both")
+    if recipe.scorer.name != "gates":
+        return  # capacities are the gates' training budgets
+    kept = int(recipe.scorer.params.get("sinks", 4)) + int(recipe.scorer.params.get("window", 16))
+    for i, capacity in enumerate(train.capacities if train.capacities is not None else recipe.budgets):
+        if capacity <= kept:
+            where = f"scorer.train.capacities[{i}]" if train.capacities is not None else "budget.target"
+            raise FieldProblem(where, f"{capacity} does not exceed the scorer's always-kept tokens ({kept}): nothing to train for")
 
 
 def _task_sections(recipe: Recipe) -> list[tuple[str, TaskSection]]:

@@ -114,10 +114,42 @@ class FitnessSection:
              "compare and every reported result always use generate")
 
 
+# Scorers the run itself can train (``scorer.train``).
+TRAINABLE_SCORERS = ("gates", "learned")
+
+
+@dataclass
+class ScorerTrainSection:
+    """Train the scorer's checkpoint inside ``evolalloc search``, before the search, from the run's
+    search-split instances only (a curated split: its drawn candidates). Cached by content under the
+    cache directory, so a second run with the same settings, model and instances re-uses it."""
+
+    steps: int = _rule(600, min=1, help="optimizer steps (600 take ~30 s on 2 cores for SmolLM2's gates)")
+    seed: int = _rule(0, min=0, help="training seed; not the recipe's seed, so runs of `--seeds` share one trained scorer")
+    traces: int | None = _rule(None, min=1, help="search instances traced, shared among the tasks by their weights; "
+                                                 "null = every search instance")
+    future: int = _rule(32, min=1, help="future queries whose attention defines a token's importance")
+    splits_per_trace: int = _rule(3, min=1, help="compression points per traced prompt (the prompt end is one)")
+    min_split: int = _rule(128, min=1, help="earliest random compression point, in tokens")
+    hidden: int | None = _rule(None, min=1, help="units per hidden layer of each head's network; null = the "
+                                                 "scorer's default (gates 32, learned 256)")
+    horizon: int = _rule(32, min=1, help="gates: steps of future utility a gate score sums")
+    capacities: list[int] | None = _rule(None, help="gates: per-head budgets trained for, one drawn per step; "
+                                                    "null = the recipe's budgets (target and expansions)")
+    depth: int = _rule(2, min=1, help="learned: hidden layers of each head's MLP")
+    permutations: int = _rule(16, min=2, help="learned: sampled rankings per step (the RLOO group)")
+    max_tokens: int | None = _rule(None, min=2, help="learned: rank a random subset of this many tokens per step; "
+                                                     "null = all (slower, exact)")
+    checkpoint_every: int = _rule(50, min=1, help="steps between atomic training checkpoints (a killed run resumes there)")
+
+
 @dataclass
 class ScorerSection:
     name: str = _rule("snapkv", help="per-token scorer that ranks tokens inside each budget")
-    params: dict = _rule(help="keyword parameters of the scorer", factory=dict)
+    params: dict = _rule(help="keyword parameters of the scorer (gates, learned: checkpoint, default the one under "
+                              "the cache directory)", factory=dict)
+    train: ScorerTrainSection | None = _rule(None, help="train the scorer's checkpoint in the run from the search split "
+                                                        f"({', '.join(TRAINABLE_SCORERS)}); null = use its checkpoint")
 
 
 @dataclass

@@ -126,5 +126,6 @@ class CurveExporter(Exporter):
             # rule (LU-KV's grid needs every ratio). Those rows were not searched:
             "below_source_target": [t for t in targets if t < allocation.target],
             "method": allocation.provenance.get("method"),
+            "scorer_checkpoint": allocation.provenance.get("scorer_checkpoint"),  # a trained scorer's fingerprint
         }
         return Rendered(buffer.getvalue(), self.suffix, sidecars={".json": json.dumps(sidecar, indent=2) + "\n"})

@@ -44,14 +44,19 @@ def headkv_table(allocation: Allocation) -> dict:
         "total": allocation.total,
         "capacities": allocation.budgets.tolist(),
         "method": allocation.provenance.get("method"),
+        "scorer_checkpoint": allocation.provenance.get("scorer_checkpoint"),  # a trained scorer's fingerprint
     }
 
 
 def allocation_from_headkv(table: dict) -> Allocation:
-    """Rebuild the allocation a ``headkv`` table was exported from (provenance: method only)."""
+    """Rebuild the allocation a ``headkv`` table was exported from (provenance: method, and a trained
+    scorer's checkpoint fingerprint when it had one)."""
+    provenance = {"method": table["method"]}
+    if table.get("scorer_checkpoint"):
+        provenance["scorer_checkpoint"] = table["scorer_checkpoint"]
     return Allocation(model=table["model"], geometry=ModelGeometry(**table["geometry"]), scorer=table["scorer"],
                       scorer_params=table["scorer_params"], target=table["target"], granularity=table["granularity"],
-                      budgets=np.array(table["capacities"], dtype=np.int64), provenance={"method": table["method"]})
+                      budgets=np.array(table["capacities"], dtype=np.int64), provenance=provenance)
 
 
 @exporters.register("headkv", description="per-(layer, KV head) capacities as JSON")

@@ -109,6 +109,8 @@ def export_kvpress(allocation: Allocation, context_length: int | None = None) ->
         "method": allocation.provenance.get("method"),
         "scorer": allocation.scorer,
         "scorer_params": allocation.scorer_params,
+        # A trained scorer's weights (gates, learned): the profile is only reproduced with this file.
+        "scorer_checkpoint": allocation.provenance.get("scorer_checkpoint"),
         "press": kvpress_press(allocation),
         "granularity": allocation.granularity,
         "target": allocation.target,

@@ -27,6 +27,7 @@ budget; and no next-token loss (the LLM is frozen and unused at training time).
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
@@ -37,6 +38,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from evolalloc.core.fileio import write_atomic
 from evolalloc.learned.traces import TraceSet
 from evolalloc.runtime.gates import GatesConfig, RetentionGates
 
@@ -89,8 +91,14 @@ def gates_loss(gates: RetentionGates, features, importance, age, capacity: int, 
     return loss, quality, used / allowed
 
 
-def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | Path | None = None, progress: bool = True):
-    """Train the gates of the traces' model; returns ``(gates, summary)``."""
+def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | Path | None = None, progress: bool = True,
+                state_path: str | Path | None = None, checkpoint_every: int = 0):
+    """Train the gates of the traces' model; returns ``(gates, summary)``.
+
+    ``state_path``: where the training state (gates, optimizer, schedule, step, running losses) is
+    written atomically every ``checkpoint_every`` steps; when the file exists, training continues
+    from it, and ends with the same weights as an uninterrupted run of the same seed.
+    """
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     geometry = traces.index["geometry"]
@@ -101,12 +109,22 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     gates.fit_standardisation(torch.cat([item_tensors(traces, it, config.sinks, config.window)[0] for it in items[:8]], dim=1))
     optimizer = torch.optim.AdamW(gates.parameters(), lr=config.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, config))
-    log = open(log_path, "w") if log_path else None
-    started, qualities, usage = time.perf_counter(), [], []
-    bar = tqdm(range(config.steps), desc="train gates", unit="step", disable=not progress)
+    # Every step's (item, capacity) is drawn up front, in the order the loop used to draw them, so a
+    # resumed run makes the draws the uninterrupted one would have made from its step on.
+    draws = [(rng.choice(items), rng.choice(config.capacities)) for _ in range(config.steps)]
+    first, qualities, usage = 0, [], []
+    if state_path is not None and Path(state_path).is_file():
+        state = torch.load(state_path, map_location="cpu", weights_only=True)
+        gates.load_state_dict(state["gates"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        first, qualities, usage = int(state["step"]), list(state["qualities"]), list(state["usage"])
+    log = open(log_path, "a" if first else "w") if log_path else None
+    started = time.perf_counter()
+    bar = tqdm(range(first, config.steps), desc="train gates", unit="step", disable=not progress,
+               initial=first, total=config.steps)
     for step in bar:
-        item = rng.choice(items)
-        capacity = rng.choice(config.capacities)
+        item, capacity = draws[step]
         features, importance, age = item_tensors(traces, item, config.sinks, config.window)
         loss, quality, used = gates_loss(gates, features, importance, age, capacity, config.sinks, config.window, config.penalty)
         optimizer.zero_grad(set_to_none=True)
@@ -124,11 +142,22 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
                                       "used_over_capacity": usage[-1], "lr": schedule.get_last_lr()[0],
                                       "seconds": round(time.perf_counter() - started, 2)}) + "\n")
                 log.flush()
+        if state_path is not None and checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < config.steps:
+            _save_state(state_path, gates, optimizer, schedule, step + 1, qualities, usage)
     if log:
         log.close()
     gates.eval()
     tail = max(1, len(qualities) // 10)
     summary = {**asdict(config), "seconds": round(time.perf_counter() - started, 1),
                "final_attention_lost": sum(qualities[-tail:]) / tail, "final_used_over_capacity": sum(usage[-tail:]) / tail,
-               "traces": str(traces.folder), "items": len(items), "threads": torch.get_num_threads()}
+               "traces": str(traces.folder), "traces_settings": traces.index.get("settings"), "items": len(items),
+               "threads": torch.get_num_threads(), "resumed_at_step": first}
     return gates, summary
+
+
+def _save_state(path, gates, optimizer, schedule, step: int, qualities: list[float], usage: list[float]) -> None:
+    """The training state, written atomically: a kill leaves the previous state or this one."""
+    buffer = io.BytesIO()
+    torch.save({"gates": gates.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                "step": step, "qualities": qualities, "usage": usage}, buffer)
+    write_atomic(path, buffer.getvalue())

@@ -18,6 +18,7 @@ Two departures, both for a 2-core CPU budget and both noted in the report:
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import time
@@ -27,6 +28,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from evolalloc.core.fileio import write_atomic
 from evolalloc.learned.reward import normalised_reward
 from evolalloc.learned.settings import TrainConfig
 from evolalloc.learned.traces import TraceSet
@@ -106,8 +108,14 @@ def fit_standardisation(policy: HeadPolicies, items, traces: TraceSet, sinks: in
     policy.fit_standardisation(torch.cat(feats, dim=1))
 
 
-def train(traces: TraceSet, config: TrainConfig, *, log_path: str | Path | None = None, progress: bool = True) -> tuple[HeadPolicies, dict]:
-    """Train one policy per (layer, KV head) of the traces' model; returns (policy, summary)."""
+def train(traces: TraceSet, config: TrainConfig, *, log_path: str | Path | None = None, progress: bool = True,
+          state_path: str | Path | None = None, checkpoint_every: int = 0) -> tuple[HeadPolicies, dict]:
+    """Train one policy per (layer, KV head) of the traces' model; returns (policy, summary).
+
+    ``state_path``: where the training state (policy, optimizer, schedule, the sampling generator's
+    state, step, costs) is written atomically every ``checkpoint_every`` steps; when the file
+    exists, training continues from it and ends with the weights of an uninterrupted run.
+    """
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     geometry = traces.index["geometry"]
@@ -118,9 +126,17 @@ def train(traces: TraceSet, config: TrainConfig, *, log_path: str | Path | None 
     fit_standardisation(policy, items, traces, config.sinks, config.window)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, config))
-    log = open(log_path, "w") if log_path else None
-    started, costs = time.perf_counter(), []
-    bar = tqdm(range(config.steps), desc="train", unit="step", disable=not progress)
+    first, costs = 0, []
+    if state_path is not None and Path(state_path).is_file():
+        state = torch.load(state_path, map_location="cpu", weights_only=True)
+        policy.load_state_dict(state["policy"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        generator.set_state(state["generator"])  # every later draw (items, subsets, permutations) as uninterrupted
+        first, costs = int(state["step"]), list(state["costs"])
+    log = open(log_path, "a" if first else "w") if log_path else None
+    started = time.perf_counter()
+    bar = tqdm(range(first, config.steps), desc="train", unit="step", disable=not progress, initial=first, total=config.steps)
     for step in bar:
         item = items[int(torch.randint(len(items), (1,), generator=generator))]
         features, importance = item_tensors(traces, item, config.sinks, config.window, config.max_tokens, generator)
@@ -146,10 +162,15 @@ def train(traces: TraceSet, config: TrainConfig, *, log_path: str | Path | None 
                        "lr": schedule.get_last_lr()[0], "seconds": round(time.perf_counter() - started, 2)}
                 log.write(json.dumps(row) + "\n")
                 log.flush()
+        if state_path is not None and checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < config.steps:
+            buffer = io.BytesIO()
+            torch.save({"policy": policy.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                        "generator": generator.get_state(), "step": step + 1, "costs": costs}, buffer)
+            write_atomic(state_path, buffer.getvalue())  # a kill leaves the previous state or this one
     if log:
         log.close()
     policy.eval()
     tail = costs[-max(1, len(costs) // 10) :]
-    summary = {**asdict(config), "seconds": round(time.perf_counter() - started, 1), "final_train_cost": sum(tail) / len(tail),
-               "traces": str(traces.folder), "items": len(items), "threads": torch.get_num_threads()}
+    summary = {**asdict(config), "seconds": round(time.perf_counter() - started, 1), "final_train_cost": sum(tail) / len(tail), "traces_settings": traces.index.get("settings"),
+               "traces": str(traces.folder), "items": len(items), "threads": torch.get_num_threads(), "resumed_at_step": first}
     return policy, summary

@@ -63,6 +63,8 @@ def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout"
             load_allocation(name)  # refused here, before any prefill; the geometry is checked below
     # Whole records: the allocations named here may give a unit more than the run's b_max.
     with Experiment(recipe, progress=progress, curation_file=curation, bounded=False) as experiment:
+        # A file's own scorer (and its checkpoint) ranks its tokens, whatever the recipe's scorer is.
+        experiment.rank_also([load_allocation(name) for name in names if name != FULL_CACHE and name not in methods])
         for name in names:
             if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
                 chosen = experiment.baseline("uniform", experiment.geometry.max_positions)

@@ -52,8 +52,8 @@ class Experiment:
         self._records: dict[str, list] = {}
         self._instances: dict[str, list] = {}
         self._engine: Engine | None = None
-        #: Scorers ranked at prefill besides the recipe's and the baselines' (``pipeline/headroom.py``);
-        #: set before the first ``records`` call.
+        #: Scorers ranked at prefill besides the recipe's and the baselines' (``pipeline/headroom.py``;
+        #: ``evaluate``: an allocation file's own scorer); set before the first ``records`` call.
         self.extra_scorers: list[Scorer] = []
 
     def __enter__(self) -> "Experiment":
@@ -138,10 +138,77 @@ class Experiment:
 
     @cached_property
     def scorer(self) -> Scorer:  # the same for every part: the scorer section is shared
+        if self._parent is not None:
+            return self._parent.scorer
+        params = dict(self.recipe.scorer.params)
+        if self.recipe.scorer.train is not None:  # the run trains it: its checkpoint is the one keyed by content
+            params["checkpoint"] = str(self.trained_scorer.checkpoint)
         try:
-            return get_scorer(self.recipe.scorer.name, **self.recipe.scorer.params)
+            return get_scorer(self.recipe.scorer.name, **params)
         except ValueError as err:
             raise UserError(str(err), source=self.recipe.source, field="scorer") from None
+
+    @cached_property
+    def trained_scorer(self):
+        """The in-run training ``scorer.train`` asks for (``pipeline.scorer_training``), or None."""
+        if self._parent is not None:
+            return self._parent.trained_scorer
+        if self.recipe.scorer.train is None:
+            return None
+        from evolalloc.pipeline.scorer_training import TrainedScorer
+
+        return TrainedScorer(self)
+
+    def ensure_scorer_trained(self) -> None:
+        """Train the run's scorer now if the recipe asks for it and it is not trained yet (cached)."""
+        if self.trained_scorer is not None:
+            self.trained_scorer.ensure(progress=self.progress)
+
+    def check_checkpoints(self) -> None:
+        """Refuse (``UserError`` naming the recipe field) a scorer checkpoint that is missing, unreadable
+        or trained for another model; one the run will train itself is not checked."""
+        from evolalloc.runtime.policy import model_identity
+
+        identity = model_identity(self.recipe.model.spec, self.loaded.model)
+        trained = str(self.trained_scorer.checkpoint) if self.trained_scorer is not None else None
+        for scorer in self.scorers:
+            if trained is not None and scorer.params().get("checkpoint") == trained:
+                continue  # made by this run's training step (the gates method reads it too)
+            try:
+                scorer.check_checkpoint(self.geometry.to_dict(), identity)
+            except ValueError as err:
+                field = "scorer.params.checkpoint" if scorer is self.scorer else "baselines"
+                raise UserError(str(err), source=self.recipe.source, field=field) from None
+
+    def rank_also(self, allocations: list[Allocation]) -> None:
+        """Rank every record with these allocations' own scorers too (``evaluate FILE``: a file's
+        scorer and checkpoint rank its tokens, whatever the recipe's scorer is). Call it before the
+        first ``records``/``scorers``."""
+        for allocation in allocations:
+            try:
+                self.extra_scorers.append(get_scorer(allocation.scorer, **allocation.scorer_params))
+            except ValueError as err:
+                raise UserError(str(err), field="scorer_params") from None
+
+    def make_baseline(self, name: str):
+        """Baseline ``name``; one that ranks with a trained scorer of the run's kind (``gates`` in a run
+        whose scorer is gates) reads the run's checkpoint, so both rows use the same weights."""
+        baseline = make_baseline(name)
+        declared = baseline.scorer
+        if declared is not None and declared[0] == self.scorer.name and "checkpoint" in declared[1]:
+            baseline = make_baseline(name, checkpoint=self.scorer.params()["checkpoint"])
+        return baseline
+
+    def with_scorer_provenance(self, allocation: Allocation) -> Allocation:
+        """``allocation`` with its scorer's checkpoint fingerprint and training record in its provenance
+        (``scorer_checkpoint``), when that scorer reads a checkpoint."""
+        try:
+            record = get_scorer(allocation.scorer, **allocation.scorer_params).checkpoint_provenance()
+        except ValueError as err:
+            raise UserError(str(err), source=self.recipe.source, field="scorer.params.checkpoint") from None
+        if record:
+            allocation.provenance["scorer_checkpoint"] = record
+        return allocation
 
     @cached_property
     def task(self):
@@ -158,9 +225,13 @@ class Experiment:
     def scorers(self) -> list[Scorer]:
         """Every scorer the run needs rankings for: the recipe's, and each one a baseline declares
         (streaming ranks with StreamingLLM's), once per distinct ``key``."""
+        if self._parent is not None:
+            return self._parent.scorers
         scorers = {self.scorer.key: self.scorer}
+        for extra in self.extra_scorers:
+            scorers.setdefault(extra.key, extra)
         for name in self.recipe.baselines:
-            declared = make_baseline(name).scorer
+            declared = self.make_baseline(name).scorer
             if declared is not None:
                 extra = get_scorer(declared[0], **declared[1])
                 scorers.setdefault(extra.key, extra)
@@ -307,6 +378,7 @@ class Experiment:
                 self._records[split] = [self.keeper.keep(by_uid[inst.uid], keys, self.record_policy.bound)
                                         for inst in instances]
             else:
+                self.ensure_scorer_trained()  # its ranking is in every record
                 self._records[split] = prefill_instances(
                     self.loaded, instances, self.scorers,
                     question_after_compression=self.recipe.task.question_after_compression, progress=self.progress,
@@ -336,6 +408,7 @@ class Experiment:
                                       for label, weight, part in self.parts])
         mode = mode or self.fitness_mode
         check_fitness_mode(mode)  # before an engine starts any worker
+        self.ensure_scorer_trained()  # before any worker (a Ray actor too) reads the checkpoint
         return self.engine.evaluator(split, scorer or self.scorer, mode=mode)
 
     def search_evaluator(self) -> Evaluator:
@@ -348,6 +421,7 @@ class Experiment:
         budgets are adapted when its record is compressed (``runtime.adaptive.Adapted``)."""
         try:
             scorer = get_scorer(allocation.scorer, **allocation.scorer_params)
+            _check_same_checkpoint(allocation, scorer)
             method = allocation.provenance.get("method")
             adapter = make_baseline(method).adapter if method in BASELINES.load_all() else None
             if adapter is not None:
@@ -363,12 +437,24 @@ class Experiment:
         the baseline declares its own; ``reserved`` is the run scorer's always-kept tokens.
         ``base``: the allocation a method that adapts another one starts from (evolved+adakv)."""
         try:
-            baseline = make_baseline(method)
-            return baseline.allocation(self.geometry, target, model=self.recipe.model.spec, scorer=self.scorer.name,
-                                       scorer_params=self.scorer.params(), reserved=self.scorer.always_kept, base=base)
+            baseline = self.make_baseline(method)
+            allocation = baseline.allocation(self.geometry, target, model=self.recipe.model.spec, scorer=self.scorer.name,
+                                             scorer_params=self.scorer.params(), reserved=self.scorer.always_kept, base=base)
+            return self.with_scorer_provenance(allocation)
         except ValueError as err:  # an unknown name (with did-you-mean) or a target it cannot hold
             raise UserError(str(err), field="baselines") from None
 
     def min_budget(self) -> int:
         return self.scorer.min_budget
 
+
+def _check_same_checkpoint(allocation: Allocation, scorer: Scorer) -> None:
+    """A profile searched over a trained scorer is only reproduced by that scorer's weights: refuse
+    (``ValueError``) when the checkpoint at its path is no longer the file it recorded."""
+    recorded = (allocation.provenance.get("scorer_checkpoint") or {}).get("sha256")
+    if recorded:
+        now = scorer.checkpoint_provenance()
+        if now is None or now["sha256"] != recorded:
+            raise ValueError(f"the profile was made with the {allocation.scorer} checkpoint sha256 {recorded[:12]}..., but "
+                             f"{now['path'] if now else 'its scorer'} now holds sha256 {now['sha256'][:12] if now else '-'}...; "
+                             "restore that checkpoint to reproduce it")

@@ -62,7 +62,7 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
             "optimizer_version": result.implementation[1],
         },
     )
-    return best.complete(min_budget=experiment.min_budget())
+    return experiment.with_scorer_provenance(best.complete(min_budget=experiment.min_budget()))
 
 
 def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation) -> dict[float, Allocation]:
@@ -147,7 +147,8 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
     meta = comparison_meta(recipe, experiment) if experiment is not None else {"split": HELDOUT}
     return write_report(run_dir, recipe, history=result.history, comparison=rows, allocations=allocations,
                         plots=plots, best=best, wall_seconds=wall_seconds, comparison_meta=meta,
-                        curation=[c.line() for c in read_curations(run_dir / CURATION_FILE)])
+                        curation=[c.line() for c in read_curations(run_dir / CURATION_FILE)],
+                        scorer_checkpoint=methods["evolved"][target].provenance.get("scorer_checkpoint"))
 
 
 def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig, started: float,

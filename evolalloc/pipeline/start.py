@@ -118,6 +118,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
                 split += DRAWN  # the candidates need no model; judging them does
             part.instances(split)  # reads the dataset, checks each instance fits the positions
     experiment.loaded  # noqa: B018 - the weights: a model that cannot load is refused before the folder exists
+    experiment.check_checkpoints()  # a missing, unreadable or foreign scorer checkpoint (curation ranks with it)
     for part, split in curated:
         part.instances(split)  # judges the drawn candidates with the model
     run_dir = create_run_folder(recipe, runs_dir, name)

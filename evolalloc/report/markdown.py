@@ -58,8 +58,25 @@ def _task_rows(task: Mapping, prefix: str = "") -> list[tuple[str, str]]:
     ]
 
 
-def searched_section(recipe: Mapping) -> list[str]:
-    """A key/value table of the recipe, in words a reader of the report needs."""
+def checkpoint_words(record: Mapping | None) -> str:
+    """A scorer checkpoint's provenance (``scorer_checkpoint`` of a profile) in one phrase."""
+    if not record:
+        return ""
+    trained = record.get("trained") or {}
+    how = [f"{trained['steps']} steps" if trained.get("steps") is not None else None,
+           f"seed {trained['seed']}" if trained.get("seed") is not None else None,
+           f"{trained['traces']} traces" if trained.get("traces") is not None else None,
+           ("of " + ", ".join(trained["tasks"])) if trained.get("tasks") else None,
+           ("(" + "/".join(trained["splits"]) + " split)") if trained.get("splits") else None,
+           f"on model {trained['model']}" if trained.get("model") else None,
+           "in this run's own training step" if trained.get("in_run_key") else None]
+    return (f"checkpoint {record.get('path')} (sha256 {str(record.get('sha256'))[:16]}), trained "
+            + (" ".join(part for part in how if part) or "(no training record)"))
+
+
+def searched_section(recipe: Mapping, scorer_checkpoint: Mapping | None = None) -> list[str]:
+    """A key/value table of the recipe, in words a reader of the report needs; ``scorer_checkpoint``:
+    the provenance of the trained scorer's checkpoint the profiles were searched with."""
     budget, space, opt = recipe["budget"], recipe["search_space"], recipe["optimizer"]
     if recipe.get("tasks"):
         task_rows = [row for task in recipe["tasks"] for row in _task_rows(task, f"{task.get('label') or task['name']}: ")]
@@ -71,7 +88,8 @@ def searched_section(recipe: Mapping) -> list[str]:
         *task_rows,
         ("fitness mode", f"{mode or 'each task’s default'} (the search only; every reported result is greedy "
                          "generation scored by the task's metric)"),
-        ("scorer", f"{recipe['scorer']['name']} {recipe['scorer']['params'] or ''}".strip()),
+        ("scorer", f"{recipe['scorer']['name']} {recipe['scorer']['params'] or ''}".strip()
+                   + ("; " + checkpoint_words(scorer_checkpoint) if scorer_checkpoint else "")),
         ("target budget c", f"{budget['target']} tokens per (layer, KV head)"),
         ("expansions", (", ".join(map(str, budget["expansions"])) or "none")
                        + f" ({budget.get('expansion_rule', 'proportional')} rule)"),
@@ -190,6 +208,7 @@ def render_report(
     best: Mapping | None = None,
     wall_seconds: float | None = None,
     curation: Sequence[str] = (),
+    scorer_checkpoint: Mapping | None = None,
 ) -> str:
     """The whole report as Markdown.
 
@@ -202,12 +221,13 @@ def render_report(
         best: facts about the best allocation (fitness, task_score, optimizer...).
         wall_seconds: wall time of the run.
         curation: one line per curated split (``Curation.line()``).
+        scorer_checkpoint: the searched profile's ``scorer_checkpoint`` provenance, if any.
     """
     recipe = _as_dict(recipe)
     lines = [f"# evolalloc run `{recipe['name']}`", ""]
     if wall_seconds is not None:
         lines += [f"Wall time: {fmt_seconds(wall_seconds)}.", ""]
-    lines += searched_section(recipe) + [""]
+    lines += searched_section(recipe, scorer_checkpoint) + [""]
     lines += curation_section(curation)
     lines += progress_section(history, best) + [""]
     lines += comparison_section(comparison, comparison_meta) + [""]

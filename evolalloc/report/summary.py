@@ -14,7 +14,7 @@ from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.errors import UserError
 from evolalloc.config.run_folder import CHECKPOINT_FILE, COMPARISON_FILE, LEGACY_CHECKPOINT_FILE, REPORT_FILE, STUDY_FILE, load_run_recipe
 from evolalloc.report.comparison import REFERENCE, load_comparison, tasks_of
-from evolalloc.report.markdown import fmt_p
+from evolalloc.report.markdown import checkpoint_words, fmt_p
 
 _ALLOCATION = re.compile(r"^allocation-c(\d+(?:\.\d+)?)\.json$")
 
@@ -40,6 +40,17 @@ def _default_mode(profiles: dict[float, Path], recipe) -> str:
         if mode:
             return f"{mode} (the task's default)"
     return "the task's default"
+
+
+def _scorer_checkpoint(profiles: dict[float, Path], recipe) -> dict | None:
+    """The searched profile's ``scorer_checkpoint`` provenance (the trained scorer's fingerprint)."""
+    target = profiles.get(float(recipe.budget.target))
+    if target is None:
+        return None
+    try:
+        return load_allocation(target).provenance.get("scorer_checkpoint")
+    except UserError:
+        return None
 
 
 def _profile_line(budget: float, path: Path) -> str:
@@ -110,6 +121,12 @@ def show_run(run_dir: str | Path) -> str:
         f"x {recipe.optimizer.generations_per_group} generations per group",
         f"  trial store: {recipe.storage or (run_dir / STUDY_FILE)}",
     ]
+    checkpoint = _scorer_checkpoint(profiles, recipe)
+    if checkpoint:
+        lines.insert(3, f"  scorer {recipe.scorer.name}: {checkpoint_words(checkpoint)}")
+    elif recipe.scorer.train is not None:
+        lines.insert(3, f"  scorer {recipe.scorer.name}: trained in the run ({recipe.scorer.train.steps} steps, seed "
+                        f"{recipe.scorer.train.seed}, search split); no profile yet")
     if profiles:
         lines.append("profiles:")
         lines += [_profile_line(budget, path) for budget, path in profiles.items()]

@@ -9,6 +9,7 @@ it was trained on. Every problem is one ``ValueError`` naming the file.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import torch
@@ -26,7 +27,7 @@ def read_checkpoint(path: str | Path, *, what: str, fmt: str, version: int, trai
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a corrupt or non-torch file: say which file
-        raise ValueError(f"{path}: not a readable {what} checkpoint ({type(exc).__name__}: {exc})") from None
+        raise ValueError(f"{path}: not a readable {what} checkpoint ({_one_line(exc)})") from None
     if not isinstance(payload, dict) or payload.get("format") != fmt:
         found = payload.get("format") if isinstance(payload, dict) else None
         raise ValueError(f"{path}: not an evolalloc {what} checkpoint (format {found!r})")
@@ -46,3 +47,48 @@ def read_checkpoint(path: str | Path, *, what: str, fmt: str, version: int, trai
                     f"({key} {payload['model'].get(key)!r}), not on {model.get('spec')!r} ({key} {model.get(key)!r})"
                 )
     return payload
+
+
+def _one_line(exc: Exception) -> str:
+    """An exception as one short line: torch's unpickling errors run to a dozen lines of advice."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:100]}{'...' if len(first) > 100 else ''}"
+
+
+_FINGERPRINTS: dict[tuple[str, int, int], dict] = {}
+
+
+def checkpoint_provenance(path: str | Path) -> dict:
+    """What a profile records about the checkpoint its scorer read: the file, its sha256, and how
+    it was trained (steps, seed, the traces' tasks and splits, the model), from its ``training``.
+
+    ``ValueError`` when the file is missing or unreadable. Cached per (path, size, mtime): the
+    pipeline asks once per allocation it writes.
+    """
+    import hashlib
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ValueError(f"no checkpoint at {str(path)!r}")
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _FINGERPRINTS:
+        data = path.read_bytes()
+        try:
+            payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise ValueError(f"{path}: not a readable checkpoint ({_one_line(exc)})") from None
+        training = payload.get("training", {}) if isinstance(payload, dict) else {}
+        settings = training.get("traces_settings") or {}
+        trained = {
+            "steps": training.get("steps"), "seed": training.get("seed"),
+            "tasks": list(training.get("tasks") or settings.get("tasks") or []),
+            "splits": list(training.get("splits") or ([settings["split"]] if settings.get("split") else [])),
+            "traces": training.get("trace_count", settings.get("count")),
+            "model": (payload.get("model") or {}).get("spec") if isinstance(payload, dict) else None,
+        }
+        if training.get("in_run_key"):
+            trained["in_run_key"] = training["in_run_key"]
+        _FINGERPRINTS[key] = {"path": str(path), "sha256": hashlib.sha256(data).hexdigest(),
+                              "format": payload.get("format") if isinstance(payload, dict) else None, "trained": trained}
+    return dict(_FINGERPRINTS[key])

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from evolalloc.core.errors import UserError
+from evolalloc.core.paths import cache_dir  # noqa: F401 - re-exported: the one definition is in core
 from evolalloc import DEFAULT_MODEL
 from evolalloc.core.geometry import ModelGeometry
 
@@ -61,16 +62,6 @@ def geometry_of(config, dtype: torch.dtype = torch.float32) -> ModelGeometry:
         max_positions=getattr(config, "max_position_embeddings", 0) or 0,
         dtype_bytes=torch.empty((), dtype=dtype).element_size(),
     )
-
-
-def cache_dir() -> Path:
-    """Where dequantized models are cached (``EVOLALLOC_CACHE`` overrides the user cache dir)."""
-    env = os.environ.get("EVOLALLOC_CACHE")
-    if env:
-        return Path(env)
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("evolalloc"))
 
 
 def bundled_gguf_path(name: str) -> Path:

@@ -44,9 +44,12 @@ def test_loading_for_another_geometry_or_model_or_version_raises(checkpoint, tmp
         load_policy(tmp_path / "missing.pt")
 
 
-def test_the_learned_scorer_without_a_checkpoint_says_what_it_needs():
-    with pytest.raises(ValueError, match="needs checkpoint=PATH"):
-        get_scorer("learned")
+def test_the_learned_scorer_without_a_checkpoint_reads_the_default_one_and_says_how_to_train_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path))
+    scorer = get_scorer("learned")
+    assert scorer.checkpoint == str(tmp_path / "learned" / "policy.pt")
+    with pytest.raises(ValueError, match="evolalloc scorer train"):
+        load_policy(scorer.checkpoint)
 
 
 def test_the_learned_scorer_ranks_by_its_mlp_with_sinks_and_window_first(checkpoint):

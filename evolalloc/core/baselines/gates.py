@@ -3,19 +3,16 @@
 The allocation holds uniform budgets only for their total ``c * L * H``; per instance the
 runtime keeps the top ``c * L * H`` (layer, head, token) entries by the ``gates`` scorer's
 calibrated scores (``runtime.adaptive.global_topk``), every head keeping at least its
-always-kept tokens. Needs a checkpoint from ``evolalloc gates train`` (default path below).
+always-kept tokens. Needs a checkpoint from ``evolalloc gates train`` (default: ``core.paths``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
 from evolalloc.core.baselines import register_baseline
 from evolalloc.core.baselines.uniform import Uniform
+from evolalloc.core.paths import resolve_checkpoint
 
-#: Same as ``evolalloc.runtime.scorers.gates.DEFAULT_CHECKPOINT`` (core cannot import the runtime).
-DEFAULT_CHECKPOINT = "~/.cache/evolalloc/gates/gates.pt"
 
 
 @register_baseline
@@ -26,11 +23,11 @@ class GlobalGates(Uniform):
     color = "#7f7f7f"
     default = False
     in_budget_plot = False  # its real budgets are per instance; `evolalloc gates eval` plots their mean
-    checkpoint: str = DEFAULT_CHECKPOINT
+    checkpoint: str = ""  # "": the gates scorer's default checkpoint (core.paths)
 
     @property
     def scorer(self):
-        return ("gates", {"checkpoint": self.checkpoint})
+        return ("gates", {"checkpoint": str(resolve_checkpoint("gates", self.checkpoint))})
 
     @property
     def min_target(self) -> float:
@@ -41,8 +38,9 @@ class GlobalGates(Uniform):
         return ("global", {})
 
     def problem(self):
-        if not Path(self.checkpoint).expanduser().is_file():
-            return f"method 'gates' needs a gates checkpoint at {self.checkpoint}; train one with `evolalloc gates train TRACES`"
+        path = resolve_checkpoint("gates", self.checkpoint)
+        if not path.is_file():
+            return f"method 'gates' needs a gates checkpoint at {path}; train one with `evolalloc gates train TRACES`"
         return None
 
     def provenance(self, *, reserved=0):

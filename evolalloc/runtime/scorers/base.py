@@ -88,6 +88,16 @@ class Scorer:
         """``[Hkv, L]`` importance: higher is kept first."""
         raise NotImplementedError
 
+    def check_checkpoint(self, geometry: dict, model: dict | None = None) -> None:
+        """A scorer that reads a trained checkpoint raises ``ValueError`` (one line) when it is
+        missing, unreadable, or trained for another model geometry (or model, when ``model`` is
+        given: ``runtime.policy.model_identity``). Heuristics have nothing to check."""
+
+    def checkpoint_provenance(self) -> dict | None:
+        """The checkpoint's fingerprint and training record (``checkpoint_file.checkpoint_provenance``)
+        for every profile ranked with this scorer; ``None`` for a scorer without one."""
+        return None
+
     def rank(self, stats: LayerStats) -> torch.Tensor:
         """``[Hkv, L]`` int64 positions, most important first; always-kept tokens lead."""
         return self.rank_scored(stats)[0]

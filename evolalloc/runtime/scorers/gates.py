@@ -9,23 +9,19 @@ budget this is an ordinary per-head ranking. Train a checkpoint with ``evolalloc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
 import torch
 
+from evolalloc.core.paths import resolve_checkpoint
 from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 _CACHE: dict[tuple[str, float], object] = {}
 
-#: Where ``evolalloc gates train`` writes by default and the ``gates`` method looks.
-DEFAULT_CHECKPOINT = "~/.cache/evolalloc/gates/gates.pt"
-
 
 def load_cached(path: str):
     from evolalloc.runtime.gates import load_gates
 
-    resolved = Path(path).expanduser()
+    resolved = resolve_checkpoint("gates", path)
     mtime = resolved.stat().st_mtime if resolved.is_file() else -1.0
     key = (str(resolved.resolve()), mtime)
     if key not in _CACHE:
@@ -37,10 +33,24 @@ def load_cached(path: str):
 @dataclass
 class Gates(Scorer):
     name = "gates"
-    checkpoint: str = DEFAULT_CHECKPOINT
+    checkpoint: str = ""  # "": the default checkpoint under the cache directory (core.paths)
     sinks: int = 4
     window: int = 16
     horizon: int = 0  # 0: the checkpoint's
+
+    def __post_init__(self):
+        # Resolved now, so provenance and ``key`` name the file really read, wherever EVOLALLOC_CACHE points.
+        self.checkpoint = str(resolve_checkpoint("gates", self.checkpoint))
+
+    def check_checkpoint(self, geometry: dict, model: dict | None = None) -> None:
+        from evolalloc.runtime.gates import load_gates
+
+        load_gates(self.checkpoint, geometry=geometry, model=model)
+
+    def checkpoint_provenance(self) -> dict:
+        from evolalloc.runtime.checkpoint_file import checkpoint_provenance
+
+        return checkpoint_provenance(self.checkpoint)
 
     def score(self, stats: LayerStats) -> torch.Tensor:
         gates = load_cached(self.checkpoint).gates

@@ -12,10 +12,9 @@ Train one with ``evolalloc scorer train``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
 import torch
 
+from evolalloc.core.paths import resolve_checkpoint
 from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
@@ -25,7 +24,7 @@ _CACHE: dict[tuple[str, float], object] = {}
 def _load(path: str):
     from evolalloc.runtime.policy import load_policy  # deferred: importing the registry stays cheap
 
-    resolved = Path(path).expanduser()
+    resolved = resolve_checkpoint("learned", path)
     mtime = resolved.stat().st_mtime if resolved.is_file() else -1.0
     key = (str(resolved.resolve()), mtime)
     if key not in _CACHE:
@@ -37,13 +36,23 @@ def _load(path: str):
 @dataclass
 class Learned(Scorer):
     name = "learned"
-    checkpoint: str = ""
+    checkpoint: str = ""  # "": the default checkpoint under the cache directory (core.paths)
     sinks: int = 4
     window: int = 16
 
     def __post_init__(self):
-        if not self.checkpoint:
-            raise ValueError("scorer 'learned' needs checkpoint=PATH, a policy trained with `evolalloc scorer train`")
+        # Resolved now, so provenance and ``key`` name the file really read, wherever EVOLALLOC_CACHE points.
+        self.checkpoint = str(resolve_checkpoint("learned", self.checkpoint))
+
+    def check_checkpoint(self, geometry: dict, model: dict | None = None) -> None:
+        from evolalloc.runtime.policy import load_policy
+
+        load_policy(self.checkpoint, geometry=geometry, model=model)
+
+    def checkpoint_provenance(self) -> dict:
+        from evolalloc.runtime.checkpoint_file import checkpoint_provenance
+
+        return checkpoint_provenance(self.checkpoint)
 
     def score(self, stats: LayerStats) -> torch.Tensor:
         loaded = _load(self.checkpoint)

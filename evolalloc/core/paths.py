@@ -1,0 +1,38 @@
+"""Where evolalloc keeps what it makes once and re-uses: the cache directory and, under it, the
+default checkpoint of each trained scorer. Defined here once; everything else asks.
+
+``EVOLALLOC_CACHE`` moves the whole cache (converted models, checkpoints, scorers trained inside
+a run); without it, the user cache directory (``~/.cache/evolalloc`` on Linux).
+Torch-free: the recipe checks and the baselines (``core``) need these paths too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Scorers that rank with a trained network, and their checkpoint's file under the cache directory.
+CHECKPOINT_FILES = {"gates": "gates/gates.pt", "learned": "learned/policy.pt"}
+
+
+def cache_dir() -> Path:
+    """The cache directory: ``EVOLALLOC_CACHE`` when set, else the user cache directory."""
+    env = os.environ.get("EVOLALLOC_CACHE")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("evolalloc"))
+
+
+def default_checkpoint(scorer: str) -> Path:
+    """The checkpoint scorer ``scorer`` ("gates", "learned") reads when the recipe names none, and
+    its training command writes by default."""
+    if scorer not in CHECKPOINT_FILES:
+        raise ValueError(f"scorer {scorer!r} has no checkpoint; scorers with one: {', '.join(CHECKPOINT_FILES)}")
+    return cache_dir() / CHECKPOINT_FILES[scorer]
+
+
+def resolve_checkpoint(scorer: str, given: str | os.PathLike | None) -> Path:
+    """``given`` (``~`` expanded), or the scorer's default checkpoint when ``given`` is empty."""
+    return Path(given).expanduser() if given else default_checkpoint(scorer)

@@ -1,0 +1,95 @@
+"""The run's own scorer: ``scorer.train`` in a recipe trains gates (or the learned policy) from the
+search split.
+
+Which instances: the search split of every task of the recipe (a curated split: its drawn
+candidates, which are search instances too; curation itself needs the trained scorer). With
+``scorer.train.traces: N``, N of them, shared among the tasks in proportion to their weights
+(every task keeps at least one): the training mixture is the recipe's tasks and weights. The
+held-out split is never asked for, so no held-out instance can reach the traces.
+
+Where: ``<cache>/trained/<scorer>/<key>/`` (``core.paths.cache_dir``, moved by EVOLALLOC_CACHE),
+``key`` the sha256 of the training settings, the model (type, weight fingerprint, geometry) and
+every chosen instance's text (prompt and references). A second run with the same key re-uses the
+checkpoint without tracing or training; a killed one continues (``learned.in_run``).
+
+The checkpoint's path is fixed by the key before training, so the experiment's scorer names it
+from the start; ``ensure_trained`` runs before anything ranks tokens with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from evolalloc.core.paths import cache_dir
+
+DRAWN = ":drawn"  # the same as pipeline.experiment.DRAWN (the experiment imports this module)
+
+
+def training_instances(experiment) -> list[tuple[str, object]]:
+    """``(task label, instance)`` of the search split that ``scorer.train`` trains on, in a fixed order."""
+    train = experiment.recipe.scorer.train
+    pools = []
+    for label, weight, part in experiment.parts:
+        split = "search" + DRAWN if part.split_section("search").curate.active else "search"
+        pools.append((label, weight, part.instances(split)))
+    if train.traces is None:
+        return [(label, inst) for label, _, pool in pools for inst in pool]
+    total = sum(weight for _, weight, _ in pools)
+    quotas = [max(1, round(train.traces * weight / total)) for _, weight, _ in pools]
+    return [(label, inst) for (label, _, pool), quota in zip(pools, quotas) for inst in pool[:quota]]
+
+
+def settings_of(experiment):
+    from evolalloc.learned.in_run import InRunSettings
+
+    recipe, train = experiment.recipe, experiment.recipe.scorer.train
+    params = recipe.scorer.params
+    capacities = tuple(train.capacities) if train.capacities is not None else tuple(recipe.budgets)
+    hidden = train.hidden if train.hidden is not None else {"gates": 32, "learned": 256}[recipe.scorer.name]
+    return InRunSettings(scorer=recipe.scorer.name, steps=train.steps, seed=train.seed, future=train.future, splits_per_trace=train.splits_per_trace,
+                         min_split=train.min_split, hidden=hidden, horizon=train.horizon, capacities=capacities,
+                         checkpoint_every=train.checkpoint_every, sinks=int(params.get("sinks", 4)),
+                         window=int(params.get("window", 16)), depth=train.depth, permutations=train.permutations,
+                         max_tokens=train.max_tokens)
+
+
+def training_key(settings, identity: dict, geometry: dict, instances: list[tuple[str, object]]) -> str:
+    """sha256 of what the trained weights depend on (not the model's path: a copied model matches)."""
+    texts = hashlib.sha256()
+    for label, inst in instances:
+        texts.update(json.dumps([label, inst.prompt, list(inst.references)]).encode())
+    content = {"settings": settings.key_fields(), "model_type": identity.get("model_type"),
+               "model_fingerprint": identity.get("fingerprint"), "geometry": geometry, "instances": texts.hexdigest()}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+class TrainedScorer:
+    """The in-run training of one experiment: its instances, key, folder and checkpoint path."""
+
+    def __init__(self, experiment):
+        from evolalloc.runtime.policy import model_identity
+
+        self.experiment = experiment
+        self.settings = settings_of(experiment)
+        self.instances = training_instances(experiment)
+        loaded = experiment.loaded
+        self.identity = model_identity(experiment.recipe.model.spec, loaded.model)
+        self.key = training_key(self.settings, self.identity, loaded.geometry.to_dict(), self.instances)
+        self.folder = cache_dir() / "trained" / self.settings.scorer / self.key[:24]
+
+    @property
+    def checkpoint(self) -> Path:
+        from evolalloc.learned.in_run import CHECKPOINTS
+
+        return self.folder / CHECKPOINTS[self.settings.scorer]
+
+    def ensure(self, *, progress: bool = True) -> Path:
+        """Train unless the checkpoint exists (continuing a killed training); its path."""
+        from evolalloc.learned.in_run import train_in_run
+
+        if self.checkpoint.is_file():
+            return self.checkpoint
+        return train_in_run(self.experiment.loaded, self.identity, self.instances, self.settings, self.folder,
+                            provenance={"in_run_key": self.key}, progress=progress)
