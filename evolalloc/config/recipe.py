@@ -283,6 +283,10 @@ def _check(recipe: Recipe) -> None:
     from searchspaces import SEARCH_SPACES  # a leaf package of plain numpy: cheap
 
     _check_registered("search_space.name", SEARCH_SPACES, recipe.search_space.name)
+    space = SEARCH_SPACES.get(recipe.search_space.name)
+    if space.scorers is not None and recipe.scorer.name not in space.scorers:
+        raise FieldProblem("search_space.name", f"search space {recipe.search_space.name!r} only works with scorer "
+                                                f"{' or '.join(space.scorers)}; got scorer.name {recipe.scorer.name!r}")
 
 
 def _task_sections(recipe: Recipe) -> list[tuple[str, TaskSection]]:
