@@ -69,7 +69,8 @@ def test_at_zero_prior_the_hybrid_scores_exactly_as_the_global_gates(home, tiny_
     with Experiment(hybrid_recipe(tiny_model_dir), progress=False) as experiment:
         gates = experiment.baseline("gates", TARGET)
         hybrid = Allocation(model="m", geometry=experiment.geometry, scorer="gates", scorer_params=gates.scorer_params,
-                            target=TARGET, budgets=np.full((4, 2), TARGET), provenance={"method": "evolved", "adapter": "gate_prior"})
+                            target=TARGET, budgets=np.full((4, 2), TARGET),
+                            provenance={"method": "evolved", "adapter": "gate_prior"})
         plain = experiment.evaluator("heldout", experiment.scorer_for(gates)).evaluate([gates.budgets])[0]
         shifted = experiment.evaluator("heldout", experiment.scorer_for(hybrid)).evaluate([hybrid.budgets])[0]
         assert [(o.prediction, o.score) for o in shifted.instances] == [(o.prediction, o.score) for o in plain.instances]

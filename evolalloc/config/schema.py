@@ -127,8 +127,8 @@ class BudgetSection:
 
 @dataclass
 class SearchSpaceSection:
-    name: str = _rule("layer_groups", help="layer_groups (one budget per layer), head_groups (per KV head) or "
-                                           "gate_prior (the hybrid: a per-layer prior on the gates scorer's scores)")
+    name: str = _rule("layer_groups", help="layer_groups (one budget per layer), head_groups (per KV head), or the "
+                                           "hybrid's gate_prior / gate_prior_heads (a searched prior on the gates' scores)")
     group_size: int = _rule(8, min=1, help="n_g: units optimised together, bottom-up")
     ratio_bounds: list[float] | None = _rule(None, length=2, help="[lo, hi] bounds on k_i / c; null = automatic")
 

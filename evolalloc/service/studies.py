@@ -286,6 +286,7 @@ def study_allocation(study: Study, algorithm: GroupwiseAlgorithm) -> Allocation:
             "population": config.popsize_for(config.group_size), "evaluations": study.evaluations_done,
             "optimizer": (algorithm.implementation or ("", ""))[0],
             "optimizer_version": (algorithm.implementation or ("", ""))[1], "study": study.id,
+            **({"adapter": algorithm.space.adapter} if algorithm.space.adapter else {}),  # the hybrid's prior
         },
     )
     return best.complete(min_budget=config.min_budget)

@@ -38,6 +38,16 @@ def test_every_candidate_keeps_exactly_c_times_layers_per_head_whatever_the_rule
         assert (budgets == budgets[:, :1]).all()
 
 
+def test_the_per_head_hybrid_searches_one_offset_per_kv_head_at_the_exact_total():
+    heads = get_search_space("gate_prior_heads", num_layers=6, num_kv_heads=3, target=64, group_size=4, min_budget=20)
+    assert search_space_granularity("gate_prior_heads") == "head" and heads.adapter == "gate_prior"
+    assert heads.n_units == 18
+    ratios = np.ones(18)
+    ratios[4] = 3.0  # layer 1, head 1
+    budgets = heads.decode(ratios)
+    assert budgets.sum() == 64 * 18 and budgets[1, 1] == budgets.max() and budgets[1, 0] < budgets[1, 1]
+
+
 def test_the_prior_follows_the_ratios_up_to_a_shift():
     ratios = np.array([1.0, 2.0, 0.5, 1.0, 1.0, 1.5])
     prior = prior_of(space().decode(ratios))[:, 0]
