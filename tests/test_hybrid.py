@@ -147,6 +147,9 @@ def test_a_recipe_pairing_the_hybrid_with_another_scorer_is_refused_in_one_line(
     refused = run_cli("search", str(path), "--runs-dir", str(tmp_path / "runs"))
     assert refused.code == 2 and len(refused.error_lines) == 1 and "search_space.name" in refused.stderr
     assert not (tmp_path / "runs").exists()
+    with pytest.raises(UserError) as caught:  # its budgets are a prior, not budgets AdaKV could share out
+        hybrid_recipe(tiny_model_dir, baselines=["gates", "evolved+adakv"])
+    assert caught.value.field == "baselines[1]" and "gate_prior" in str(caught.value)
 
 
 def test_a_hybrid_file_whose_prior_was_edited_or_whose_scorer_is_not_gates_is_refused(home, tiny_model_dir, tmp_path):

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import yaml
 from named_registry import UnknownNameError
 
-from evolalloc.core.baselines import BASELINES, make_baseline
+from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
 from evolalloc.core.errors import UserError
 from evolalloc.config.schema import (
     FieldProblem, RecipeData, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
@@ -287,6 +287,10 @@ def _check(recipe: Recipe) -> None:
     if space.scorers is not None and recipe.scorer.name not in space.scorers:
         raise FieldProblem("search_space.name", f"search space {recipe.search_space.name!r} only works with scorer "
                                                 f"{' or '.join(space.scorers)}; got scorer.name {recipe.scorer.name!r}")
+    for i, name in enumerate(recipe.baselines):
+        if space.adapter is not None and BASELINES.get(name).adapts == EVOLVED:  # e.g. evolved+adakv on the hybrid
+            raise FieldProblem(f"baselines[{i}]", f"{name!r} adapts the searched budgets, but {recipe.search_space.name!r}'s "
+                                                  f"budgets are read by its own adapter ({space.adapter}), not as budgets")
 
 
 def _task_sections(recipe: Recipe) -> list[tuple[str, TaskSection]]:
