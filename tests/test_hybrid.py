@@ -111,6 +111,10 @@ def test_a_hybrid_run_ships_its_prior_and_evaluate_reproduces_its_score_from_the
                                scorer_params=shipped.scorer_params, target=TARGET, budgets=shipped.budgets.copy(),
                                provenance={"method": "evolved", "adapter": "gate_prior"})
         assert likelihood(experiment, shipped) == likelihood(experiment, in_memory)
+        from evolalloc.runtime.generation import resolve_profile
+
+        _, generating, _ = resolve_profile(run / f"allocation-c{TARGET}.json", experiment.loaded.model, None)
+        assert isinstance(generating, Adapted) and generating.adapter.name == "gate_prior"  # generate runs it as searched
 
     prompt = tmp_path / "prompts.jsonl"
     prompt.write_text(json.dumps({"prompt": "The pass key is 12345. Remember it. " * 8 + "The pass key is"}) + "\n")
