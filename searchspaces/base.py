@@ -47,6 +47,11 @@ class SearchSpace:
 
     name: str = ""
     granularity: str = ""
+    #: A budget adapter (``evolalloc.runtime.adaptive``) that reads the decoded budgets per input
+    #: (the hybrid's ``gate_prior``), or ``None``: the budgets are the kept tokens per unit.
+    adapter: str | None = None
+    #: The scorers this space's budgets mean something for (``None``: any scorer).
+    scorers: tuple[str, ...] | None = None
 
     def __init__(
         self,

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import yaml
 from named_registry import UnknownNameError
 
-from evolalloc.core.baselines import BASELINES, make_baseline
+from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
 from evolalloc.core.errors import UserError
 from evolalloc.core.record_settings import parse_size
 from evolalloc.config.schema import (
@@ -290,6 +290,14 @@ def _check(recipe: Recipe) -> None:
     from searchspaces import SEARCH_SPACES  # a leaf package of plain numpy: cheap
 
     _check_registered("search_space.name", SEARCH_SPACES, recipe.search_space.name)
+    space = SEARCH_SPACES.get(recipe.search_space.name)
+    if space.scorers is not None and recipe.scorer.name not in space.scorers:
+        raise FieldProblem("search_space.name", f"search space {recipe.search_space.name!r} only works with scorer "
+                                                f"{' or '.join(space.scorers)}; got scorer.name {recipe.scorer.name!r}")
+    for i, name in enumerate(recipe.baselines):
+        if space.adapter is not None and BASELINES.get(name).adapts == EVOLVED:  # e.g. evolved+adakv on the hybrid
+            raise FieldProblem(f"baselines[{i}]", f"{name!r} adapts the searched budgets, but {recipe.search_space.name!r}'s "
+                                                  f"budgets are read by its own adapter ({space.adapter}), not as budgets")
 
 
 def _check_scorer_training(recipe: Recipe) -> None:

@@ -164,7 +164,8 @@ class BudgetSection:
 
 @dataclass
 class SearchSpaceSection:
-    name: str = _rule("layer_groups", help="layer_groups (one budget per layer) or head_groups (per KV head)")
+    name: str = _rule("layer_groups", help="layer_groups (one budget per layer), head_groups (per KV head), or the "
+                                           "hybrid's gate_prior / gate_prior_heads (a searched prior on the gates' scores)")
     group_size: int = _rule(8, **GROUP_SIZE_RANGE, help="n_g: units optimised together, bottom-up")
     ratio_bounds: list[float] | None = _rule(None, length=2, help="[lo, hi] bounds on k_i / c; null = automatic")
 

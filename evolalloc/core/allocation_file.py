@@ -28,6 +28,7 @@ from evolalloc.core.methods import methods
 from evolalloc.core.fileio import write_atomic
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
+from searchspaces.gate_prior import ADAPTER as GATE_PRIOR, PRIOR_DECIMALS, recorded_prior
 
 # Fields of the geometry an allocation must share with the model it is loaded for. dtype_bytes
 # and max_positions are left out on purpose: a profile searched in fp32 applies unchanged in
@@ -74,8 +75,34 @@ def allocation_to_dict(alloc: Allocation) -> dict:
         "target": int(target) if float(target).is_integer() else target,
         "granularity": alloc.granularity,
         "budgets": alloc.budgets.tolist(),
-        "provenance": dict(alloc.provenance),
+        "provenance": _with_prior(alloc),
     }
+
+
+def _with_prior(alloc: Allocation) -> dict:
+    """The provenance, with a hybrid's prior (``searchspaces.gate_prior``) written from its budgets: the
+    budgets are what runs, so the copy a reader sees is made when the file is, never carried stale."""
+    provenance = dict(alloc.provenance)
+    if provenance.get("adapter") == GATE_PRIOR:
+        provenance["prior"] = recorded_prior(alloc.budgets)
+    return provenance
+
+
+def _check_prior(data: dict, source: str) -> None:
+    """A hybrid's recorded prior must be the one its budgets encode (an edited prior would not run)."""
+    provenance = data["provenance"]
+    if provenance.get("adapter") != GATE_PRIOR or "prior" not in provenance:
+        return
+    try:
+        stated = np.asarray(provenance["prior"], dtype=np.float64)
+        expected = np.asarray(recorded_prior(data["budgets"]))
+    except (TypeError, ValueError) as err:
+        raise UserError(f"must be numbers [layers][KV heads] from budgets >= 1 ({err})", source=source,
+                        field="$.provenance.prior") from None
+    if stated.shape != expected.shape or not np.allclose(stated, expected, rtol=0, atol=10.0 ** -PRIOR_DECIMALS):
+        raise UserError("does not match the budgets: the prior is log(budget / mean budget) of the budgets, which are "
+                        "what runs; edit the budgets (the prior is rewritten from them)", source=source,
+                        field="$.provenance.prior")
 
 
 def allocation_to_json(alloc: Allocation) -> str:
@@ -232,6 +259,7 @@ def allocation_from_dict(data, *, source: str, expect_geometry: ModelGeometry | 
         field, message = _explain(error)
         raise UserError(message, source=source, field=field)
     _check_shape(data, source)
+    _check_prior(data, source)
     alloc = Allocation(
         model=data["model"],
         geometry=ModelGeometry(**data["geometry"]),

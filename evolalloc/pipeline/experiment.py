@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.core.baselines import BASELINES, make_baseline
+from evolalloc.core.baselines import make_baseline
 from evolalloc.engine.base import ENGINES, Engine, Evaluator
 from evolalloc.engine.local import prefill_instances
 from evolalloc.core.errors import UserError
@@ -413,21 +413,33 @@ class Experiment:
 
     def search_evaluator(self) -> Evaluator:
         """What the search scores candidates with: the search split, in the fitness mode."""
-        return self.evaluator("search", mode=None)
+        return self.evaluator("search", self.search_scorer, mode=None)
+
+    @cached_property
+    def search_scorer(self) -> Scorer:
+        """The recipe's scorer, wrapped in the budget adapter the search space's budgets are meant
+        for (the hybrid's ``gate_prior``), if it declares one."""
+        from searchspaces import SEARCH_SPACES
+
+        adapter = SEARCH_SPACES.get(self.recipe.search_space.name).adapter
+        if adapter is None:
+            return self.scorer
+        from evolalloc.runtime.adaptive import Adapted, get_adapter
+
+        try:
+            return Adapted(self.scorer, get_adapter(adapter))
+        except ValueError as err:
+            raise UserError(str(err), source=self.recipe.source, field="search_space.name") from None
 
     def scorer_for(self, allocation: Allocation) -> Scorer:
         """The scorer ``allocation`` ranks with; for an input-adaptive method (its ``method`` a
-        baseline with an ``adapter``: AdaKV, CAKE, gates) wrapped so that each instance's
-        budgets are adapted when its record is compressed (``runtime.adaptive.Adapted``)."""
-        try:
-            scorer = get_scorer(allocation.scorer, **allocation.scorer_params)
-            _check_same_checkpoint(allocation, scorer)
-            method = allocation.provenance.get("method")
-            adapter = make_baseline(method).adapter if method in BASELINES.load_all() else None
-            if adapter is not None:
-                from evolalloc.runtime.adaptive import Adapted, get_adapter
+        baseline with an ``adapter``: AdaKV, CAKE, gates; or a hybrid profile naming one) wrapped so
+        that each instance's budgets are adapted when its record is compressed (``runtime.adaptive``)."""
+        from evolalloc.runtime.adaptive.selection import scorer_for_allocation
 
-                scorer = Adapted(scorer, get_adapter(adapter[0], **adapter[1]))
+        try:
+            scorer = scorer_for_allocation(allocation)
+            _check_same_checkpoint(allocation, scorer)
             return scorer
         except ValueError as err:
             raise UserError(str(err), field="scorer") from None

@@ -36,6 +36,7 @@ def search_config(recipe, experiment: Experiment) -> SearchConfig:
 
 def evolved_allocation(recipe, experiment: Experiment, result, config: SearchConfig) -> Allocation:
     """The search's best profile as an Allocation, completed to the exact target total."""
+    space = config.build_space()
     best = Allocation(
         model=recipe.model.spec,
         geometry=experiment.geometry,
@@ -60,6 +61,8 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
             "evaluations": len(result.history),
             "optimizer": result.implementation[0],
             "optimizer_version": result.implementation[1],
+            # The hybrid's budgets are a prior that an adapter reads per input (searchspaces.gate_prior).
+            **({"adapter": space.adapter} if space.adapter else {}),
         },
     )
     return experiment.with_scorer_provenance(best.complete(min_budget=experiment.min_budget()))

@@ -92,8 +92,13 @@ def resolve_profile(allocation, model, scorer) -> tuple[np.ndarray, Scorer, str]
     if isinstance(allocation, Allocation):
         check_geometry(allocation, geometry, source=allocation.model)
         budgets = allocation.budgets
-        if scorer is None:
-            scorer = get_scorer(allocation.scorer, **allocation.scorer_params)
+        if scorer is None:  # with the adapter it names (AdaKV, the gates, the hybrid), as `evaluate` runs it
+            from evolalloc.runtime.adaptive.selection import scorer_for_allocation
+
+            try:
+                scorer = scorer_for_allocation(allocation)
+            except ValueError as err:
+                raise UserError(str(err), field="scorer") from None
     else:
         try:
             budgets = validate_budgets(allocation, geometry.num_layers, geometry.num_kv_heads)

@@ -315,6 +315,7 @@ def study_allocation(study: Study, algorithm: GroupwiseAlgorithm) -> Allocation:
         "population": config.popsize_for(config.group_size), "evaluations": study.evaluations_done,
         "optimizer": (algorithm.implementation or ("", ""))[0],
         "optimizer_version": (algorithm.implementation or ("", ""))[1], "study": study.id,
+        **({"adapter": algorithm.space.adapter} if algorithm.space.adapter else {}),  # the hybrid's prior
     }
     if provenance["task"] is None:
         del provenance["task"]  # an allocation file's task is a name or absent, never null

@@ -4,8 +4,8 @@ import searchspaces
 from searchspaces import SearchSpace, get_search_space, list_search_spaces, register_search_space
 
 
-def test_both_spaces_are_registered():
-    assert list_search_spaces() == ["head_groups", "layer_groups"]
+def test_the_spaces_are_registered():
+    assert list_search_spaces() == ["gate_prior", "gate_prior_heads", "head_groups", "layer_groups"]
 
 
 def test_an_unknown_name_lists_the_valid_ones_and_suggests_the_closest():

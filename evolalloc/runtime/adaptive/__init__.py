@@ -31,6 +31,9 @@ class BudgetAdapter:
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def check(self, scorer: Scorer) -> None:
+        """``ValueError`` if this adapter cannot read ``scorer``'s scores (asked before any prefill)."""
+
     def adapt(self, record, budgets: np.ndarray, scorer: Scorer) -> np.ndarray:
         """int64 ``[num_layers, num_kv_heads]`` for ``record`` from validated ``budgets`` (same shape).
 
@@ -61,6 +64,7 @@ class Adapted:
     (same ``key``, ``always_kept``, ranking), so evaluators and records need no change."""
 
     def __init__(self, scorer: Scorer, adapter: BudgetAdapter):
+        adapter.check(scorer)
         self.scorer, self.adapter = scorer, adapter
 
     def __getattr__(self, name):

@@ -1,0 +1,48 @@
+"""The hybrid (``gate_prior``): the gates' global top-k, shifted by a searched per-layer prior.
+
+Like ``global`` (paper 001's global eviction), each input keeps exactly ``sum(budgets)``
+(``c * L * H``) (layer, head, token) entries, every head at least its always-kept tokens, the
+rest the best of all by score. Before that one top-k, the ``gates`` scorer's log-utility scores of
+(layer, head) are shifted by ``prior_of(budgets)[layer, head] = log(b / mean(b))``: the budgets
+are the searched prior (``searchspaces.gate_prior``), not per-head caps. A zero prior (equal
+budgets) is the ``global`` adapter exactly: the same scores reach the same top-k.
+
+Raising one layer's prior can only move its entries up the global order, so that layer never
+keeps fewer tokens (and the others, sharing a fixed total, never more).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from searchspaces.gate_prior import ADAPTER, SCORER, prior_of
+
+from evolalloc.runtime.adaptive import BudgetAdapter, record_scores, register_adapter, top_with_floor
+
+
+@register_adapter
+@dataclass
+class GatePrior(BudgetAdapter):
+    name = ADAPTER
+
+    def check(self, scorer):
+        if scorer.name != SCORER:
+            raise ValueError(f"the {ADAPTER} hybrid shifts the {SCORER!r} scorer's calibrated scores; "
+                             f"scorer {scorer.name!r}'s are not on one scale across layers")
+
+    def adapt(self, record, budgets, scorer):
+        """Per-input budgets int64 ``[num_layers, Hkv]`` summing to ``budgets.sum()`` (capped at every token).
+
+        ``record``'s gates scores are ``[num_layers, Hkv, L]`` in ranking order (always-kept
+        ``+inf``, which no finite offset moves).
+        """
+        self.check(scorer)
+        scores = record_scores(record, scorer)
+        layers, heads = budgets.shape
+        prior = torch.as_tensor(prior_of(budgets), dtype=scores.dtype, device=scores.device)
+        # Adding a per-row constant keeps each row non-increasing, as top_with_floor needs.
+        shifted = scores + prior[:, :, None]
+        counts = top_with_floor(shifted.reshape(layers * heads, -1), max(1, scorer.always_kept), int(budgets.sum()))
+        return counts.reshape(layers, heads).astype(np.int64)
