@@ -114,7 +114,7 @@ def evaluate(allocations, recipe_path, run_dir, overrides, split, budget, quiet,
     for name in allocations:
         if name != FULL_CACHE and name not in methods:
             load_allocation(name)
-    with Experiment(recipe, progress=progress, curation_file=curation) as experiment:
+    with Experiment(recipe, progress=progress, curation_file=curation, run_dir=run_dir) as experiment:
         for name in allocations:
             if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
                 chosen = experiment.baseline("uniform", experiment.geometry.max_positions)
@@ -162,7 +162,7 @@ def compare(run, baselines, progress):
     files = allocation_files(run)
     if not files:
         raise click.ClickException(f"{run} has no allocation-c*.json yet: finish the search first (evolalloc resume {run})")
-    with Experiment(recipe, progress=progress, curation_file=run / CURATION_FILE) as experiment:
+    with Experiment(recipe, progress=progress, curation_file=run / CURATION_FILE, run_dir=run) as experiment:
         profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
         compare_profiles(run, recipe, experiment, profiles)
     click.echo(show_run(run))

@@ -37,10 +37,12 @@ class Experiment:
         curation_file: the run folder's ``curation.json``: curations are recorded there and, when
             it already holds one, re-used (so resume and compare see the same instances). None: kept
             in memory only (``record_curations`` writes them once the run folder exists).
+        run_dir: the run folder, where a profiled baseline's curves are read from or saved to
+            (``lukv-curves.npz``); None: profiled in memory.
     """
 
     def __init__(self, recipe, *, progress: bool = True, curation_file: str | Path | None = None, _parent=None,
-                 _label: str | None = None):
+                 _label: str | None = None, run_dir: str | Path | None = None):
         self.recipe = recipe
         self.progress = progress
         self.curation_file = Path(curation_file) if curation_file is not None else None
@@ -50,6 +52,8 @@ class Experiment:
         self._records: dict[str, list] = {}
         self._instances: dict[str, list] = {}
         self._engine: Engine | None = None
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self._curves = None
 
     def __enter__(self) -> "Experiment":
         return self
@@ -291,10 +295,26 @@ class Experiment:
         ``base``: the allocation a method that adapts another one starts from (evolved+adakv)."""
         try:
             baseline = make_baseline(method)
+            if baseline.profiled:  # lukv: its curves, profiled on the search split once per run
+                baseline = make_baseline(method, curves=self.lukv_curves())
             return baseline.allocation(self.geometry, target, model=self.recipe.model.spec, scorer=self.scorer.name,
                                        scorer_params=self.scorer.params(), reserved=self.scorer.always_kept, base=base)
         except ValueError as err:  # an unknown name (with did-you-mean) or a target it cannot hold
             raise UserError(str(err), field="baselines") from None
+
+    def lukv_curves(self):
+        """LU-KV's utility curves for this run (``pipeline/lukv.py``): the run folder's file, else
+        profiled on the search split (its prefill records) and saved there. Profile before
+        ``release("search")`` to re-use the search's records."""
+        if self._curves is None:
+            from tqdm import tqdm
+
+            from evolalloc.pipeline.lukv import run_curves
+
+            self._curves = run_curves(self, self.run_dir)
+            tqdm.write(f"lukv: utility curves of {self._curves.meta.get('instances')} {self._curves.meta.get('split')} "
+                       f"instances, budgets {self._curves.floor}..{self._curves.max_budget}")
+        return self._curves
 
     def min_budget(self) -> int:
         return max(1, self.scorer.always_kept)

@@ -151,6 +151,9 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
 def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig, started: float) -> Path:
     evolved = evolved_allocation(recipe, experiment, result, config)
     profiles = ship(run_dir, recipe, experiment, evolved)
+    experiment.run_dir = experiment.run_dir or run_dir
+    if any(BASELINES.get(name).profiled for name in recipe.baselines):
+        experiment.lukv_curves()  # profiled on the search records, so before they are released
     experiment.release("search")  # its prefill records are not needed for the held-out comparison
     rows, methods = compare(run_dir, recipe, experiment, profiles)
     return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started, experiment)
