@@ -11,10 +11,10 @@
 ``profile`` (evolalloc's venv) profiles LU-KV's utility curves on 8 search instances of passkey
 with SnapKV set as kvpress scores (window 64, kernel 5, average pooling of the prefix), the
 run's way (``pipeline/lukv.py``), and saves the ``lukv`` allocation at c = 128. The evolalloc side
-computes, for each of 20 prompts and each compression ratio, the ``lukv`` method's budgets at
-``c = n (1 - ratio)`` from the curves (``make_baseline("lukv")``, not from the export), runs
-``evolalloc.generate`` with the question fed after compression and records the positions kept
-per (layer, KV head). The kvpress side (kvpress's own venv; nothing from evolalloc is imported
+computes, for each compression ratio, the ``lukv`` method's budgets at ``c = n (1 - ratio)`` from
+the curves (``make_baseline("lukv")``, not from the export); for each of 20 prompts it prefills
+once, decodes each ratio's evicted cache with the question fed after compression (the runtime's
+evaluation path) and records the positions kept per (layer, KV head). The kvpress side (kvpress's own venv; nothing from evolalloc is imported
 there) builds ``LUKVPress(SnapKVPress(...), compression_ratio, sink=0, window=0)``, sets its
 curves from the exported ``.npy`` (a local file: kvpress downloads curves only for the models it
 knows), runs kvpress's pipeline (prefill under the press, then its greedy answer) on the same
@@ -52,14 +52,13 @@ def profile(args) -> None:
 
 
 def evolalloc_side(args) -> None:
-    import numpy as np
     import torch
 
-    import evolalloc
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.core.baselines import make_baseline
     from evolalloc.core.baselines.lukv import CURVES_FILE, UtilityCurves
     from evolalloc.export.lukv import lukv_targets
+    from evolalloc.runtime.decode import DecodeSettings, eos_ids_of, generate
     from evolalloc.runtime.model import load_model
     from evolalloc.runtime.prefill import prefill
     from evolalloc.runtime.scorers import get_scorer
@@ -74,23 +73,27 @@ def evolalloc_side(args) -> None:
     if len(lengths) != 1:
         sys.exit(f"the prompts have {sorted(lengths)} context tokens; LUKVPress's ratios hold for one length: dump them with one")
     (n,) = lengths
+    targets = [lukv_targets(n)[round(100 * ratio) - 1] for ratio in RATIOS]
+    allocations = [lukv.allocation(loaded.geometry, target, model=source.model, scorer=source.scorer,
+                                   scorer_params=source.scorer_params, reserved=scorer.always_kept) for target in targets]
+    settings = DecodeSettings(max_new_tokens=args.max_new_tokens, eos_ids=eos_ids_of(loaded.model, loaded.tokenizer))
     with open(args.out, "w", encoding="utf-8") as out:
-        for ratio in RATIOS:
-            target = lukv_targets(n)[round(100 * ratio) - 1]
-            allocation = lukv.allocation(loaded.geometry, target, model=source.model, scorer=source.scorer,
-                                         scorer_params=source.scorer_params, reserved=scorer.always_kept)
-            for row in rows:
-                result = evolalloc.generate(loaded.model, loaded.tokenizer, [(row["context"], row["question"])], allocation,
-                                            max_new_tokens=args.max_new_tokens, question_after_compression=True)
-                context_ids = loaded.tokenizer.encode(row["context"])
-                ranking = prefill(loaded.model, context_ids, [scorer]).rankings[scorer.key]  # [layers, kv_heads, L]
-                kept = [[sorted(ranking[l, h, : int(allocation.budgets[l, h])].tolist()) for h in range(ranking.shape[1])]
+        for row in rows:
+            # One prefill per prompt serves the three ratios (the evaluation path: compress, then
+            # decode with the question fed after compression), as evolalloc evaluate runs it.
+            context_ids = loaded.tokenizer.encode(row["context"])
+            question_ids = loaded.tokenizer.encode(row["question"], add_special_tokens=False)
+            record = prefill(loaded.model, context_ids, [scorer], uid=row["uid"], question_ids=question_ids)
+            ranking = record.rankings[scorer.key]  # [layers, kv_heads, L]
+            answers = generate(loaded.model, [(record, a.budgets) for a in allocations], scorer, settings, loaded.tokenizer)
+            for ratio, target, allocation, answer in zip(RATIOS, targets, allocations, answers):
+                budgets = allocation.budgets
+                kept = [[sorted(ranking[l, h, : int(budgets[l, h])].tolist()) for h in range(ranking.shape[1])]
                         for l in range(ranking.shape[0])]
                 out.write(json.dumps({
-                    "uid": row["uid"], "ratio": ratio, "target": target, "context_ids": context_ids,
-                    "question_ids": loaded.tokenizer.encode(row["question"], add_special_tokens=False),
-                    "references": row.get("references", []), "kept_counts": np.asarray(allocation.budgets).tolist(),
-                    "kept_positions": kept, "answer": result.texts[0].strip(),
+                    "uid": row["uid"], "ratio": ratio, "target": target, "context_ids": context_ids, "question_ids": question_ids,
+                    "references": row.get("references", []), "kept_counts": budgets.tolist(), "kept_positions": kept,
+                    "answer": answer.text.strip(),
                 }) + "\n")
     print(f"evolalloc side: {len(rows)} prompts x {len(RATIOS)} ratios, {n} context tokens -> {args.out}", file=sys.stderr)
 

@@ -80,7 +80,14 @@ def profile_part(part, split: str = "search") -> tuple[np.ndarray, int]:
         context, question = tokenize_instance(loaded.tokenizer, instance, qac)
         references = part.task.reference_continuations(instance)
         answer = loaded.tokenizer.encode(references[0], add_special_tokens=False) if references else []
-        attention = future_attention(loaded.model, context, list(question or []) + list(answer))
+        future = list(question or []) + list(answer)
+        if not future:
+            from evolalloc.core.errors import UserError
+
+            raise UserError(f"lukv profiles the attention of the tokens after the context, and instance {instance.uid} has "
+                            "neither a question fed after compression nor a reference answer", source=part.recipe.source,
+                            field="baselines")
+        attention = future_attention(loaded.model, context, future)
         curves.append(instance_curves(attention, record.rankings[scorer.key]))
     top = max(c.shape[2] for c in curves)
     total = np.zeros(curves[0].shape[:2] + (top,))
