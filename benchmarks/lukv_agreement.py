@@ -66,13 +66,16 @@ def evolalloc_side(args) -> None:
     torch.set_num_threads(1)
     loaded = load_model(args.model)
     source = load_allocation(os.path.join(args.dir, f"allocation-lukv-c{args.target:g}.json"), expect_geometry=loaded.geometry)
-    lukv = make_baseline("lukv", curves=UtilityCurves.load(os.path.join(args.dir, CURVES_FILE)))
+    curves = UtilityCurves.load(os.path.join(args.dir, CURVES_FILE))
     scorer = get_scorer(source.scorer, **source.scorer_params)
     rows = [json.loads(line) for line in open(args.prompts, encoding="utf-8") if line.strip()]
     lengths = {len(loaded.tokenizer.encode(row["context"])) for row in rows}
     if len(lengths) != 1:
         sys.exit(f"the prompts have {sorted(lengths)} context tokens; LUKVPress's ratios hold for one length: dump them with one")
     (n,) = lengths
+    # The method for prompts of n tokens: no head can keep more than the prompt, so the curves
+    # stop at n (the longest profiled prompt may be longer; the export caps at n the same way).
+    lukv = make_baseline("lukv", curves=UtilityCurves(curves.utility[:, :, : n + 1], curves.floor, curves.meta))
     targets = [lukv_targets(n)[round(100 * ratio) - 1] for ratio in RATIOS]
     allocations = [lukv.allocation(loaded.geometry, target, model=source.model, scorer=source.scorer,
                                    scorer_params=source.scorer_params, reserved=scorer.always_kept) for target in targets]
