@@ -210,14 +210,16 @@ def check_expansion(source, target: float, floor: int, *, where: str, field: str
 @click.option("--context-length", type=int, default=None, help="kvpress / curve: express budgets as ratios of a prompt of this length.")
 @click.option("--targets", callback=_targets, default=None, metavar="C1,C2,...", help="curve: the average budgets of the family (default: the target and 2x, 4x).")
 @click.option("--sink-tokens", type=int, default=None, help="trtllm: sink_token_length (default: what the profile was searched with).")
+@click.option("--curves", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="lukv: a run's lukv-curves.npz; each row is then LU-KV's own greedy, not the profile rescaled.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Default: print to stdout.")
-def export(allocation, fmt, context_length, targets, sink_tokens, output):
+def export(allocation, fmt, context_length, targets, sink_tokens, curves, output):
     """Export a profile for a serving stack, in that stack's own terms (see docs/shipping.md)."""
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.export import export_allocation, export_text
 
     source = load_allocation(allocation)
-    options = dict(context_length=context_length, targets=targets, sink_tokens=sink_tokens)
+    options = dict(context_length=context_length, targets=targets, sink_tokens=sink_tokens, curves=curves)
     if output is None:
         click.echo(export_text(source, fmt, **options), nl=False)
     else:

@@ -10,7 +10,8 @@ returns the files to write. Formats:
 - ``kvpress`` — per-layer compression ratios for kvpress's ``PerLayerCompressionPress``;
 - ``trtllm``  — TensorRT-LLM ``KvCacheConfig`` (``max_attention_window`` per layer);
 - ``curve``   — a family of profiles over budgets, ``[n_budgets, layers, kv_heads]`` (.npy + JSON);
-- ``headkv``  — per-(layer, KV head) capacities as JSON.
+- ``headkv``  — per-(layer, KV head) capacities as JSON;
+- ``lukv``    — kvpress ``LUKVPress`` budget curves, ``[99, layers, kv_heads]`` prune ratios (.npy + JSON).
 
 Each module's docstring has a loading snippet for its target tool.
 """

@@ -66,6 +66,7 @@ exporters: Registry = Registry(
         "trtllm": "evolalloc.export.trtllm",
         "curve": "evolalloc.export.curve",
         "headkv": "evolalloc.export.headkv",
+        "lukv": "evolalloc.export.lukv",
     },
 )
 

@@ -62,7 +62,7 @@ def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout"
         if name != FULL_CACHE and name not in methods:
             load_allocation(name)  # refused here, before any prefill; the geometry is checked below
     # Whole records: the allocations named here may give a unit more than the run's b_max.
-    with Experiment(recipe, progress=progress, curation_file=curation, bounded=False) as experiment:
+    with Experiment(recipe, progress=progress, curation_file=curation, bounded=False, run_dir=run_dir) as experiment:
         # A file's own scorer (and its checkpoint) ranks its tokens, whatever the recipe's scorer is.
         experiment.rank_also([load_allocation(name) for name in names if name != FULL_CACHE and name not in methods])
         for name in names:
@@ -93,6 +93,6 @@ def compare_run(run_dir: Path, *, baselines: list[str] | None = None, progress: 
     files = allocation_files(run_dir)
     if not files:
         raise WorkflowError(f"{run_dir} has no allocation-c*.json yet: finish the search first (evolalloc resume {run_dir})")
-    with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
+    with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE, run_dir=run_dir) as experiment:
         profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
         compare(run_dir, recipe, experiment, profiles)

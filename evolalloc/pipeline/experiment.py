@@ -38,10 +38,12 @@ class Experiment:
         curation_file: the run folder's ``curation.json``: curations are recorded there and, when
             it already holds one, re-used (so resume and compare see the same instances). None: kept
             in memory only (``record_curations`` writes them once the run folder exists).
+        run_dir: the run folder, where a profiled baseline's curves are read from or saved to
+            (``lukv-curves.npz``); None: profiled in memory.
     """
 
     def __init__(self, recipe, *, progress: bool = True, curation_file: str | Path | None = None, bounded: bool = True,
-                 _parent=None, _label: str | None = None):
+                 _parent=None, _label: str | None = None, run_dir: str | Path | None = None):
         self.recipe = recipe
         self.progress = progress
         self.bounded = bounded  # False: whole records (a one-off evaluation of any budgets, e.g. `evaluate`)
@@ -55,6 +57,8 @@ class Experiment:
         #: Scorers ranked at prefill besides the recipe's and the baselines' (``pipeline/headroom.py``;
         #: ``evaluate``: an allocation file's own scorer); set before the first ``records`` call.
         self.extra_scorers: list[Scorer] = []
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self._curves = None
 
     def __enter__(self) -> "Experiment":
         return self
@@ -450,11 +454,27 @@ class Experiment:
         ``base``: the allocation a method that adapts another one starts from (evolved+adakv)."""
         try:
             baseline = self.make_baseline(method)
+            if baseline.profiled:  # lukv: its curves, profiled on the search split once per run
+                baseline = make_baseline(method, curves=self.lukv_curves())
             allocation = baseline.allocation(self.geometry, target, model=self.recipe.model.spec, scorer=self.scorer.name,
                                              scorer_params=self.scorer.params(), reserved=self.scorer.always_kept, base=base)
             return self.with_scorer_provenance(allocation)
         except ValueError as err:  # an unknown name (with did-you-mean) or a target it cannot hold
             raise UserError(str(err), field="baselines") from None
+
+    def lukv_curves(self):
+        """LU-KV's utility curves for this run (``pipeline/lukv.py``): the run folder's file, else
+        profiled on the search split (its prefill records) and saved there. Profile before
+        ``release("search")`` to re-use the search's records."""
+        if self._curves is None:
+            from tqdm import tqdm
+
+            from evolalloc.pipeline.lukv import run_curves
+
+            self._curves = run_curves(self, self.run_dir)
+            tqdm.write(f"lukv: utility curves of {self._curves.meta.get('instances')} {self._curves.meta.get('split')} "
+                       f"instances, budgets {self._curves.floor}..{self._curves.max_budget}")
+        return self._curves
 
     def min_budget(self) -> int:
         return self.scorer.min_budget

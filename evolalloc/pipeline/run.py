@@ -159,6 +159,9 @@ def finish(run_dir: Path, recipe, experiment: Experiment, result, config: Search
     """Ship (unless ``profiles``, already shipped, are given), compare and report."""
     if profiles is None:
         profiles = ship(run_dir, recipe, experiment, evolved_allocation(recipe, experiment, result, config))
+    experiment.run_dir = experiment.run_dir or run_dir
+    if any(BASELINES.get(name).profiled for name in recipe.baselines):
+        experiment.lukv_curves()  # profiled on the search records, so before they are released
     experiment.release("search")  # its prefill records are not needed for the held-out comparison
     rows, methods = compare(run_dir, recipe, experiment, profiles)
     return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started, experiment)

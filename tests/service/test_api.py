@@ -220,3 +220,18 @@ def test_a_second_service_on_the_same_runs_dir_refuses_to_start(queue_only):
     done = subprocess.run([sys.executable, "-m", "evolalloc", "serve", "--port", "1", "--runs-dir", str(queue_only.runs_dir)],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 2 and "another evolalloc service is using this runs dir" in done.stderr
+
+
+def test_a_lukv_profile_is_registered_like_any_other(queue_only):
+    from evolalloc.core.baselines import make_baseline
+    from evolalloc.core.baselines.lukv import UtilityCurves
+
+    utility = np.cumsum(np.random.default_rng(3).random((4, 2, 101)), axis=2)
+    lukv = make_baseline("lukv", curves=UtilityCurves(utility, floor=8, meta={"split": "search", "instances": 4}))
+    allocation = lukv.allocation(GEOMETRY, 32, model="tiny", scorer="snapkv", scorer_params={"window": 8})
+    with queue_only.client() as http:
+        created = http.post("/profiles", content=allocation_to_json(allocation))
+        assert created.status_code == 201, created.text
+        back = parse_allocation(http.get(f"/profiles/{created.json()['id']}").text)
+    assert back.provenance["method"] == "lukv" and back.provenance["curves"] == "lukv-curves.npz"
+    assert np.array_equal(back.budgets, allocation.budgets)

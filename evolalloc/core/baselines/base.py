@@ -26,6 +26,8 @@ class Baseline:
             each one is another held-out evaluation, and ``gates`` needs a trained checkpoint).
         adapts: the method whose budgets this one starts from instead of computing its own
             (``"evolved"`` for ``evolved+adakv``: ``allocation`` then needs ``base=``).
+        profiled: built by the run with what it profiles on the search split (``lukv``'s
+            ``UtilityCurves``, ``pipeline/lukv.py``), not from its name alone.
     The ``adapter`` property names a runtime budget adapter (``evolalloc.runtime.adaptive``)
     that turns the budgets into per-instance ones when a row is compressed (AdaKV, CAKE).
     Dataclass fields are the baseline's parameters (pyramid's ``beta``, streaming's ``sinks``).
@@ -38,6 +40,7 @@ class Baseline:
     in_budget_plot: ClassVar[bool] = True
     default: ClassVar[bool] = True
     adapts: ClassVar[str | None] = None
+    profiled: ClassVar[bool] = False
 
     @property
     def scorer(self) -> tuple[str, dict] | None:

@@ -1,0 +1,146 @@
+"""LU-KV's offline profiling: a utility curve per (layer, KV head) from the search split.
+
+Utility, exactly (evolalloc's definition; the paper's "oracle importance" in our terms): for one
+instance, the *future* queries are the tokens that come after the compressed context, the
+question (fed after compression) and the task's first reference answer, teacher-forced. Their
+attention to context position ``p`` in layer ``l``, averaged over those queries and the query
+heads of KV head ``h``, is ``a[l, h, p]`` (uncompressed cache, so each unit is judged alone; the
+rest of the cache is full). When unit ``(l, h)`` keeps budget ``b``, it keeps the first ``b``
+positions of the run scorer's ranking (the prefill record's, always-kept tokens first), and
+
+    U[l, h, b] = mean over instances of  sum_{p in top-b of ranking[l, h]} a[l, h, p]
+
+is the attention mass of the future queries that it still sees. It is non-decreasing in ``b``
+and reaches the unit's whole context mass at ``b = L``; a unit that barely reads the context
+(its queries attend to themselves) has a flat curve and gets few tokens. Prompts shorter than
+the longest one hold their full mass beyond their length.
+
+Cost: one extra forward per search instance over context + question + answer (the records'
+rankings are re-used, not recomputed), no decoding, no evaluation: ~1 prefill per instance.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from evolalloc.core.baselines.lukv import CURVES_FILE, UtilityCurves
+from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
+
+UTILITY = ("attention mass the future queries (question + first reference answer, teacher-forced) put on the "
+           "top-b tokens of the run scorer's ranking, per (layer, KV head), uncompressed cache, mean over the search split")
+
+
+@torch.no_grad()
+def future_attention(model, context_ids, future_ids) -> torch.Tensor:
+    """``[num_layers, Hkv, L]`` float32: the mean attention of the ``future_ids`` queries to each
+    of the ``L`` context tokens, over those queries and the query heads of each KV group.
+
+    One causal forward over context + future; the capture records the attention rows of the
+    last ``len(future_ids)`` queries only (``CaptureSpec.window_queries``).
+    """
+    context = torch.as_tensor(context_ids, dtype=torch.long).reshape(-1)
+    future = torch.as_tensor(future_ids, dtype=torch.long).reshape(-1)
+    if len(future) == 0:
+        raise ValueError("no future tokens: the instance has neither a question to feed nor a reference answer")
+    device = next(model.parameters()).device
+    ids = torch.cat([context, future]).to(device)[None, :]
+    capture = PrefillCapture(CaptureSpec(window_queries=len(future)))
+    model(input_ids=ids, position_ids=torch.arange(ids.shape[1], device=device)[None, :], use_cache=False,
+          logits_to_keep=1, evolalloc_capture=capture)
+    length, kv_heads = len(context), model.config.num_key_value_heads
+    per_layer = []
+    for layer in range(model.config.num_hidden_layers):
+        rows = capture.window_attention[layer][:, :, :length]  # [Hq, w, L]
+        per_layer.append(rows.mean(dim=1).reshape(kv_heads, -1, length).mean(dim=1))
+    return torch.stack(per_layer).float()
+
+
+def instance_curves(attention: torch.Tensor, ranking: torch.Tensor) -> np.ndarray:
+    """``[layers, Hkv, L + 1]``: ``U[.., b]`` = the attention on the top-``b`` ranked positions.
+
+    ``attention``: ``[layers, Hkv, L]``; ``ranking``: ``[layers, Hkv, L]`` positions, best first.
+    """
+    kept = torch.gather(attention, -1, ranking.to(attention.device).long()).cumsum(dim=-1)
+    return torch.nn.functional.pad(kept, (1, 0)).double().cpu().numpy()
+
+
+def profile_part(part, split: str = "search") -> tuple[np.ndarray, int]:
+    """Sum of the instance curves of one (single-task) experiment's split, padded to its longest
+    prompt: ``([layers, Hkv, B + 1], number of instances)``."""
+    from evolalloc.engine.local import tokenize_instance
+
+    loaded, scorer = part.loaded, part.scorer
+    qac = part.recipe.task.question_after_compression
+    curves = []
+    for instance, record in zip(part.instances(split), part.records(split)):
+        context, question = tokenize_instance(loaded.tokenizer, instance, qac)
+        references = part.task.reference_continuations(instance)
+        answer = loaded.tokenizer.encode(references[0], add_special_tokens=False) if references else []
+        future = list(question or []) + list(answer)
+        if not future:
+            from evolalloc.core.errors import UserError
+
+            raise UserError(f"lukv profiles the attention of the tokens after the context, and instance {instance.uid} has "
+                            "neither a question fed after compression nor a reference answer", source=part.recipe.source,
+                            field="baselines")
+        attention = future_attention(loaded.model, context, future)
+        curves.append(instance_curves(attention, record.rankings[scorer.key]))
+    top = max(c.shape[2] for c in curves)
+    total = np.zeros(curves[0].shape[:2] + (top,))
+    for c in curves:  # a shorter prompt keeps all its mass at every larger budget
+        total[:, :, : c.shape[2]] += c
+        total[:, :, c.shape[2]:] += c[:, :, -1:]
+    return total, len(curves)
+
+
+def profile_curves(experiment, split: str = "search") -> UtilityCurves:
+    """The experiment's utility curves (``UtilityCurves``) on ``split``; several tasks: the
+    weighted mean of each task's mean curve."""
+    parts, weights, counts = [], [], {}
+    for label, weight, part in experiment.parts:
+        total, n = profile_part(part, split)
+        parts.append(total / n)
+        weights.append(weight)
+        counts[label] = n
+    top = max(p.shape[2] for p in parts)
+    utility = sum(w * np.pad(p, ((0, 0), (0, 0), (0, top - p.shape[2])), mode="edge") for w, p in zip(weights, parts))
+    utility /= sum(weights)
+    scorer = experiment.scorer
+    meta = {"utility": UTILITY, "split": split, "instances": sum(counts.values()), "per_task": counts,
+            "scorer": scorer.name, "scorer_params": scorer.params(), "model": experiment.recipe.model.spec,
+            "task": experiment.recipe.task_names}
+    return UtilityCurves(utility, floor=experiment.min_budget(), meta=meta)
+
+
+def run_curves(experiment, run_dir: Path | None) -> UtilityCurves:
+    """The run's curves: read from ``run_dir/lukv-curves.npz`` when it is there, else profiled on
+    the search split and (with a run folder) saved there, so compare and evaluate re-use them."""
+    path = Path(run_dir) / CURVES_FILE if run_dir is not None else None
+    if path is not None and path.is_file():
+        curves = UtilityCurves.load(path)
+        check_curves(curves, experiment, str(path))
+        return curves
+    curves = profile_curves(experiment)
+    if path is not None:
+        curves.save(path)
+    return curves
+
+
+def check_curves(curves: UtilityCurves, experiment, where: str) -> None:
+    """Refuse curves profiled for another geometry or scorer (``UserError`` naming the file)."""
+    from evolalloc.core.errors import UserError
+
+    g = experiment.geometry
+    if curves.utility.shape[:2] != (g.num_layers, g.num_kv_heads):
+        raise UserError(f"curves for {curves.utility.shape[:2]} (layers, KV heads), the model has "
+                        f"{(g.num_layers, g.num_kv_heads)}", source=where, field="utility")
+    scorer = experiment.scorer
+    params = json.loads(json.dumps(scorer.params()))  # as the file holds them (tuples read back as lists)
+    if (curves.meta.get("scorer"), curves.meta.get("scorer_params")) != (scorer.name, params):
+        raise UserError(f"profiled with scorer {curves.meta.get('scorer')!r} {curves.meta.get('scorer_params')}, the run "
+                        f"ranks with {scorer.name!r} {scorer.params()}; delete the file to profile again", source=where,
+                        field="meta.scorer")
