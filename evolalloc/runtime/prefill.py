@@ -13,6 +13,7 @@ from typing import Sequence
 import torch
 
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
+from evolalloc.runtime.chunked import DEFAULT_CHUNK_SIZE, prefill_forward
 from evolalloc.runtime.scorers import Scorer
 from evolalloc.runtime.scorers.base import LayerStats
 
@@ -64,11 +65,14 @@ def prefill(
     *,
     uid: str = "",
     question_ids: torch.Tensor | Sequence[int] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> PrefillRecord:
     """Run one full-attention forward over ``prompt_ids`` and rank tokens for each scorer.
 
     ``prompt_ids``: ``[L]`` token ids (the context, in the query-agnostic setting).
     ``question_ids``: ``[q]`` tokens kept aside and fed after eviction, or ``None``.
+    ``chunk_size``: a longer prompt is fed in chunks of this many tokens (``runtime/chunked.py``),
+    so its prefill needs memory linear in ``L``; the record is the same up to float rounding.
     The model must use evolalloc's attention (``load_model`` switches it).
     """
     device = next(model.parameters()).device
@@ -79,8 +83,7 @@ def prefill(
     if model.config._attn_implementation != "evolalloc":
         raise ValueError("the model does not use evolalloc attention; load it with load_model() or call use_evolalloc_attention(model)")
     capture = PrefillCapture(CaptureSpec.union(s.capture for s in scorers))
-    positions = torch.arange(length, device=device)[None, :]
-    out = model(input_ids=ids, position_ids=positions, use_cache=False, logits_to_keep=1, evolalloc_capture=capture)
+    last_logits = prefill_forward(model, ids, capture, chunk_size=chunk_size)
     num_layers = model.config.num_hidden_layers
     keys = [capture.keys[i] for i in range(num_layers)]
     values = [capture.values[i] for i in range(num_layers)]
@@ -112,7 +115,7 @@ def prefill(
         length=length,
         keys=keys,
         values=values,
-        first_logits=out.logits[0, -1].float(),
+        first_logits=last_logits.float(),
         rankings=rankings,
         question_ids=question,
         scores=scores,
