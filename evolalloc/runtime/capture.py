@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 
@@ -44,8 +44,11 @@ class PrefillCapture:
     ``_SUM_CHUNK`` query rows ``[Hq, _SUM_CHUNK, L]`` alive at a time — never ``L x L``.
     """
 
-    def __init__(self, spec: CaptureSpec = CaptureSpec(), length: int | None = None):
+    def __init__(self, spec: CaptureSpec = CaptureSpec(), length: int | None = None, on_layer_done: Callable[[int], None] | None = None):
         self.spec = spec
+        # Called with a layer's index once its keys and statistics are complete (the prefill
+        # ranks the layer then and drops its window rows: one layer's alive at a time, not all).
+        self.on_layer_done = on_layer_done
         self.window_queries = spec.window_queries
         self.attention_sum = spec.attention_sum
         self.length = length
@@ -66,8 +69,12 @@ class PrefillCapture:
         # The last chunk's call carries every key: the earlier ones are overwritten.
         self.keys[layer_idx] = key[0]
         self.values[layer_idx] = value[0]
-        if not (self.window_queries or self.attention_sum):
-            return  # keys and values are all this spec asks for
+        if self.window_queries or self.attention_sum:
+            self._record_statistics(layer_idx, query, key, scaling)
+        if self.on_layer_done is not None and key.shape[2] == (self.length or key.shape[2]):
+            self.on_layer_done(layer_idx)
+
+    def _record_statistics(self, layer_idx: int, query, key, scaling: float) -> None:
         n_rep = query.shape[1] // key.shape[1]
         keys = key[0].repeat_interleave(n_rep, dim=0)  # [Hq, S, D]
         seen, q_len = keys.shape[1], query.shape[2]

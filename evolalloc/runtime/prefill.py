@@ -82,31 +82,35 @@ def prefill(
         raise ValueError("prefill needs at least one prompt token")
     if model.config._attn_implementation != "evolalloc":
         raise ValueError("the model does not use evolalloc attention; load it with load_model() or call use_evolalloc_attention(model)")
-    capture = PrefillCapture(CaptureSpec.union(s.capture for s in scorers))
-    last_logits = prefill_forward(model, ids, capture, chunk_size=chunk_size)
     num_layers = model.config.num_hidden_layers
+    ranked = {scorer.key: ([None] * num_layers, [None] * num_layers) for scorer in scorers}
+    dispersion_rows: list[torch.Tensor | None] = [None] * num_layers
+
+    def rank_layer(layer: int) -> None:
+        # Ranked as soon as the layer's capture is complete, then its window rows ([Hq, w, L])
+        # are dropped: one layer's rows alive at a time instead of every layer's.
+        stats = LayerStats(
+            layer_idx=layer,
+            keys=capture.keys[layer],
+            values=capture.values[layer],
+            window_attention=capture.window_attention.get(layer),
+            attention_sum=capture.attention_sums.get(layer),
+        )
+        for scorer in scorers:
+            per_layer, per_layer_scores = ranked[scorer.key]
+            per_layer[layer], per_layer_scores[layer] = scorer.rank_scored(stats)
+        window = capture.window_attention.pop(layer, None)
+        if window is not None:
+            dispersion_rows[layer] = window_dispersion(window)
+        capture.attention_sums.pop(layer, None)
+
+    capture = PrefillCapture(CaptureSpec.union(s.capture for s in scorers), on_layer_done=rank_layer)
+    last_logits = prefill_forward(model, ids, capture, chunk_size=chunk_size)
     keys = [capture.keys[i] for i in range(num_layers)]
     values = [capture.values[i] for i in range(num_layers)]
-
-    rankings, scores = {}, {}
-    for scorer in scorers:
-        per_layer, per_layer_scores = [], []
-        for layer in range(num_layers):
-            stats = LayerStats(
-                layer_idx=layer,
-                keys=keys[layer],
-                values=values[layer],
-                window_attention=capture.window_attention.get(layer),
-                attention_sum=capture.attention_sums.get(layer),
-            )
-            ranking, ranked_scores = scorer.rank_scored(stats)
-            per_layer.append(ranking)
-            per_layer_scores.append(ranked_scores)
-        rankings[scorer.key] = torch.stack(per_layer)
-        scores[scorer.key] = torch.stack(per_layer_scores)
-    dispersion = None
-    if capture.window_attention:
-        dispersion = torch.stack([window_dispersion(capture.window_attention[i]) for i in range(num_layers)])
+    rankings = {key: torch.stack(per_layer) for key, (per_layer, _) in ranked.items()}
+    scores = {key: torch.stack(per_layer_scores) for key, (_, per_layer_scores) in ranked.items()}
+    dispersion = torch.stack(dispersion_rows) if dispersion_rows and dispersion_rows[0] is not None else None
     question = None
     if question_ids is not None:
         question = torch.as_tensor(question_ids, dtype=torch.long, device=device).reshape(-1)

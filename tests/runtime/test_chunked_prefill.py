@@ -78,3 +78,17 @@ def test_no_attention_call_sees_more_queries_than_a_chunk(llama, monkeypatch):
 def test_a_chunk_size_that_is_not_a_positive_integer_is_refused(llama, bad):
     with pytest.raises(ValueError, match="chunk_size"):
         prefill(llama, random_prompt(20), [], chunk_size=bad)
+
+
+@pytest.mark.parametrize("chunk", [300, 20])  # 20: the 32-query window spans two chunks
+def test_each_layer_is_handed_over_once_with_its_capture_complete(llama, chunk):
+    # The prefill ranks a layer in this call and drops its window rows, so the call must come
+    # exactly once per layer and only when every key and window row is there.
+    ids = random_prompt(300, seed=6)[None]
+    done = []
+    capture = PrefillCapture(CaptureSpec(window_queries=32, attention_sum=True),
+                             on_layer_done=lambda layer: done.append((layer, capture.keys[layer].shape[1],
+                                                                      capture.window_attention[layer][:, 0].sum().item())))
+    prefill_forward(llama, ids, capture, chunk_size=chunk)
+    assert [(layer, n) for layer, n, _ in done] == [(0, 300), (1, 300), (2, 300)]
+    assert all(mass == pytest.approx(4.0) for _, _, mass in done)  # the first window row of 4 query heads sums to 1 each
