@@ -76,13 +76,15 @@ class PrefillCapture:
 
     def _record_statistics(self, layer_idx: int, query, key, scaling: float) -> None:
         n_rep = query.shape[1] // key.shape[1]
-        keys = key[0].repeat_interleave(n_rep, dim=0)  # [Hq, S, D]
-        seen, q_len = keys.shape[1], query.shape[2]
+        seen, q_len = key.shape[2], query.shape[2]
         total_length = self.length or seen
         first = seen - q_len  # position of this call's first query
+        w = min(self.window_queries, total_length)
+        start = max(total_length - w, first)  # the window queries among this call's
+        if not (self.attention_sum or start < seen):
+            return  # a chunk before the window, and no sum to add to
+        keys = key[0].repeat_interleave(n_rep, dim=0)  # [Hq, S, D]
         if self.window_queries:
-            w = min(self.window_queries, total_length)
-            start = max(total_length - w, first)  # the window queries among this call's
             if start < seen:
                 rows = _attention_rows(query[0, :, start - first :], keys, scaling, start)  # [Hq, m, S]
                 if seen == total_length and start == total_length - w:
