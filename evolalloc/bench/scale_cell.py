@@ -30,7 +30,7 @@ class CellSettings:
     candidates: int
     threads: int = 1
     batch_size: int = 16
-    chunk_size: int = 2048
+    chunk_size: int | None = None  # None: the prefill's default (runtime/chunked.py)
     seed: int = 0
 
 

@@ -138,7 +138,8 @@ def bench_asktell_cmd(clients, generations, seconds, seed):
 @click.option("--candidates", default=2, show_default=True, type=click.IntRange(min=1), help="Random allocations timed per budget.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch threads per cell.")
 @click.option("--batch-size", default=16, show_default=True, type=click.IntRange(min=1), help="Rows decoded per forward.")
-@click.option("--chunk-size", default=2048, show_default=True, type=click.IntRange(min=1), help="Prefill chunk (tokens).")
+@click.option("--chunk-size", default=None, type=click.IntRange(min=1),
+              help="Prefill chunk (tokens); default: one shot up to 2048 tokens, chunks of 512 beyond.")
 @click.option("--seed", default=0, show_default=True)
 def bench_scale_cmd(model_spec, task_name, scorer_name, contexts, instances, counts, count_context, extrapolate_to, budgets,
                     candidates, threads, batch_size, chunk_size, seed):
@@ -162,7 +163,7 @@ def bench_scale_cmd(model_spec, task_name, scorer_name, contexts, instances, cou
     cells = sweep(base, contexts=context_sizes, counts=count_sizes, count_context=count_context, extrapolate_to=targets,
                   log=lambda m: click.echo(m, err=True))
     click.echo(f"model: {model_spec}, task: {task_name}, scorer: {scorer_name}, {threads} torch thread(s) per cell, "
-               f"prefill chunk {chunk_size}; {candidates} random candidates per budget; one fresh process per measured cell")
+               f"prefill chunk {chunk_size or 'default'}; {candidates} random candidates per budget; one fresh process per measured cell")
     for line in table(cells, budget_sizes) + budget_vs_context(cells, budget_sizes):
         click.echo(line)
 

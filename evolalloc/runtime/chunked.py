@@ -8,7 +8,7 @@ cache, the activations are ``O(C)`` and an attention mask ``O(C x L)``; the capt
 is the same as in one shot. Each chunk gets its *original* positions (RoPE), so the keys are the
 same up to float rounding (the attention kernels sum in another order).
 
-Prompts no longer than the chunk size take the one-shot path unchanged: their records are
+Prompts up to ``ONE_SHOT_TOKENS`` take the one-shot path unchanged: their records are
 bit-identical to what they were before chunking existed.
 """
 
@@ -18,10 +18,13 @@ import torch
 
 from evolalloc.runtime.cache import EvictedCache
 
-#: Tokens per forward when prefilling a longer prompt. 2048 keeps the README's ~1k-token jobs on
-#: the one-shot path (identical records); at 8k tokens it bounds the forward's activations to a
-#: quarter of a one-shot prefill's.
-DEFAULT_CHUNK_SIZE = 2048
+#: Prompts up to this many tokens take one forward: the README's ~1k-token jobs keep the records
+#: they had before chunking existed (bit-identical).
+ONE_SHOT_TOKENS = 2048
+#: Tokens per forward for a longer prompt. Measured on one 8192-token prefill of the 135M model
+#: (SnapKV, 1 thread): peak RSS 1420 MB in chunks of 512, 1816 MB in chunks of 2048 (each chunk's
+#: [2048, 8192] attention mask and activations), 1616 MB in one shot.
+DEFAULT_CHUNK_SIZE = 512
 
 
 class _PrefillCache(EvictedCache):
@@ -46,26 +49,31 @@ class _PrefillCache(EvictedCache):
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
 
 
-def check_chunk_size(chunk_size: int) -> int:
+def check_chunk_size(chunk_size: int | None) -> int | None:
+    if chunk_size is None:
+        return None
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"prefill chunk_size must be a positive integer, got {chunk_size!r}")
     return chunk_size
 
 
 @torch.no_grad()
-def prefill_forward(model, ids: torch.Tensor, capture, *, chunk_size: int = DEFAULT_CHUNK_SIZE, windows=None) -> torch.Tensor:
+def prefill_forward(model, ids: torch.Tensor, capture, *, chunk_size: int | None = None, windows=None) -> torch.Tensor:
     """Run ``ids`` ``[1, L]`` through ``model`` with ``capture`` recording; return the logits
     ``[V]`` after the last token.
 
     ``chunk_size``: tokens per forward; ``L <= chunk_size`` is one forward without a cache.
+    ``None``: one forward up to ``ONE_SHOT_TOKENS``, chunks of ``DEFAULT_CHUNK_SIZE`` beyond.
     ``windows``: per-layer sliding windows (the windowed prefill, ``runtime/windowed.py``).
     ``capture.length`` is set to ``L`` for the chunked path.
     """
-    check_chunk_size(chunk_size)
+    one_shot = check_chunk_size(chunk_size)
+    if chunk_size is None:
+        one_shot, chunk_size = ONE_SHOT_TOKENS, DEFAULT_CHUNK_SIZE
     length = ids.shape[1]
     positions = torch.arange(length, device=ids.device)[None, :]
     extra = {} if windows is None else {"evolalloc_windows": windows}
-    if length <= chunk_size:
+    if length <= one_shot:
         out = model(input_ids=ids, position_ids=positions, use_cache=False, logits_to_keep=1, evolalloc_capture=capture, **extra)
         return out.logits[0, -1]
     capture.length = length

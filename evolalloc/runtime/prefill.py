@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
-from evolalloc.runtime.chunked import DEFAULT_CHUNK_SIZE, prefill_forward
+from evolalloc.runtime.chunked import prefill_forward
 from evolalloc.runtime.scorers import Scorer
 from evolalloc.runtime.scorers.base import LayerStats
 
@@ -65,14 +65,15 @@ def prefill(
     *,
     uid: str = "",
     question_ids: torch.Tensor | Sequence[int] | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
 ) -> PrefillRecord:
     """Run one full-attention forward over ``prompt_ids`` and rank tokens for each scorer.
 
     ``prompt_ids``: ``[L]`` token ids (the context, in the query-agnostic setting).
     ``question_ids``: ``[q]`` tokens kept aside and fed after eviction, or ``None``.
-    ``chunk_size``: a longer prompt is fed in chunks of this many tokens (``runtime/chunked.py``),
-    so its prefill needs memory linear in ``L``; the record is the same up to float rounding.
+    ``chunk_size``: a longer prompt is fed in chunks of this many tokens (``runtime/chunked.py``;
+    ``None``: one shot up to 2048 tokens, chunks of 512 beyond), so its prefill needs memory linear
+    in ``L``; the record is the same up to float rounding.
     The model must use evolalloc's attention (``load_model`` switches it).
     """
     device = next(model.parameters()).device

@@ -36,7 +36,7 @@ def windowed_record(model, record: PrefillRecord, budgets: np.ndarray, scorer: S
     windows = layer_windows(budgets)
     ids = record.prompt_ids.reshape(1, -1)
     capture = PrefillCapture()
-    # In chunks past DEFAULT_CHUNK_SIZE tokens: the window mask is then [chunk, L], not [L, L].
+    # In chunks past ONE_SHOT_TOKENS: the window mask is then [chunk, L], not [L, L].
     last_logits = prefill_forward(model, ids, capture, windows=[int(w) for w in windows])
     layers = range(model.config.num_hidden_layers)
     keys = [capture.keys[i] for i in layers]

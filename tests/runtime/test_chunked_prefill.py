@@ -92,3 +92,18 @@ def test_each_layer_is_handed_over_once_with_its_capture_complete(llama, chunk):
     prefill_forward(llama, ids, capture, chunk_size=chunk)
     assert [(layer, n) for layer, n, _ in done] == [(0, 300), (1, 300), (2, 300)]
     assert all(mass == pytest.approx(4.0) for _, _, mass in done)  # the first window row of 4 query heads sums to 1 each
+
+
+def test_by_default_short_prompts_take_one_forward_and_long_ones_default_chunks(llama, monkeypatch):
+    from evolalloc.runtime import chunked
+
+    monkeypatch.setattr(chunked, "ONE_SHOT_TOKENS", 100)
+    monkeypatch.setattr(chunked, "DEFAULT_CHUNK_SIZE", 30)
+    queries = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, *a, **k: queries.append(q.shape[2]) or sdpa(q, *a, **k))
+    prefill(llama, random_prompt(100, seed=7), [])
+    assert set(queries) == {100}
+    queries.clear()
+    prefill(llama, random_prompt(101, seed=7), [])
+    assert sorted(set(queries)) == [11, 30]  # 30 + 30 + 30 + 11
