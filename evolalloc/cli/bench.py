@@ -6,6 +6,7 @@ import click
 
 from evolalloc.cli import main
 from evolalloc.cli.options import model_option, seed_option
+from evolalloc.core.errors import UserError
 
 
 @main.group()
@@ -151,3 +152,60 @@ def bench_asktell_cmd(clients, generations, seconds, seed):
         click.echo(line)
     if result.errors:
         raise click.ClickException(f"{result.errors} request(s) failed")
+
+
+@bench.command("scale")
+@model_option("model_spec")
+@click.option("--task", "task_name", default="passkey", show_default=True, help="Task whose prompts are prefilled.")
+@click.option("--scorer", "scorer_name", default="snapkv", show_default=True, help="Token scorer.")
+@click.option("--contexts", default="500,1000", show_default=True,
+              help="Prompt lengths (tokens) measured at --instances prompts each, e.g. 1000,2000,4000,8000.")
+@click.option("--instances", default=2, show_default=True, type=click.IntRange(min=1), help="Prompts per context cell.")
+@click.option("--counts", default="2,4", show_default=True, help="Instance counts measured at --count-context tokens, e.g. 50,100,200.")
+@click.option("--count-context", default=500, show_default=True, type=click.IntRange(min=1), help="Prompt length of the --counts cells.")
+@click.option("--extrapolate", "extrapolate_to", default="50,100,200", show_default=True,
+              help="Instance counts estimated (labelled so) from the measured cell of the largest context; empty: none.")
+@click.option("--budgets", default="64,256", show_default=True, help="Mean budgets of the evaluated candidates.")
+@click.option("--candidates", default=2, show_default=True, type=click.IntRange(min=1), help="Random allocations timed per budget.")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1), help="torch threads per cell.")
+@click.option("--batch-size", default=16, show_default=True, type=click.IntRange(min=1), help="Rows decoded per forward.")
+@click.option("--chunk-size", default=None, type=click.IntRange(min=1),
+              help="Prefill chunk (tokens); default: one shot up to 2048 tokens, chunks of 512 beyond.")
+@seed_option()
+def bench_scale_cmd(model_spec, task_name, scorer_name, contexts, instances, counts, count_context, extrapolate_to, budgets,
+                    candidates, threads, batch_size, chunk_size, seed):
+    """Peak resident memory, prefill seconds per instance and evaluation seconds per candidate,
+    against the context and the instance count; each cell measured in a fresh process."""
+    from evolalloc.bench.scale import budget_vs_context, parse_sizes, sweep, table
+    from evolalloc.bench.scale_cell import CellSettings
+
+    context_sizes = parse_sizes(contexts, "--contexts")
+    count_sizes = parse_sizes(counts, "--counts")
+    targets = parse_sizes(extrapolate_to, "--extrapolate")
+    budget_sizes = parse_sizes(budgets, "--budgets")
+    if not budget_sizes:
+        raise UserError("needs at least one budget", field="--budgets")
+    if not (context_sizes or count_sizes):
+        raise UserError("nothing to measure: give --contexts or --counts", field="--contexts")
+    _check_names(task_name, scorer_name)
+    base = CellSettings(model=model_spec, task=task_name, scorer=scorer_name, context_tokens=count_context, instances=instances,
+                        budgets=budget_sizes, candidates=candidates, threads=threads, batch_size=batch_size,
+                        chunk_size=chunk_size, seed=seed)
+    cells = sweep(base, contexts=context_sizes, counts=count_sizes, count_context=count_context, extrapolate_to=targets,
+                  log=lambda m: click.echo(m, err=True))
+    click.echo(f"model: {model_spec}, task: {task_name}, scorer: {scorer_name}, {threads} torch thread(s) per cell, "
+               f"prefill chunk {chunk_size or 'default'}; {candidates} random candidates per budget; one fresh process per measured cell")
+    for line in table(cells, budget_sizes) + budget_vs_context(cells, budget_sizes):
+        click.echo(line)
+
+
+def _check_names(task_name: str, scorer_name: str) -> None:
+    """Unknown task or scorer names are refused before any cell starts (cheap checks first)."""
+    from fitness import list_tasks
+
+    from evolalloc.runtime.scorers import list_scorers
+
+    if task_name not in list_tasks():
+        raise UserError(f"unknown task {task_name!r}; choose one of {', '.join(sorted(list_tasks()))}", field="--task")
+    if scorer_name not in list_scorers():
+        raise UserError(f"unknown scorer {scorer_name!r}; choose one of {', '.join(sorted(list_scorers()))}", field="--scorer")

@@ -13,6 +13,7 @@ from typing import Sequence
 import torch
 
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
+from evolalloc.runtime.chunked import prefill_forward
 from evolalloc.runtime.scorers import Scorer
 from evolalloc.runtime.scorers.base import LayerStats
 
@@ -77,11 +78,15 @@ def prefill(
     *,
     uid: str = "",
     question_ids: torch.Tensor | Sequence[int] | None = None,
+    chunk_size: int | None = None,
 ) -> PrefillRecord:
     """Run one full-attention forward over ``prompt_ids`` and rank tokens for each scorer.
 
     ``prompt_ids``: ``[L]`` token ids (the context, in the query-agnostic setting).
     ``question_ids``: ``[q]`` tokens kept aside and fed after eviction, or ``None``.
+    ``chunk_size``: a longer prompt is fed in chunks of this many tokens (``runtime/chunked.py``;
+    ``None``: one shot up to 2048 tokens, chunks of 512 beyond), so its prefill needs memory linear
+    in ``L``; the record is the same up to float rounding.
     The model must use evolalloc's attention (``load_model`` switches it).
     """
     device = next(model.parameters()).device
@@ -91,32 +96,35 @@ def prefill(
         raise ValueError("prefill needs at least one prompt token")
     if model.config._attn_implementation != "evolalloc":
         raise ValueError("the model does not use evolalloc attention; load it with load_model() or call use_evolalloc_attention(model)")
-    capture = PrefillCapture(CaptureSpec.union(s.capture for s in scorers))
-    positions = torch.arange(length, device=device)[None, :]
-    out = model(input_ids=ids, position_ids=positions, use_cache=False, logits_to_keep=1, evolalloc_capture=capture)
     num_layers = model.config.num_hidden_layers
+    ranked = {scorer.key: ([None] * num_layers, [None] * num_layers) for scorer in scorers}
+    dispersion_rows: list[torch.Tensor | None] = [None] * num_layers
+
+    def rank_layer(layer: int) -> None:
+        # Ranked as soon as the layer's capture is complete, then its window rows ([Hq, w, L])
+        # are dropped: one layer's rows alive at a time instead of every layer's.
+        stats = LayerStats(
+            layer_idx=layer,
+            keys=capture.keys[layer],
+            values=capture.values[layer],
+            window_attention=capture.window_attention.get(layer),
+            attention_sum=capture.attention_sums.get(layer),
+        )
+        for scorer in scorers:
+            per_layer, per_layer_scores = ranked[scorer.key]
+            per_layer[layer], per_layer_scores[layer] = scorer.rank_scored(stats)
+        window = capture.window_attention.pop(layer, None)
+        if window is not None:
+            dispersion_rows[layer] = window_dispersion(window)
+        capture.attention_sums.pop(layer, None)
+
+    capture = PrefillCapture(CaptureSpec.union(s.capture for s in scorers), on_layer_done=rank_layer)
+    last_logits = prefill_forward(model, ids, capture, chunk_size=chunk_size)
     keys = [capture.keys[i] for i in range(num_layers)]
     values = [capture.values[i] for i in range(num_layers)]
-
-    rankings, scores = {}, {}
-    for scorer in scorers:
-        per_layer, per_layer_scores = [], []
-        for layer in range(num_layers):
-            stats = LayerStats(
-                layer_idx=layer,
-                keys=keys[layer],
-                values=values[layer],
-                window_attention=capture.window_attention.get(layer),
-                attention_sum=capture.attention_sums.get(layer),
-            )
-            ranking, ranked_scores = scorer.rank_scored(stats)
-            per_layer.append(ranking)
-            per_layer_scores.append(ranked_scores)
-        rankings[scorer.key] = torch.stack(per_layer)
-        scores[scorer.key] = torch.stack(per_layer_scores)
-    dispersion = None
-    if capture.window_attention:
-        dispersion = torch.stack([window_dispersion(capture.window_attention[i]) for i in range(num_layers)])
+    rankings = {key: torch.stack(per_layer) for key, (per_layer, _) in ranked.items()}
+    scores = {key: torch.stack(per_layer_scores) for key, (_, per_layer_scores) in ranked.items()}
+    dispersion = torch.stack(dispersion_rows) if dispersion_rows and dispersion_rows[0] is not None else None
     question = None
     if question_ids is not None:
         question = torch.as_tensor(question_ids, dtype=torch.long, device=device).reshape(-1)
@@ -125,7 +133,7 @@ def prefill(
         length=length,
         keys=keys,
         values=values,
-        first_logits=out.logits[0, -1].float(),
+        first_logits=last_logits.float(),
         rankings=rankings,
         question_ids=question,
         scores=scores,

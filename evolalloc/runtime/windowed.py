@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from evolalloc.runtime.capture import PrefillCapture
+from evolalloc.runtime.chunked import prefill_forward
 from evolalloc.runtime.prefill import PrefillRecord
 from evolalloc.runtime.scorers import Scorer
 from evolalloc.runtime.scorers.base import LayerStats
@@ -35,14 +36,13 @@ def windowed_record(model, record: PrefillRecord, budgets: np.ndarray, scorer: S
     windows = layer_windows(budgets)
     ids = record.prompt_ids.reshape(1, -1)
     capture = PrefillCapture()
-    positions = torch.arange(ids.shape[1], device=ids.device)[None, :]
-    out = model(input_ids=ids, position_ids=positions, use_cache=False, logits_to_keep=1,
-                evolalloc_capture=capture, evolalloc_windows=[int(w) for w in windows])
+    # In chunks past ONE_SHOT_TOKENS: the window mask is then [chunk, L], not [L, L].
+    last_logits = prefill_forward(model, ids, capture, windows=[int(w) for w in windows])
     layers = range(model.config.num_hidden_layers)
     keys = [capture.keys[i] for i in layers]
     values = [capture.values[i] for i in layers]
     ranking = torch.stack([scorer.rank(LayerStats(layer_idx=i, keys=keys[i], values=values[i])) for i in layers])
-    return PrefillRecord(uid=record.uid, length=record.length, keys=keys, values=values, first_logits=out.logits[0, -1].float(),
+    return PrefillRecord(uid=record.uid, length=record.length, keys=keys, values=values, first_logits=last_logits.float(),
                          rankings={scorer.key: ranking}, question_ids=record.question_ids, prompt_ids=record.prompt_ids)
 
 
