@@ -56,3 +56,11 @@ def test_bad_budgets_or_an_unknown_scorer_give_one_line_and_exit_2(tmp_path, tin
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--budgets" in bad.stderr
     unknown = evolalloc("bench", "headroom", str(recipe), "--scorers", "snapkvv", "--budgets", "16", cwd=tmp_path)
     assert unknown.returncode == 2 and "snapkv" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+def test_headroom_prefills_whole_records_not_the_recipes_b_max(tmp_path, tiny_model_dir, capsys):
+    """The full cache and the budgets asked for are beyond the recipe's b_max: records bounded at it
+    would have every instance prefilled again in full for each evaluation."""
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
+    measure_headroom(recipe, ["snapkv"], [4, 1024])
+    assert "prefilling those instances again in full" not in capsys.readouterr().err

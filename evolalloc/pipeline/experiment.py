@@ -239,8 +239,6 @@ class Experiment:
             if declared is not None:
                 extra = get_scorer(declared[0], **declared[1])
                 scorers.setdefault(extra.key, extra)
-        for extra in self.extra_scorers:
-            scorers.setdefault(extra.key, extra)
         return list(scorers.values())
 
     @cached_property

@@ -69,7 +69,9 @@ def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, pro
     if not scorer_names or not budgets or min(budgets) < 1:
         raise UserError("needs at least one scorer and budgets of at least 1", field="--budgets")
     recipe.baselines = []  # only the scorers asked for are ranked at prefill
-    with Experiment(recipe, progress=progress) as experiment:
+    # Whole records: the full cache and the budgets asked for are not the recipe's (its b_max would
+    # have every instance prefilled again in full for each of them).
+    with Experiment(recipe, progress=progress, bounded=False) as experiment:
         scorers = {name: _scorer(experiment, name) for name in dict.fromkeys(scorer_names)}
         experiment.extra_scorers = list(scorers.values())
         uniform = make_baseline("uniform")

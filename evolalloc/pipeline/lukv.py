@@ -88,7 +88,12 @@ def profile_part(part, split: str = "search") -> tuple[np.ndarray, int]:
                             "neither a question fed after compression nor a reference answer", source=part.recipe.source,
                             field="baselines")
         attention = future_attention(loaded.model, context, future)
-        curves.append(instance_curves(attention, record.rankings[scorer.key]))
+        ranking = record.rankings[scorer.key]
+        if record.bound is not None:  # a bounded record's ranking holds b_max slot indices, not positions
+            from evolalloc.runtime.prefill import prefill
+
+            ranking = prefill(loaded.model, context, [scorer], uid=instance.uid, question_ids=question).rankings[scorer.key]
+        curves.append(instance_curves(attention, ranking))
     top = max(c.shape[2] for c in curves)
     total = np.zeros(curves[0].shape[:2] + (top,))
     for c in curves:  # a shorter prompt keeps all its mass at every larger budget

@@ -50,7 +50,9 @@ def run_record_bound(recipe, experiment) -> int:
 
     def static(name: str, target: float):
         baseline = make_baseline(name)
-        if baseline.adapter is not None or baseline.adapts is not None or target < baseline.min_target:
+        # A profiled baseline (lukv) is profiled on these very records: its budgets are not known
+        # before them (asking would recurse); a unit it gives more than b_max is prefilled again in full.
+        if baseline.adapter is not None or baseline.adapts is not None or baseline.profiled or target < baseline.min_target:
             return None
         return experiment.baseline(name, target).budgets
 

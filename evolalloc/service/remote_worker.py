@@ -29,6 +29,23 @@ def check_geometry(study: dict, geometry) -> None:
             f"{study['id']} is for {want['num_layers']} x {want['num_kv_heads']}", field="model")
 
 
+def check_search_space(study: dict, recipe) -> None:
+    """The recipe's search space must read the study's budgets as the study means them: a hybrid
+    study's budgets are a prior an adapter applies per input (``gate_prior``), and the worker's
+    evaluator wraps its scorer in the adapter of the *recipe's* search space (``UserError``)."""
+    from searchspaces import SEARCH_SPACES
+
+    wanted = (study.get("config") or {}).get("search_space")
+    if wanted is None:
+        return
+    adapter = SEARCH_SPACES.get(wanted).adapter
+    mine = SEARCH_SPACES.get(recipe.search_space.name).adapter
+    if adapter != mine:
+        raise UserError(f"study {study.get('id')} searches {wanted!r} (budget adapter {adapter or 'none'}), the recipe's "
+                        f"search space {recipe.search_space.name!r} has {mine or 'none'}: its scores would not be the "
+                        f"study's; set search_space.name: {wanted}", field="search_space.name")
+
+
 def run_worker(client, study_id: int, recipe, *, client_id: str | None = None, max_trials: int | None = None,
                echo: Callable[[str], None] = print, progress: bool = False) -> int:
     """Serve study ``study_id`` with ``recipe``'s evaluator until it ends; the trials evaluated."""
@@ -37,6 +54,7 @@ def run_worker(client, study_id: int, recipe, *, client_id: str | None = None, m
 
     client_id = client_id or default_client_id()
     study = client.study(study_id)
+    check_search_space(study, recipe)  # before any model is loaded
     with Experiment(recipe, progress=progress) as experiment:
         check_geometry(study, experiment.geometry)
         evaluator = experiment.search_evaluator()
