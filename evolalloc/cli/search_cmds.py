@@ -212,14 +212,16 @@ def check_expansion(source, target: float, floor: int, *, where: str, field: str
 @click.option("--sink-tokens", type=int, default=None, help="trtllm: sink_token_length (default: what the profile was searched with).")
 @click.option("--curves", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="lukv: a run's lukv-curves.npz; each row is then LU-KV's own greedy, not the profile rescaled.")
+@click.option("--family", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="curve / lukv: a budget.curve run's profile-curve.json; rows then come from its searched curve.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Default: print to stdout.")
-def export(allocation, fmt, context_length, targets, sink_tokens, curves, output):
+def export(allocation, fmt, context_length, targets, sink_tokens, curves, family, output):
     """Export a profile for a serving stack, in that stack's own terms (see docs/shipping.md)."""
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.export import export_allocation, export_text
 
     source = load_allocation(allocation)
-    options = dict(context_length=context_length, targets=targets, sink_tokens=sink_tokens, curves=curves)
+    options = dict(context_length=context_length, targets=targets, sink_tokens=sink_tokens, curves=curves, family=family)
     if output is None:
         click.echo(export_text(source, fmt, **options), nl=False)
     else:

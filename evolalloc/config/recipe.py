@@ -45,7 +45,10 @@ class Recipe(RecipeData):
 
     @property
     def budgets(self) -> list[int]:
-        """The target ``c`` followed by its expansions: every budget a run reports on."""
+        """The target ``c`` followed by its expansions, or by the rest of ``budget.curve``'s grid:
+        every budget a run reports on."""
+        if self.budget.curve is not None:
+            return [self.budget.target, *(b for b in self.budget.curve.grid(self.budget.target) if b != self.budget.target)]
         return [self.budget.target, *self.budget.expansions]
 
     @property
@@ -233,6 +236,8 @@ def _resolve(recipe: Recipe, default_name: str) -> None:
     for task in recipe.tasks or []:
         if task.label is None:
             task.label = task.name
+    if recipe.budget.curve is not None and recipe.budget.expansions is None:
+        recipe.budget.expansions = []  # the curve's grid holds every budget
     if recipe.budget.expansions is None and recipe.budget.target is not None:
         recipe.budget.expansions = [2 * recipe.budget.target, 4 * recipe.budget.target]
 
@@ -251,6 +256,7 @@ def _check(recipe: Recipe) -> None:
             # As for `evolalloc expand`: a profile searched at c says nothing about a smaller cache.
             raise FieldProblem(f"budget.expansions[{i}]", f"{value} is below budget.target {target}: a profile is "
                                                           "only carried to larger budgets; search at that target instead")
+    _check_curve(recipe)
     for path, task in _task_sections(recipe):
         context = task.context_tokens
         if context is not None and target >= context:
@@ -284,6 +290,9 @@ def _check(recipe: Recipe) -> None:
         least = make_baseline(name).min_target  # e.g. streaming's sink tokens
         if target < least:
             raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")
+        if min(recipe.budgets) < least:
+            raise FieldProblem("budget.curve.low", f"baseline {name!r} needs budgets >= {least:g}; the curve starts at "
+                                                   f"{min(recipe.budgets)}")
     if recipe.storage is not None and not _URL.match(recipe.storage):
         raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
     _check_scorer_training(recipe)
@@ -298,6 +307,31 @@ def _check(recipe: Recipe) -> None:
         if space.adapter is not None and BASELINES.get(name).adapts == EVOLVED:  # e.g. evolved+adakv on the hybrid
             raise FieldProblem(f"baselines[{i}]", f"{name!r} adapts the searched budgets, but {recipe.search_space.name!r}'s "
                                                   f"budgets are read by its own adapter ({space.adapter}), not as budgets")
+
+
+def _check_curve(recipe: Recipe) -> None:
+    """``budget.curve``: instead of expansions, a grid of distinct budgets whose anchors lie on it."""
+    curve, target = recipe.budget.curve, recipe.budget.target
+    if curve is None:
+        return
+    if recipe.budget.expansions:
+        raise FieldProblem("budget.expansions", "give either expansions or curve (its grid holds every budget), not both")
+    if curve.low >= 1:
+        raise FieldProblem("budget.curve.low", f"must be below 1 (a multiple of c under c), got {curve.low}")
+    grid = curve.grid(target)
+    if len(grid) < curve.points:
+        raise FieldProblem("budget.curve.points", f"{curve.points} points from {curve.low}*c to {curve.high}*c round to "
+                                                  f"only {len(grid)} distinct budgets ({grid}); use fewer points or a wider range")
+    for i, value in enumerate(curve.anchors or []):
+        if value not in grid:
+            raise FieldProblem(f"budget.curve.anchors[{i}]", f"{value} is not on the grid {grid}")
+    anchors = curve.anchor_budgets(target)
+    if anchors[0] != grid[0] or anchors[-1] != grid[-1]:
+        raise FieldProblem("budget.curve.anchors", f"must include both ends of the grid ({grid[0]} and {grid[-1]}): "
+                                                   "budgets outside the anchors would not be searched")
+    if recipe.search_space.name not in ("layer_groups", "head_groups"):
+        raise FieldProblem("budget.curve", f"needs budgets a unit keeps (layer_groups or head_groups), not the "
+                                           f"{recipe.search_space.name!r} search space's prior")
 
 
 def _check_scorer_training(recipe: Recipe) -> None:

@@ -153,6 +153,26 @@ class ScorerSection:
 
 
 @dataclass
+class CurveSection:
+    """``budget.curve``: a profile for every budget of a grid around ``c`` (``pipeline/curve.py``)."""
+
+    low: float = _rule(0.25, min_exclusive=0.0, help="smallest grid budget, as a multiple of c")
+    high: float = _rule(4.0, min=1.0, help="largest grid budget, as a multiple of c")
+    points: int = _rule(5, min=3, help="grid budgets, geometric from low*c to high*c (c is always on it)")
+    anchors: list[int] | None = _rule(None, help="grid budgets searched (each its own search, nested in its neighbour); "
+                                                 "null = the two ends and c; the others are interpolated per unit")
+
+    def grid(self, target: int) -> list[int]:
+        from evolalloc.core.curve import curve_grid
+
+        return curve_grid(target, self.low, self.high, self.points)
+
+    def anchor_budgets(self, target: int) -> list[int]:
+        grid = self.grid(target)
+        return sorted(set(self.anchors) | {target}) if self.anchors is not None else sorted({grid[0], target, grid[-1]})
+
+
+@dataclass
 class BudgetSection:
     target: int = _rule(min=1, help="c: the target average budget per (layer, KV head), in tokens")
     expansions: list[int] | None = _rule(None, help="larger budgets the profile is carried to; null = [2c, 4c]")
@@ -160,6 +180,8 @@ class BudgetSection:
         "proportional", choices=EXPANSION_CHOICES,
         help="proportional (EvolKV: every budget times c'/c), additive (every unit gains c'-c tokens) or search "
              "(both scored on the search split at c', the better one shipped; held-out data is never used)")
+    curve: CurveSection | None = _rule(None, help="a profile for every budget of a grid from low*c to high*c, searched "
+                                                  "at anchors and monotone per unit (replaces expansions); null = off")
 
 
 @dataclass

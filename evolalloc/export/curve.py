@@ -16,7 +16,10 @@ compression ratio of ``(i + 1) / 100``):
   (so every row keeps exactly its global fraction of the prompt).
 
 Rows below the profile's own target shrink it by the same rule; they were not searched (the
-sidecar lists them in ``below_source_target``). The JSON sidecar (same name, ``.json``) says which: ``values`` ("budgets" or "prune_ratios"),
+sidecar lists them in ``below_source_target``). With ``family`` (a ``budget.curve`` run's
+``profile-curve.json``) every row comes from that run's searched curve instead
+(``ProfileCurve.family``: its rows at its grid budgets, its rule between them; the default
+targets are its grid); rows beyond the grid are listed in ``outside_curve``. The JSON sidecar (same name, ``.json``) says which: ``values`` ("budgets" or "prune_ratios"),
 ``targets``, ``compression_ratios`` (LU-KV rows), ``context_length``, the model geometry and
 the scorer. Loading it::
 
@@ -37,6 +40,7 @@ import json
 import numpy as np
 
 from evolalloc.core.allocation import Allocation, complete_budgets
+from evolalloc.core.curve import RULE, ProfileCurve
 from evolalloc.core.errors import UserError
 from evolalloc.export import exporters
 from evolalloc.export.base import Exporter, Rendered
@@ -69,6 +73,24 @@ def capped_expansion(allocation: Allocation, target: float, cap: int) -> np.ndar
     return np.repeat(out[:, None], heads, axis=1) if per_layer else out.reshape(layers, heads)
 
 
+def load_family(path, allocation: Allocation) -> ProfileCurve:
+    """The profile curve at ``path``, checked to describe ``allocation``'s model geometry and scorer."""
+    curve = ProfileCurve.load(path)
+    if curve.meta.get("geometry") != allocation.geometry.to_dict():
+        raise UserError(f"the curve is for geometry {curve.meta.get('geometry')}, the profile for "
+                        f"{allocation.geometry.to_dict()}", source=str(path), field="geometry")
+    if curve.meta.get("scorer") != allocation.scorer:
+        raise UserError(f"the curve ranks with {curve.meta.get('scorer')!r}, the profile with {allocation.scorer!r}",
+                        source=str(path), field="scorer")
+    return curve
+
+
+def family_sidecar(curve: ProfileCurve, targets) -> dict:
+    """What a sidecar says of rows drawn from a searched curve."""
+    return {"rule": f"the run's profile curve: {RULE}", "anchors": curve.anchors, "curve_budgets": curve.budgets,
+            "outside_curve": curve.outside(targets), "below_source_target": []}
+
+
 def profile_family(allocation: Allocation, targets, cap: int | None = None) -> np.ndarray:
     """int64 ``[len(targets), layers, kv_heads]``: the profile at its own target, expansions elsewhere."""
     rows = []
@@ -84,13 +106,14 @@ def profile_family(allocation: Allocation, targets, cap: int | None = None) -> n
 class CurveExporter(Exporter):
     suffix = ".npy"
 
-    def __init__(self, targets: list[float] | None = None, context_length: int | None = None):
+    def __init__(self, targets: list[float] | None = None, context_length: int | None = None, family: str | None = None):
         if targets is not None and (not targets or any(not (float(t) > 0) for t in targets)):
             raise UserError(f"targets must be positive numbers, got {targets!r}", field="targets")
         if context_length is not None and not (isinstance(context_length, int) and context_length > 0):
             raise UserError(f"context_length must be a positive integer, got {context_length!r}", field="context_length")
         self.targets = None if targets is None else [float(t) for t in targets]
         self.context_length = context_length
+        self.family = family
 
     def render(self, allocation: Allocation) -> Rendered:
         n = self.context_length
@@ -100,7 +123,10 @@ class CurveExporter(Exporter):
             targets = [n * (1 - r) for r in compression]
         else:
             targets = self.targets or [allocation.target, 2 * allocation.target, 4 * allocation.target]
-        budgets = profile_family(allocation, targets, cap=n)
+        curve = load_family(self.family, allocation) if self.family is not None else None
+        if curve is not None and self.targets is None and n is None:
+            targets = curve.budgets
+        budgets = profile_family(allocation, targets, cap=n) if curve is None else curve.family(targets, cap=n)
         if n is None:
             array, values = budgets, "budgets"
         else:
@@ -128,4 +154,6 @@ class CurveExporter(Exporter):
             "method": allocation.provenance.get("method"),
             "scorer_checkpoint": allocation.provenance.get("scorer_checkpoint"),  # a trained scorer's fingerprint
         }
+        if curve is not None:
+            sidecar.update(family_sidecar(curve, targets))
         return Rendered(buffer.getvalue(), self.suffix, sidecars={".json": json.dumps(sidecar, indent=2) + "\n"})

@@ -10,7 +10,10 @@ of ``context_length`` ``n``:
 
 - with ``curves`` (the run's ``lukv-curves.npz``): LU-KV's own hull greedy at each ``c_i``
   (``UtilityCurves.budgets``), the method's whole budget curve;
-- without: the profile carried to each ``c_i`` by EvolKV's proportional rule, capped at ``n``
+- with ``family`` (a ``budget.curve`` run's ``profile-curve.json``): that run's searched curve at
+  each ``c_i`` (``ProfileCurve.family``, capped at ``n``, monotone per unit across the 99 rows;
+  rows beyond its grid listed in ``outside_curve``);
+- without either: the profile carried to each ``c_i`` by EvolKV's proportional rule, capped at ``n``
   (``export/curve.py``'s family; rows below the profile's target were not searched).
 
 Each ratio is nudged down by float32 steps until LUKVPress's own arithmetic,
@@ -42,7 +45,7 @@ from evolalloc.core.baselines.lukv import UtilityCurves
 from evolalloc.core.errors import UserError
 from evolalloc.export import exporters
 from evolalloc.export.base import Exporter, Rendered
-from evolalloc.export.curve import LUKV_ROWS, profile_family
+from evolalloc.export.curve import LUKV_ROWS, family_sidecar, load_family, profile_family
 from evolalloc.export.kvpress import kvpress_press
 
 LUKV_FORMAT = "evolalloc.lukv"
@@ -93,7 +96,7 @@ def prune_ratios(budgets: np.ndarray, context_length: int) -> np.ndarray:
 class LukvExporter(Exporter):
     suffix = ".npy"
 
-    def __init__(self, context_length: int | None = None, curves: str | Path | None = None):
+    def __init__(self, context_length: int | None = None, curves: str | Path | None = None, family: str | Path | None = None):
         if context_length is None:
             raise UserError("LUKVPress's curves are fractions of a prompt: give its length with --context-length",
                             field="context_length")
@@ -102,6 +105,10 @@ class LukvExporter(Exporter):
         self.context_length = context_length
         self.curves_path = curves
         self.curves = UtilityCurves.load(curves) if curves is not None else None
+        if curves is not None and family is not None:
+            raise UserError("give either LU-KV's utility curves (--curves) or a searched profile curve (--family), not both",
+                            field="family")
+        self.family = family
 
     def render(self, allocation: Allocation) -> Rendered:
         n = self.context_length
@@ -113,6 +120,10 @@ class LukvExporter(Exporter):
                                 f"{(g.num_layers, g.num_kv_heads)}", source=str(self.curves_path), field="utility")
             budgets = greedy_family(self.curves, g.num_layers * g.num_kv_heads, targets, cap=n)
             rule = "LU-KV hull greedy on the utility curves at each row's budget"
+        elif self.family is not None:
+            family = load_family(self.family, allocation)
+            budgets = family.family(targets, cap=n)
+            rule = None  # family_sidecar says it
         else:
             budgets = profile_family(allocation, targets, cap=n)
             rule = f"EvolKV proportional rule from the profile at c = {allocation.target:g}, capped at {n} tokens per unit"
@@ -138,4 +149,6 @@ class LukvExporter(Exporter):
             "source_target": allocation.target,
             "below_source_target": [] if self.curves is not None else [t for t in targets if t < allocation.target],
         }
+        if self.family is not None:
+            sidecar.update(family_sidecar(family, targets))
         return Rendered(buffer.getvalue(), self.suffix, sidecars={".json": json.dumps(sidecar, indent=2) + "\n"})

@@ -34,15 +34,16 @@ def search_config(recipe, experiment: Experiment) -> SearchConfig:
                                       min_budget=experiment.min_budget(), storage=recipe.storage, study_name=recipe.name)
 
 
-def evolved_allocation(recipe, experiment: Experiment, result, config: SearchConfig) -> Allocation:
-    """The search's best profile as an Allocation, completed to the exact target total."""
+def evolved_allocation(recipe, experiment: Experiment, result, config: SearchConfig, target: float | None = None) -> Allocation:
+    """The search's best profile as an Allocation, completed to the exact target total (the recipe's,
+    or ``target``: a curve's anchor)."""
     space = config.build_space()
     best = Allocation(
         model=recipe.model.spec,
         geometry=experiment.geometry,
         scorer=experiment.scorer.name,
         scorer_params=experiment.scorer.params(),
-        target=recipe.budget.target,
+        target=recipe.budget.target if target is None else target,
         granularity=recipe.granularity,
         budgets=result.best_budgets,
         provenance={
@@ -68,9 +69,19 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
     return experiment.with_scorer_provenance(best.complete(min_budget=experiment.min_budget()))
 
 
-def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation) -> dict[float, Allocation]:
-    """Save the profile at the target and each expansion (``budget.expansion_rule``); return them by budget."""
+def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation, config: SearchConfig | None = None,
+         progress: bool = True) -> dict[float, Allocation]:
+    """Save the profile at the target and each expansion (``budget.expansion_rule``), or, with
+    ``budget.curve``, at every grid budget (``pipeline/curve.py``: more anchors searched); return them by budget."""
     from evolalloc.pipeline.expansion import expand_profile
+
+    if recipe.budget.curve is not None:
+        from evolalloc.pipeline.curve import ship_curve
+
+        def allocate(result, anchor_config, target):
+            return evolved_allocation(recipe, experiment, result, anchor_config, target=target)
+
+        return ship_curve(run_dir, recipe, experiment, evolved, config, allocate, progress=progress)
 
     rule = recipe.budget.expansion_rule
     evaluator = experiment.search_evaluator() if rule == "search" else None  # needs the search records: ship before release
@@ -155,10 +166,10 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
 
 
 def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig, started: float,
-           profiles: dict[float, Allocation] | None = None) -> Path:
+           profiles: dict[float, Allocation] | None = None, progress: bool = True) -> Path:
     """Ship (unless ``profiles``, already shipped, are given), compare and report."""
     if profiles is None:
-        profiles = ship(run_dir, recipe, experiment, evolved_allocation(recipe, experiment, result, config))
+        profiles = ship(run_dir, recipe, experiment, evolved_allocation(recipe, experiment, result, config), config, progress)
     experiment.run_dir = experiment.run_dir or run_dir
     if any(BASELINES.get(name).profiled for name in recipe.baselines):
         experiment.lukv_curves()  # profiled on the search records, so before they are released
@@ -185,7 +196,7 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
         config = search_config(recipe, experiment)
         result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
-        return finish(run_dir, recipe, experiment, result, config, started)
+        return finish(run_dir, recipe, experiment, result, config, started, progress=progress)
 
 
 def run_prepared(prepared, *, progress: bool = True) -> Path:
@@ -196,7 +207,7 @@ def run_prepared(prepared, *, progress: bool = True) -> Path:
     with prepared.experiment as experiment:  # closes its engine (Ray workers) however the run ends
         experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
         result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress)
-        return finish(prepared.run_dir, prepared.recipe, experiment, result, config, started)
+        return finish(prepared.run_dir, prepared.recipe, experiment, result, config, started, progress=progress)
 
 
 def run_finished(run_dir: Path) -> bool:
@@ -239,4 +250,4 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
         if not any(name in missing for name in map(allocation_filename, recipe.budgets)):
             profiles = {float(budget): load_allocation(run_dir / allocation_filename(budget), expect_geometry=experiment.geometry)
                         for budget in recipe.budgets}
-        return finish(run_dir, recipe, experiment, result, config, started, profiles)
+        return finish(run_dir, recipe, experiment, result, config, started, profiles, progress=progress)
