@@ -14,6 +14,16 @@ from evolalloc.core.errors import UserError
 
 from .test_pipeline import evolalloc, tiny_recipe
 
+def _records(folder):
+    from evolalloc.search.loop import open_search
+
+    opened = open_search(folder)
+    try:
+        return opened.store.records()
+    finally:
+        opened.store.close()
+
+
 CURVE = {"target": 24, "curve": {"low": 0.5, "high": 2.0, "points": 5}}  # grid 12, 17, 24, 34, 48
 
 
@@ -21,7 +31,7 @@ def test_a_curve_run_ships_a_nested_profile_for_every_grid_budget(tmp_path, tiny
     from evolalloc.config.recipe import load_recipe
     from evolalloc.config.run_folder import create_run_folder
     from evolalloc.pipeline.run import search_run
-    from evolalloc.search.loop import open_search
+    from evolalloc.search.checkpoint import load_checkpoint
 
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, budget=CURVE, baselines=["uniform", "pyramid"],
                                      optimizer={"name": "cma", "generations_per_group": 1}))
@@ -43,13 +53,9 @@ def test_a_curve_run_ships_a_nested_profile_for_every_grid_budget(tmp_path, tiny
         folder = run / "curve" / f"c{int(budget)}"
         assert profiles[budget].provenance["curve"] == {"role": "anchor", "search": f"curve/c{int(budget)}",
                                                         "study": f"tiny-curve-c{int(budget)}"}
-        opened = open_search(folder)
-        try:
-            best = max((t for t in opened.store.records() if t.fitness is not None), key=lambda t: t.fitness)
-        finally:
-            opened.store.close()
+        best = max((t for t in _records(folder) if t.fitness is not None), key=lambda t: t.fitness)
         assert profiles[budget].provenance["fitness"] == pytest.approx(best.fitness)
-        space = opened.checkpoint.config.build_space()
+        space = load_checkpoint(folder).config.build_space()
         decoded = np.asarray(best.budgets)  # the whole candidate allocation, as the search decoded it
         lo = below if below is not None else np.full((4, 2), 8)  # the window of 8 tokens the scorer always keeps
         hi = above if above is not None else np.maximum(np.full((4, 2), int(np.ceil(space.ratio_bounds[1] * budget))), below)
@@ -59,6 +65,18 @@ def test_a_curve_run_ships_a_nested_profile_for_every_grid_budget(tmp_path, tiny
     budgets = {method: sorted(r["budget"] for r in rows if r["method"] == method) for method in ("evolved", "uniform", "pyramid")}
     assert all(value == [12.0, 17.0, 24.0, 34.0, 48.0] for value in budgets.values())
     assert (run / "score-vs-budget.png").is_file()
+    assert "| curve | 5 budgets from 0.5c to 2c, anchors the ends and c searched" in (run / "report.md").read_text()
+
+    # Resume after losing the shipped files: the anchor searches are replayed from their stores
+    # (no new evaluation) and give the same profiles.
+    from evolalloc.pipeline.run import resume_run
+
+    trials = {b: len(_records(run / "curve" / f"c{b}")) for b in (12, 48)}
+    for name in (CURVE_FILE, "allocation-c17.json", "allocation-c48.json", "comparison.json", "report.md"):
+        (run / name).unlink()
+    resume_run(run, progress=False)
+    assert {b: len(_records(run / "curve" / f"c{b}")) for b in (12, 48)} == trials
+    assert np.array_equal(ProfileCurve.load(run / CURVE_FILE).rows, curve.rows)
 
     # The exporters take the run's curve: its rows, not one profile rescaled.
     out = evolalloc("export", str(run / "allocation-c24.json"), "--format", "curve", "--family", str(run / CURVE_FILE),

@@ -5,7 +5,9 @@ A run folder (``runs/<name>/``) holds::
     recipe.yaml               the resolved recipe, written first
     study.db                  the Optuna trial store (unless storage is another URL)
     search_checkpoint.json    how far the search got (evolalloc.search.checkpoint; JSON, no pickle)
-    allocation-c{N}.json      the evolved profile at the target and at each expansion
+    allocation-c{N}.json      the evolved profile at the target and at each expansion (or curve budget)
+    profile-curve.json        budget.curve only: every grid budget's profile, which were searched
+    curve/c{N}/               budget.curve only: the search of each other anchor (study, checkpoint)
     comparison.json           held-out scores per method and budget (``compare``)
     curation.json             how many instances each curated split drew and kept
     report.md, *.png          the report and its plots
@@ -48,6 +50,10 @@ def missing_outputs(run_dir: str | Path, recipe: Recipe) -> list[str]:
     The profiles, the comparison and the report are written in that order, the report last.
     """
     names = [allocation_filename(budget) for budget in recipe.budgets] + [COMPARISON_FILE, REPORT_FILE]
+    if recipe.budget.curve is not None:
+        from evolalloc.core.curve import CURVE_FILE
+
+        names.insert(0, CURVE_FILE)  # written before the profiles
     return [name for name in names if not (Path(run_dir) / name).is_file()]
 
 

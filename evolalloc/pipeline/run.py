@@ -149,7 +149,8 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
     plots = {
         "Budgets per layer at the target": plot_layer_budgets(profiles, run_dir / PLOT_LAYER_BUDGETS).name,
         "Best fitness over evaluations": plot_fitness_history(result.history, run_dir / PLOT_FITNESS).name,
-        "Held-out score vs budget": plot_score_vs_budget(rows, run_dir / PLOT_SCORE_VS_BUDGET).name,
+        "Held-out score vs budget": plot_score_vs_budget(rows, run_dir / PLOT_SCORE_VS_BUDGET, anchors=[
+            budget for budget, a in methods["evolved"].items() if a.provenance.get("curve", {}).get("role") == "anchor"]).name,
     }
     if recipe.granularity == "head":
         plots["Budgets per KV head at the target"] = plot_head_budgets(methods["evolved"][target], run_dir / PLOT_HEAD_BUDGETS).name

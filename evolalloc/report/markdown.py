@@ -92,7 +92,9 @@ def searched_section(recipe: Mapping, scorer_checkpoint: Mapping | None = None) 
                    + ("; " + checkpoint_words(scorer_checkpoint) if scorer_checkpoint else "")),
         ("target budget c", f"{budget['target']} tokens per (layer, KV head)"),
         ("expansions", (", ".join(map(str, budget["expansions"])) or "none")
-                       + f" ({budget.get('expansion_rule', 'proportional')} rule)"),
+                       + f" ({budget.get('expansion_rule', 'proportional')} rule)") if not budget.get("curve") else
+        ("curve", f"{budget['curve']['points']} budgets from {budget['curve']['low']:g}c to {budget['curve']['high']:g}c, "
+                  f"anchors {budget['curve']['anchors'] or 'the ends and c'} searched (profile-curve.json)"),
         ("search space", f"{space['name']}, group size {space['group_size']}"
                          + (f", ratio bounds {space['ratio_bounds']}" if space.get("ratio_bounds") else "")),
         ("optimizer", f"{opt['name']}, sigma0 {opt['sigma0']}, population "

@@ -223,14 +223,17 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
     return _save(fig, path)
 
 
-def plot_score_vs_budget(rows: Sequence[ComparisonRow], path: str | Path, *, title: str | None = None) -> Path:
+def plot_score_vs_budget(rows: Sequence[ComparisonRow], path: str | Path, *, title: str | None = None,
+                         anchors: Sequence[float] = ()) -> Path:
     """Held-out mean score against budget, one line per method, 95 % intervals as error bars.
 
-    Rows of several tasks (``row.task``) get one panel each, the weighted overall first."""
+    Rows of several tasks (``row.task``) get one panel each, the weighted overall first.
+    ``anchors``: the budgets a ``budget.curve`` run searched (ringed on the evolved line; the
+    others were interpolated between them)."""
     tasks = tasks_of(rows) or [None]
     fig, axes = plt.subplots(1, len(tasks), figsize=(7 if len(tasks) == 1 else 4.6 * len(tasks), 4), squeeze=False)
     for ax, task in zip(axes[0], tasks):
-        _score_panel(ax, [row for row in rows if row.task == task])
+        _score_panel(ax, [row for row in rows if row.task == task], anchors)
         if task is not None:
             ax.set_title("weighted overall" if task == OVERALL else f"task {task}")
     if len(tasks) == 1:
@@ -240,7 +243,7 @@ def plot_score_vs_budget(rows: Sequence[ComparisonRow], path: str | Path, *, tit
     return _save(fig, path)
 
 
-def _score_panel(ax, rows: Sequence[ComparisonRow]) -> None:
+def _score_panel(ax, rows: Sequence[ComparisonRow], anchors: Sequence[float] = ()) -> None:
     methods = list(dict.fromkeys(row.method for row in rows))
     for offset, method in enumerate(methods):
         mine = sorted((r for r in rows if r.method == method), key=lambda r: r.budget)
@@ -250,6 +253,10 @@ def _score_panel(ax, rows: Sequence[ComparisonRow]) -> None:
         means = np.array([r.score.mean for r in mine])
         errors = np.array([[r.score.mean - r.score.low for r in mine], [r.score.high - r.score.mean for r in mine]])
         ax.errorbar(shifted, means, yerr=errors, marker="o", capsize=3, label=method, color=method_color(method))
+        ringed = [i for i, r in enumerate(mine) if method == "evolved" and r.budget in anchors]
+        if ringed:
+            ax.scatter(shifted[ringed], means[ringed], s=140, facecolors="none", edgecolors=method_color(method),
+                       linewidths=1.5, label="evolved: searched anchors", zorder=3)
     budgets = sorted({row.budget for row in rows})
     if budgets:
         ax.set_xscale("log", base=2)
