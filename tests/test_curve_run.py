@@ -108,3 +108,13 @@ def test_a_curve_recipe_is_refused_with_the_field_named(tmp_path, tiny_model_dir
     for budget, message in cases:
         with pytest.raises(UserError, match=message.replace("[", r"\[").replace("]", r"\]")):
             load_recipe(tiny_recipe(tmp_path, tiny_model_dir, budget=budget))
+
+
+def test_an_anchor_below_the_scorers_floor_is_refused_before_the_run_folder_exists(tmp_path, tiny_model_dir):
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.pipeline.start import prepare_run
+
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "curve": {"low": 0.25, "high": 2.0}}))
+    with pytest.raises(UserError, match="budget.curve.low: the anchor at c=6 is below the 8 tokens"):
+        prepare_run(recipe, tmp_path / "runs", progress=False)
+    assert not (tmp_path / "runs" / "tiny").exists()
