@@ -48,6 +48,7 @@ def test_a_curve_run_ships_a_nested_profile_for_every_grid_budget(tmp_path, tiny
         assert profiles[budget].total == budget * 4 * 2 and profiles[budget].target == budget  # exact totals
     assert profiles[17.0].provenance["curve"]["role"] == "derived"
     assert profiles[17.0].provenance["curve"]["between"] == [12.0, 24.0]
+    assert not {"fitness", "task_score", "evaluations"} & set(profiles[17.0].provenance)  # no search scored this row
     # Each other anchor is its own search, and its profile is exactly what that search scored best.
     for budget, below, above in ((48.0, profiles[24.0].budgets, None), (12.0, None, profiles[24.0].budgets)):
         folder = run / "curve" / f"c{int(budget)}"

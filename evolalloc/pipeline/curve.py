@@ -115,7 +115,7 @@ def ship_curve(run_dir: Path, recipe, experiment, pivot: Allocation, config: Sea
             upper_anchor = min(a for a in anchors if a > budget)
             profile = dataclasses.replace(pivot, target=budget, budgets=row, provenance=dict(
                 pivot.provenance, curve={"role": "derived", "between": [lower, upper_anchor], "rule": RULE}))
-            for key in ("fitness", "task_score", "completed_from_total"):  # scores of the pivot's search, not of this row
+            for key in ("fitness", "task_score", "evaluations", "completed_from_total"):  # the pivot search's, not this row's
                 profile.provenance.pop(key, None)
         save_allocation(profile, Path(run_dir) / allocation_filename(budget))
         profiles[budget] = profile
