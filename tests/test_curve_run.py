@@ -67,6 +67,9 @@ def test_a_curve_run_ships_a_nested_profile_for_every_grid_budget(tmp_path, tiny
     assert all(value == [12.0, 17.0, 24.0, 34.0, 48.0] for value in budgets.values())
     assert (run / "score-vs-budget.png").is_file()
     assert "| curve | 5 budgets from 0.5c to 2c, anchors the ends and c searched" in (run / "report.md").read_text()
+    shown = evolalloc("show", str(run), cwd=tmp_path).stdout
+    assert "c = 17 (allocation-c17.json): " in shown and "curve: interpolated between the anchors at 12 and 24" in shown
+    assert "curve anchor searched in curve/c48" in shown
 
     # Resume after losing the shipped files: the anchor searches are replayed from their stores
     # (no new evaluation) and give the same profiles.

@@ -67,6 +67,12 @@ def _profile_line(budget: float, path: Path) -> str:
         scores = prov.get("expansion_search_scores")
         if isinstance(scores, dict) and scores:
             facts.append("search-split fitness " + ", ".join(f"{r} {v:.4f}" for r, v in scores.items()))
+    curve = prov.get("curve") if isinstance(prov.get("curve"), dict) else {}
+    if curve.get("role") == "anchor":
+        where = curve.get("search")
+        facts.append("curve anchor: the run's own search" if where == "." else f"curve anchor searched in {where}")
+    elif curve.get("role") == "derived" and isinstance(curve.get("between"), list):
+        facts.append("curve: interpolated between the anchors at " + " and ".join(f"{b:g}" for b in curve["between"]))
     for key in ("fitness", "task_score"):
         if isinstance(prov.get(key), (int, float)):
             facts.append(f"{key.replace('_', ' ')} {prov[key]:.4f}")
