@@ -130,7 +130,6 @@ class ProfileCurve:
         if keys[0] != grid[0] or keys[-1] != grid[-1] or not set(keys) <= set(grid):
             raise ValueError(f"anchors {keys} must lie on the grid {grid} and include both of its ends")
         first = anchors[keys[0]]
-        shape = first.budgets.shape
         rows, prev = [], None
         for t in grid:
             if t in anchors:

@@ -98,11 +98,12 @@ def ship_curve(run_dir: Path, recipe, experiment, pivot: Allocation, config: Sea
         hi = np.maximum(np.full(shape, math.ceil(upper * budget - 1e-9)), below)
         tqdm.write(f"curve: searching the anchor at c={budget:g} (no unit below the c={max(anchors):g} profile)")
         anchors[float(budget)] = search_anchor(run_dir, recipe, experiment, config, budget, below, hi, allocate,
-                                                   progress=progress)
+                                               progress=progress)
     for budget in sorted((b for b in anchors_at if b < c), reverse=True):
         above = anchors[min(anchors)].budgets
         tqdm.write(f"curve: searching the anchor at c={budget:g} (no unit above the c={min(anchors):g} profile)")
-        anchors[float(budget)] = search_anchor(run_dir, recipe, experiment, config, budget, np.minimum(floor, above), above, allocate,
+        lo = np.minimum(floor, above)
+        anchors[float(budget)] = search_anchor(run_dir, recipe, experiment, config, budget, lo, above, allocate,
                                                progress=progress)
     family = ProfileCurve.from_anchors(anchors, grid, min_budget=floor)
     family.save(Path(run_dir) / CURVE_FILE)
