@@ -316,6 +316,7 @@ def _pin_scorer(study: Study, row: StudyTrial, scorer: dict) -> None:
     if pinned is None:
         study.spec = {**study.spec, "scorer_identity": scorer}  # a new dict: the JSON column sees the change
         return
+
     def same(identity: dict):  # the checkpoint's path may differ between machines, its bytes may not
         params = {k: v for k, v in identity["params"].items() if k != "checkpoint"}
         return identity["name"], params, (identity.get("checkpoint") or {}).get("sha256")

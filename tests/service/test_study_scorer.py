@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 from evolalloc.client import Client
 from evolalloc.service.client import ServiceError

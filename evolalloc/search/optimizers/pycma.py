@@ -22,7 +22,6 @@ not reproduce it. We hand pycma the ``randn`` of a RandomState owned by this wra
 from __future__ import annotations
 
 import difflib
-import math
 from typing import Sequence
 
 import cma
