@@ -40,6 +40,9 @@ def test_an_option_the_format_does_not_take_is_refused_by_name():
         exporter_for("kvpress", targets=[64.0])
     with pytest.raises(UserError, match="did you mean 'trtllm'"):
         exporter_for("trtlm")
+    # A format without options (no __init__ of its own) used to crash with a TypeError here.
+    with pytest.raises(UserError, match="'headkv' has no parameter 'context_length'; valid parameters: \\(none\\)"):
+        exporter_for("headkv", context_length=512)
 
 
 def test_the_curve_rows_are_the_profile_and_its_expansions(tmp_path):

@@ -215,3 +215,16 @@ def test_resume_refuses_a_crafted_pickle_checkpoint_without_running_it(tmp_path,
     assert ("can run arbitrary code" in line) if name.endswith(".pkl") else ("not JSON" in line)
     assert not marker.exists()
     assert snapshot(started_run) == before
+
+
+def test_a_bad_search_setting_with_scorer_train_is_refused_before_any_weight_is_loaded(tmp_path, runs, tiny_model_dir, monkeypatch):
+    """Issue 21: ``scorer.train`` keys its checkpoint by the model's weights, so building the scorer
+    used to load them (and draw the search split) before the search settings were checked."""
+    forbid(monkeypatch, "loaded", "the model was loaded")
+    forbid(monkeypatch, "instances", "instances were drawn", method=True)
+    forbid(monkeypatch, "trained_scorer", "the in-run training was set up")
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, scorer={"name": "gates", "train": {"steps": 2}},
+                         optimizer={"name": "cma", "generations_per_group": 1, "options": {"no_such_option": 1}})
+    refused_start(recipe, runs, field="optimizer.options", phrase="no_such_option")
+    assert not (tmp_path / "cache").exists()  # nothing trained, nothing written to the cache either

@@ -223,9 +223,9 @@ def export(allocation, fmt, context_length, targets, sink_tokens, curves, family
     source = load_allocation(allocation)
     options = dict(context_length=context_length, targets=targets, sink_tokens=sink_tokens, curves=curves, family=family)
     if output is None:
-        click.echo(export_text(source, fmt, **options), nl=False)
+        click.echo(export_text(source, fmt, source=str(allocation), **options), nl=False)
     else:
-        click.echo(f"wrote {export_allocation(source, fmt, output, **options)}")
+        click.echo(f"wrote {export_allocation(source, fmt, output, source=str(allocation), **options)}")
 
 
 @main.command()

@@ -43,6 +43,19 @@ def make_baseline(name: str, **params) -> "Baseline":
     return BASELINES.create(name, **params)
 
 
+def allocation_adapter(allocation) -> tuple[str, dict] | None:
+    """``(name, params)`` of the runtime budget adapter ``allocation``'s budgets are meant for, or
+    ``None`` (static budgets): an input-adaptive baseline's own (AdaKV, CAKE, the global gates:
+    ``Baseline.adapter``), or the one a searched profile names in ``provenance.adapter`` (the hybrid)."""
+    method = allocation.provenance.get("method")
+    if method in BASELINES.load_all():
+        declared = make_baseline(method).adapter
+        if declared is not None:
+            return declared
+    named = allocation.provenance.get("adapter")
+    return (named, {}) if named else None
+
+
 def ordered(names: Iterable[str]) -> list[str]:
     """``names`` in table order: evolved, the baselines by their ``order``, then anything else."""
     known = BASELINES.load_all()
@@ -57,4 +70,4 @@ def ordered(names: Iterable[str]) -> list[str]:
     return sorted(names, key=key)
 
 
-__all__ = ["BASELINES", "EVOLVED", "baseline_names", "default_baselines", "make_baseline", "methods", "ordered"]
+__all__ = ["BASELINES", "EVOLVED", "allocation_adapter", "baseline_names", "default_baselines", "make_baseline", "methods", "ordered"]

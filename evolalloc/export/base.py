@@ -43,6 +43,9 @@ class Exporter:
 
     name: str = ""
     suffix: str = ".json"
+    #: The format holds one fixed budget per (layer, head) for every input. An allocation whose method
+    #: picks budgets per input (``core.methods.allocation_adapter``) is refused: see ``check_static``.
+    static: bool = True
 
     def check(self, allocation: Allocation) -> None:
         """Refuse what the target cannot express (default: everything can)."""
@@ -52,6 +55,25 @@ class Exporter:
 
     def refuse(self, reason: str) -> UserError:
         return UserError(f"cannot export to {self.name}: {reason}", field="format")
+
+
+def check_static(exporter: Exporter, allocation: Allocation, source: str | None = None) -> None:
+    """Refuse (``UserError`` naming the file and the provenance field) a static export of an allocation
+    whose budgets the runtime moves per input: the global gates' one top-k over every head, AdaKV's and
+    CAKE's per-prompt shares, the hybrid's prior under the gates' top-k. Decided (issue 21): refuse
+    rather than write the stored budgets, which are only the total (gates) or a prior (hybrid) and
+    would run as another, untested method; the json file keeps the adapter and runs as evaluated."""
+    from evolalloc.core.methods import BASELINES, allocation_adapter
+
+    adapter = allocation_adapter(allocation)
+    if not exporter.static or adapter is None:
+        return
+    method = allocation.provenance.get("method")
+    field = "$.provenance.method" if method in BASELINES.load_all() else "$.provenance.adapter"
+    what = f"method {method!r}" if field.endswith("method") else f"this profile (adapter {adapter[0]!r})"
+    raise UserError(f"cannot export to {exporter.name}: {what} picks its budgets per input with the {adapter[0]!r} "
+                    f"adapter, which a {exporter.name} file (one fixed budget per head) cannot hold; ship the json "
+                    "file and run it with evolalloc (evaluate, generate)", source=source, field=field)
 
 
 # The formats (re-exported as ``evolalloc.export.exporters``); here, next to the base class, so that
@@ -85,19 +107,27 @@ def exporter_for(fmt: str, **options) -> Exporter:
         raise UserError(str(err), field="format") from None
 
 
-def export_text(allocation: Allocation, fmt: str, **options) -> str:
-    """The export as one text document (``UserError`` for formats that write several files)."""
-    rendered = exporter_for(fmt, **options).render(allocation)
+def _rendered(allocation: Allocation, fmt: str, source: str | None, options: dict) -> Rendered:
+    exporter = exporter_for(fmt, **options)
+    check_static(exporter, allocation, source)
+    return exporter.render(allocation)
+
+
+def export_text(allocation: Allocation, fmt: str, *, source: str | None = None, **options) -> str:
+    """The export as one text document (``UserError`` for formats that write several files, or for a
+    per-input method in a static format; ``source`` names the allocation's file in that line)."""
+    rendered = _rendered(allocation, fmt, source, options)
     if rendered.text is None:
         raise UserError(f"format {fmt!r} writes several files (or binary data); give an output path with -o", field="output")
     return rendered.text
 
 
-def export_allocation(allocation: Allocation, fmt: str, path: str | Path, **options) -> Path:
-    """Render and write the export atomically: the main file at ``path``, sidecars beside it."""
+def export_allocation(allocation: Allocation, fmt: str, path: str | Path, *, source: str | None = None, **options) -> Path:
+    """Render and write the export atomically: the main file at ``path``, sidecars beside it (nothing
+    written when it is refused)."""
     from evolalloc.core.fileio import write_atomic
 
-    rendered = exporter_for(fmt, **options).render(allocation)
+    rendered = _rendered(allocation, fmt, source, options)
     path = Path(path)
     for suffix, content in rendered.sidecars.items():
         write_atomic(path.with_suffix(suffix), content)

@@ -18,6 +18,7 @@ from evolalloc.export.base import Exporter, Rendered
 @exporters.register("json", description="evolalloc's allocation JSON (round-trips)")
 class JsonExporter(Exporter):
     suffix = ".json"
+    static = False  # the allocation file itself: it keeps the method and adapter the runtime applies
 
     def render(self, allocation: Allocation) -> Rendered:
         return Rendered(allocation_to_json(allocation), self.suffix)

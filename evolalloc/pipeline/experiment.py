@@ -144,9 +144,21 @@ class Experiment:
     def scorer(self) -> Scorer:  # the same for every part: the scorer section is shared
         if self._parent is not None:
             return self._parent.scorer
-        params = dict(self.recipe.scorer.params)
-        if self.recipe.scorer.train is not None:  # the run trains it: its checkpoint is the one keyed by content
-            params["checkpoint"] = str(self.trained_scorer.checkpoint)
+        if self.recipe.scorer.train is None:
+            return self.declared_scorer
+        # The run trains it: its checkpoint is the one keyed by content (which needs the model's weights).
+        return self._build_scorer({**self.recipe.scorer.params, "checkpoint": str(self.trained_scorer.checkpoint)})
+
+    @cached_property
+    def declared_scorer(self) -> Scorer:
+        """The scorer as the recipe's section declares it, built without the model: the same settings
+        (and ``min_budget``) as ``scorer``, whose checkpoint path a run that trains its scorer only
+        knows once the weights are loaded. The cheap checks of a start use this one."""
+        if self._parent is not None:
+            return self._parent.declared_scorer
+        return self._build_scorer(dict(self.recipe.scorer.params))
+
+    def _build_scorer(self, params: dict) -> Scorer:
         try:
             return get_scorer(self.recipe.scorer.name, **params)
         except ValueError as err:
@@ -475,7 +487,7 @@ class Experiment:
         return self._curves
 
     def min_budget(self) -> int:
-        return self.scorer.min_budget
+        return self.declared_scorer.min_budget  # the checkpoint does not change it: no weights needed
 
 
 def _check_same_checkpoint(allocation: Allocation, scorer: Scorer) -> None:

@@ -107,7 +107,9 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
             check_study_name_free(recipe.storage, recipe.name)  # the study is named after the run
     check_context_fits(recipe)
     experiment = Experiment(recipe, progress=progress)
-    experiment.scorers  # noqa: B018 - builds (and checks) the scorers
+    experiment.declared_scorer  # noqa: B018 - checks the scorer section without the model
+    if recipe.scorer.train is None:
+        experiment.scorers  # noqa: B018 - builds (and checks) the baselines' scorers too
     with blamed_on(recipe):
         config = search_config(recipe, experiment)  # the geometry from the model's config alone
         if recipe.budget.curve is not None:
@@ -122,6 +124,9 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
                 split += DRAWN  # the candidates need no model; judging them does
             part.instances(split)  # reads the dataset, checks each instance fits the positions
     experiment.loaded  # noqa: B018 - the weights: a model that cannot load is refused before the folder exists
+    # With scorer.train, the scorer's checkpoint path is keyed by the model's weight fingerprint: only
+    # now can the scorers be built (issue 21: they used to load the weights before the settings check).
+    experiment.scorers  # noqa: B018
     experiment.check_checkpoints()  # a missing, unreadable or foreign scorer checkpoint (curation ranks with it)
     for part, split in curated:
         part.instances(split)  # judges the drawn candidates with the model

@@ -15,6 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
 from evolalloc.core.errors import UserError
+from evolalloc.search.config import default_popsize
 from evolalloc.search.optimizers import check_optimizer_options
 from evolalloc.service.confinement import check_reach
 from evolalloc.service.db import ACTIVE_STATES, JOB_STATES, Job, Profile
@@ -66,13 +67,18 @@ def _submit(service, body: bytes, content_type: str | None, name: str | None) ->
     recipe = check_schema(raw, name)
     check_confinement(recipe, service.settings.runs_dir)
     check_reach(raw, recipe, service.settings)
-    check_search_size(cells=None, group_size=recipe.search_space.group_size, popsize=recipe.optimizer.popsize or 0,
-                      source=SOURCE)  # a job's cells are its model's: the worker's concern, not this process's
+    popsize = recipe.optimizer.popsize or default_popsize(recipe.search_space.group_size)
+    check_search_size(cells=None, group_size=recipe.search_space.group_size, popsize=popsize, source=SOURCE)
     try:  # typed, allow-listed options now, not a failed job later
         check_optimizer_options(recipe.optimizer.name, recipe.optimizer.options)
     except UserError as err:
         raise UserError(str(err).removeprefix(f"{err.field}: "), source=SOURCE, field=err.field) from None
-    service.validator.check(recipe.to_dict(), SOURCE)  # task and scorer names (needs torch: not here)
+    # Task and scorer names, and the model's geometry from its config (the helper process: torch and
+    # transformers stay out of this one, and no weights are read): a job's cells are capped now, as a
+    # study's are, not by a failed job later.
+    geometry = service.validator.check(recipe.to_dict(), SOURCE)
+    check_search_size(cells=geometry["num_layers"] * geometry["num_kv_heads"], group_size=recipe.search_space.group_size,
+                      popsize=popsize, source=SOURCE, cells_field="model.spec")
     with service.sessions.begin() as session:
         clash = session.scalar(select(Job.id).where(Job.name == recipe.name, Job.status.in_(ACTIVE_STATES)))
         if clash is not None:

@@ -94,6 +94,21 @@ def finite_number(value):
     return value
 
 
+class CheckpointIn(Strict):
+    """A scorer checkpoint as the evaluator read it (``runtime.checkpoint_file.checkpoint_provenance``)."""
+    path: str = Field(min_length=1, max_length=1000)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    format: str | None = Field(None, max_length=100)
+    trained: dict[str, Number | str | bool | None | list[str]] = Field(default_factory=dict, max_length=32)
+
+
+class ScorerIn(Strict):
+    """The scorer an evaluator ranked tokens with; a trained one names its checkpoint's fingerprint."""
+    name: str = Field(min_length=1, max_length=100)
+    params: dict[str, Number | str | bool | None] = Field(default_factory=dict, max_length=64)
+    checkpoint: CheckpointIn | None = None
+
+
 class CompleteIn(Strict):
     client_id: str = Field(min_length=1, max_length=200)
     lease: str = Field(min_length=1, max_length=200, description="the trial's lease secret, as suggest returned it")
@@ -101,6 +116,8 @@ class CompleteIn(Strict):
     metrics: dict[str, Number | str | bool | None] | None = Field(None, max_length=256)
     budgets: list[list[StrictInt]] | None = Field(None, description="optional: the budgets evaluated, checked")
     seconds: Number = Field(0.0, ge=0)
+    scorer: ScorerIn | None = Field(None, description="optional: the scorer (and checkpoint) that ranked the tokens; "
+                                                      "the study's profiles record it, and every result must agree")
 
     @field_validator("task_score", "seconds")
     @classmethod
@@ -207,7 +224,9 @@ def post_suggest(request: Request, study_id: int, body: SuggestIn):
 def post_complete(request: Request, trial_id: int, body: CompleteIn):
     """Report a task score; CacheScore and fitness are computed here from the trial's budgets."""
     result = EvalResult(task_score=float(body.task_score), seconds=float(body.seconds))
-    return _studies(request).finish_trial(trial_id, body.client_id, body.lease, result, body.metrics, body.budgets)
+    scorer = body.scorer.model_dump() if body.scorer is not None else None
+    return _studies(request).finish_trial(trial_id, body.client_id, body.lease, result, body.metrics, body.budgets,
+                                          scorer=scorer)
 
 
 @router.post("/trials/{trial_id}/fail")

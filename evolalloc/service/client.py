@@ -96,11 +96,13 @@ class Client:
         return lease or self._leases.get((trial_id, client_id), "-")  # "-": never suggested here; the service says 403
 
     def complete(self, trial_id: int, client_id: str, task_score: float, metrics: dict | None = None,
-                 seconds: float = 0.0, lease: str | None = None) -> dict:
+                 seconds: float = 0.0, lease: str | None = None, scorer: dict | None = None) -> dict:
         body = {"client_id": client_id, "lease": self._lease(trial_id, client_id, lease), "task_score": task_score,
                 "seconds": seconds}
         if metrics is not None:
             body["metrics"] = metrics
+        if scorer is not None:  # {name, params, checkpoint}: what ranked the tokens, recorded in the study's profiles
+            body["scorer"] = scorer
         return self._call("POST", f"/trials/{trial_id}/complete", json=body).json()
 
     def fail(self, trial_id: int, client_id: str, error: str, lease: str | None = None) -> dict:

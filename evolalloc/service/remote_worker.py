@@ -46,6 +46,15 @@ def check_search_space(study: dict, recipe) -> None:
                         f"study's; set search_space.name: {wanted}", field="search_space.name")
 
 
+def scorer_identity(experiment) -> dict:
+    """The recipe's scorer as the study records it: name, settings and, for a trained scorer (gates,
+    learned), its checkpoint's path, sha256 and training record — what a run's profile records."""
+    experiment.ensure_scorer_trained()  # scorer.train: the checkpoint exists before it is fingerprinted
+    scorer = experiment.scorer
+    params = {k: v for k, v in scorer.params().items() if v is None or isinstance(v, (str, int, float, bool))}
+    return {"name": scorer.name, "params": params, "checkpoint": scorer.checkpoint_provenance()}
+
+
 def run_worker(client, study_id: int, recipe, *, client_id: str | None = None, max_trials: int | None = None,
                echo: Callable[[str], None] = print, progress: bool = False) -> int:
     """Serve study ``study_id`` with ``recipe``'s evaluator until it ends; the trials evaluated."""
@@ -71,7 +80,8 @@ def run_worker(client, study_id: int, recipe, *, client_id: str | None = None, m
                  + (f"task {t['task_score']:.4f}, fitness {t['fitness']:.4f}" if t["state"] == "COMPLETE"
                     else f"FAIL {t['error']}") + (" (duplicate, ignored)" if reply["duplicate"] else ""))
 
-        done = work(client, study_id, client_id, evaluate, max_trials=max_trials, on_trial=show)
+        done = work(client, study_id, client_id, evaluate, max_trials=max_trials, on_trial=show,
+                    scorer=scorer_identity(experiment))
     final = client.study(study_id)
     echo(f"worker {client_id}: {done} trial(s); study {study_id} {final['status']}, "
          f"{final['evaluations_done']}/{final['evaluations_planned']} evaluations")

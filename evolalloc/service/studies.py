@@ -190,7 +190,7 @@ class StudyManager:
 
     # -- complete / fail ----------------------------------------------------------------------
     def finish_trial(self, trial_id: int, client_id: str, lease: str, result: EvalResult, metrics: dict | None,
-                     budgets: list | None) -> dict:
+                     budgets: list | None, scorer: dict | None = None) -> dict:
         with self.lock:
             study_id = None
             try:
@@ -199,7 +199,7 @@ class StudyManager:
                     if row is None:
                         raise JobError(404, f"no trial {trial_id}")
                     study_id = row.study_id
-                    answer = self._finish(session, row, client_id, lease, result, metrics, budgets)
+                    answer = self._finish(session, row, client_id, lease, result, metrics, budgets, scorer)
                     try:  # the response is built, and must serialise, before the commit
                         json.dumps(answer, allow_nan=False)
                     except ValueError:
@@ -211,7 +211,7 @@ class StudyManager:
                 raise
 
     def _finish(self, session: Session, row: StudyTrial, client_id: str, lease: str, result: EvalResult,
-                metrics: dict | None, budgets: list | None) -> dict:
+                metrics: dict | None, budgets: list | None, scorer: dict | None = None) -> dict:
         study = self._study(session, row.study_id)
         if client_id not in (row.clients or []):
             raise JobError(403, f"trial {row.id} was not issued to client {client_id!r}")
@@ -225,6 +225,8 @@ class StudyManager:
                                     f"{shape[0]} layers x {shape[1]} KV heads")
             if [[int(v) for v in line] for line in budgets] != row.budgets:
                 raise JobError(409, f"these are not trial {row.id}'s budgets")
+        if scorer is not None:
+            _pin_scorer(study, row, scorer)
         if row.state in TRIAL_DONE:
             study.duplicates += 1
             return {"accepted": False, "duplicate": True, "trial": self._trial_done(row)}
@@ -302,6 +304,31 @@ class StudyManager:
         }
 
 
+def _pin_scorer(study: Study, row: StudyTrial, scorer: dict) -> None:
+    """Record the scorer the first result names in the study's spec (``scorer_identity``): its profiles
+    name it and its checkpoint like a run's. A result ranked by another scorer or another checkpoint
+    file (sha256) is refused (409): its score is not comparable to the others'."""
+    label = study.spec.get("scorer") or "external"
+    if label != "external" and scorer["name"] != label:
+        raise JobError(409, f"trial {row.id} was scored with {scorer['name']!r}, but study {study.id} is for "
+                            f"scorer {label!r}", field="scorer.name")
+    pinned = study.spec.get("scorer_identity")
+    if pinned is None:
+        study.spec = {**study.spec, "scorer_identity": scorer}  # a new dict: the JSON column sees the change
+        return
+
+    def same(identity: dict):  # the checkpoint's path may differ between machines, its bytes may not
+        params = {k: v for k, v in identity["params"].items() if k != "checkpoint"}
+        return identity["name"], params, (identity.get("checkpoint") or {}).get("sha256")
+
+    (name, params, sha), (_, pinned_params, pinned_sha) = same(scorer), same(pinned)
+    if same(scorer) != same(pinned):
+        field = "scorer.checkpoint" if (name, params) == same(pinned)[:2] else "scorer"
+        raise JobError(409, f"trial {row.id} was scored with {name} {params} checkpoint sha256 {(sha or '-')[:12]}, but "
+                            f"study {study.id}'s results so far came from {pinned['name']} {pinned_params} checkpoint "
+                            f"sha256 {(pinned_sha or '-')[:12]}", field=field)
+
+
 def study_allocation(study: Study, algorithm: GroupwiseAlgorithm) -> Allocation:
     """The study's best profile, completed to the exact target total (as the pipeline ships one)."""
     from evolalloc.core.geometry import ModelGeometry
@@ -319,9 +346,13 @@ def study_allocation(study: Study, algorithm: GroupwiseAlgorithm) -> Allocation:
     }
     if provenance["task"] is None:
         del provenance["task"]  # an allocation file's task is a name or absent, never null
+    identity = spec.get("scorer_identity") or {}  # what the evaluators reported they ranked with
+    if identity.get("checkpoint"):
+        provenance["scorer_checkpoint"] = identity["checkpoint"]  # as a run records it
     best = Allocation(
-        model=spec["model"], geometry=ModelGeometry(**spec["geometry"]), scorer=spec.get("scorer") or "external",
-        scorer_params={}, target=config.target, granularity=search_space_granularity(config.search_space),
+        model=spec["model"], geometry=ModelGeometry(**spec["geometry"]),
+        scorer=identity.get("name") or spec.get("scorer") or "external",
+        scorer_params=dict(identity.get("params") or {}), target=config.target, granularity=search_space_granularity(config.search_space),
         budgets=algorithm.best_budgets, provenance=provenance,
     )
     return best.complete(min_budget=config.min_budget)

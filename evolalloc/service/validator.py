@@ -7,7 +7,9 @@ helper process (``python -m evolalloc.service.validator``) imports it once and a
 over its stdin/stdout, one JSON line each way:
 
     -> {"recipe": {...the recipe as a dict...}}
-    <- {"ok": true}   or   {"ok": false, "message": "...", "field": "scorer.name"}
+    <- {"ok": true, "geometry": {...}}   or   {"ok": false, "message": "...", "field": "scorer.name"}
+
+(the geometry of the recipe's model, from its config: the HTTP process caps a job's cells with it)
 
 ``Validator`` is the HTTP side: started on first use (or at start-up, to warm it), one request
 at a time, restarted if it dies. The answer is ``recipe_from_dict(..., check_names=True)``'s,
@@ -46,9 +48,10 @@ class Validator:
                 stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
         return self._process
 
-    def check(self, recipe_dict: dict, source: str) -> None:
-        """``UserError`` (naming ``source`` and the field) if a name in the recipe is unknown."""
-        self._ask({"recipe": recipe_dict}, source)
+    def check(self, recipe_dict: dict, source: str) -> dict:
+        """``UserError`` (naming ``source`` and the field) if a name in the recipe is unknown, or its
+        model has no readable config; else the model's geometry (a ``ModelGeometry`` dict)."""
+        return self._ask({"recipe": recipe_dict}, source)["geometry"]
 
     def geometry(self, spec: str, source: str) -> dict:
         """A model spec's ``ModelGeometry`` as a dict, from its config alone (any spec the CLI takes)."""
@@ -100,7 +103,7 @@ def _serve() -> None:  # pragma: no cover - runs in the helper process
             else:
                 recipe = recipe_from_dict(request["recipe"], source="", check_names=True)
                 check_context_fits(recipe)  # the model's config only (no weights): a missing model is a 422 too
-                answer = {"ok": True}
+                answer = {"ok": True, "geometry": model_geometry(recipe.model.spec).to_dict()}  # cells: dtype aside
         except UserError as err:
             answer = {"ok": False, "message": _bare_message(err), "field": err.field}
         sys.stdout.write(json.dumps(answer) + "\n")

@@ -18,11 +18,13 @@ from evolalloc.service.client import Client
 
 
 def work(client: Client, study_id: int, client_id: str, evaluate: Callable[[np.ndarray], float], *,
-         max_trials: int | None = None, on_trial: Callable[[dict, dict], None] | None = None) -> int:
+         max_trials: int | None = None, on_trial: Callable[[dict, dict], None] | None = None,
+         scorer: dict | None = None) -> int:
     """Suggest, evaluate, complete (or fail) until the study is finished; the trials this client ran.
 
     ``evaluate(budgets)`` gets an int64 array ``[num_layers, num_kv_heads]``. An exception or a
-    non-finite score is reported with ``POST /trials/{id}/fail`` and the loop goes on.
+    non-finite score is reported with ``POST /trials/{id}/fail`` and the loop goes on. ``scorer``
+    (``{name, params, checkpoint}``) goes with every result: the study's profiles record it.
     """
     done = 0
     while max_trials is None or done < max_trials:
@@ -40,7 +42,7 @@ def work(client: Client, study_id: int, client_id: str, evaluate: Callable[[np.n
         except Exception as err:  # noqa: BLE001 - any failure of the evaluator is a FAIL trial
             score, error = None, "".join(traceback.format_exception_only(type(err), err)).strip()
         if error is None:
-            reply = client.complete(trial["id"], client_id, score, seconds=time.perf_counter() - started)
+            reply = client.complete(trial["id"], client_id, score, seconds=time.perf_counter() - started, scorer=scorer)
         else:
             reply = client.fail(trial["id"], client_id, error)
         if on_trial is not None:

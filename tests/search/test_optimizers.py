@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -168,3 +170,29 @@ def test_optimizer_options_reach_the_back_end_and_a_bad_one_is_refused_by_name()
     with pytest.raises(UserError, match="TPESampler has no option 'n_startup'"):
         get_optimizer("optuna-tpe", x0=np.ones(3), sigma0=0.3, bounds=(0.1, 4.0), popsize=4, seed=0,
                       options={"n_startup": 3})
+
+
+@pytest.mark.parametrize("name, options, phrase", [
+    ("optuna-tpe", {"n_startup_trials": "3"}, "n_startup_trials must be an integer"),
+    ("optuna-tpe", {"n_ei_candidates": 10**9}, "n_ei_candidates must be an integer in [0, 100000]"),
+    ("optuna-tpe", {"multivariate": "yes"}, "multivariate must be true or false"),
+    ("optuna-tpe", {"prior_weight": 2.0}, "has no option 'prior_weight'"),  # deprecated by Optuna
+    ("optuna-tpe", {"gamma": "lambda n: n"}, "has no option 'gamma'"),  # a function: not from a recipe
+    ("optuna-cma", {"lr_adapt": 1}, "lr_adapt must be true or false"),
+    ("optuna-cma", {"popsize": 8}, "has no option 'popsize' (set by evolalloc)"),
+    ("optuna-cma", {"restart_strategy": "ipop"}, "has no option 'restart_strategy'"),
+])
+def test_optuna_options_are_an_allow_list_of_typed_values_like_pycmas(name, options, phrase):
+    """Issue 20: any keyword of the sampler used to pass, so a string or a huge count failed (or ran
+    for ever) inside Optuna mid-search; now the recipe is refused by name and type."""
+    with pytest.raises(UserError, match=re.escape(phrase)):
+        get_optimizer(name, x0=np.ones(3), sigma0=0.3, bounds=(0.1, 4.0), popsize=4, seed=0, options=options)
+
+
+def test_typed_optuna_options_reach_the_sampler():
+    tpe = get_optimizer("optuna-tpe", x0=np.ones(3), sigma0=0.3, bounds=(0.1, 4.0), popsize=4, seed=0,
+                        options={"multivariate": True, "n_ei_candidates": 7})
+    assert tpe._sampler._n_ei_candidates == 7
+    cmaes = get_optimizer("optuna-cma", x0=np.ones(3), sigma0=0.3, bounds=(0.1, 4.0), popsize=4, seed=0,
+                          options={"use_separable_cma": True})
+    assert cmaes._sampler._use_separable_cma is True

@@ -8,20 +8,11 @@ gates: ``Baseline.adapter``); a searched profile whose budgets an adapter reads 
 
 from __future__ import annotations
 
-from evolalloc.core.baselines import BASELINES, make_baseline
+from evolalloc.core.methods import allocation_adapter  # the rule's home: exporters read it too, without torch
 from evolalloc.runtime.adaptive import Adapted, get_adapter
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
-
-def allocation_adapter(allocation) -> tuple[str, dict] | None:
-    """``(name, params)`` of the adapter ``allocation``'s budgets are meant for, or ``None`` (static budgets)."""
-    method = allocation.provenance.get("method")
-    if method in BASELINES.load_all():
-        declared = make_baseline(method).adapter
-        if declared is not None:
-            return declared
-    named = allocation.provenance.get("adapter")
-    return (named, {}) if named else None
+__all__ = ["allocation_adapter", "scorer_for_allocation"]
 
 
 def scorer_for_allocation(allocation) -> Scorer:

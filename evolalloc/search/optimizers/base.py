@@ -27,6 +27,29 @@ from evolalloc.core.ranges import range_problem
 POPSIZE_RANGE = {"min": 3}
 
 
+def typed_option(value, kind: type, max_count: int) -> bool:
+    """``value`` is exactly a ``kind``: a bool for bool, a count in ``[0, max_count]`` for int, a finite
+    number for float. Back-ends pass ``optimizer.options`` on to libraries that may evaluate strings
+    (pycma) or fail late on a wrong type (Optuna): only these typed values get through."""
+    import math
+
+    if kind is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if kind is int:
+        return isinstance(value, int) and 0 <= value <= max_count
+    try:
+        return math.isfinite(float(value))  # a 400-digit int overflows the float a library makes of it
+    except OverflowError:
+        return False
+
+
+def option_kind(kind: type, max_count: int) -> str:
+    """How a refusal says what ``typed_option`` wanted."""
+    return {bool: "true or false", int: f"an integer in [0, {max_count}]", float: "a finite number"}[kind]
+
+
 class AskTellOptimizer(ABC):
     """A seeded, deterministic ask/tell minimiser over a box ``[lower, upper]^dim``.
 

@@ -53,6 +53,10 @@ class GaussianStartSampler(BaseSampler):
 class OptunaCmaOptimizer(OptunaOptimizer):
     sampler_class = optuna.samplers.CmaEsSampler
     reserved = ("x0", "sigma0", "popsize", "seed", "independent_sampler", "warn_independent_sampling")
+    # restart_strategy / inc_popsize are deprecated in Optuna 4+ (and a restart would change the
+    # population the loop asks for); source_trials are objects.
+    allowed = {"n_startup_trials": int, "consider_pruned_trials": bool, "use_separable_cma": bool,
+               "with_margin": bool, "lr_adapt": bool}
 
     def _make_sampler(self) -> optuna.samplers.BaseSampler:
         x0 = self.x0_params()

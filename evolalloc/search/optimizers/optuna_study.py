@@ -28,7 +28,7 @@ from optuna.distributions import FloatDistribution
 from optuna.storages import InMemoryStorage
 from optuna.trial import TrialState
 
-from evolalloc.search.optimizers.base import AskTellOptimizer
+from evolalloc.search.optimizers.base import AskTellOptimizer, option_kind, typed_option
 
 _STUDY_NAME = "evolalloc-optimizer"
 
@@ -40,14 +40,25 @@ class OptunaOptimizer(AskTellOptimizer):
     sampler_class: type = optuna.samplers.BaseSampler
     #: sampler arguments this wrapper sets itself
     reserved: tuple[str, ...] = ("seed",)
+    #: the sampler arguments a recipe may set, each with its type (``base.typed_option``); the
+    #: others are functions or objects (``gamma``, ``constraints_func``, ...), which a recipe cannot
+    #: hold, or are deprecated. Like pycma's allow-list: a wrong type is refused at the recipe, not
+    #: inside Optuna mid-search (issue 20).
+    allowed: dict[str, type] = {}
+    #: counts (``n_ei_candidates`` is drawn every trial) stay small enough to run
+    MAX_COUNT = 100_000
 
     @classmethod
     def check_options(cls, options: dict) -> None:
-        takes = [p for p in inspect.signature(cls.sampler_class).parameters if p not in cls.reserved]
-        for key in options:
+        takes = [p for p in inspect.signature(cls.sampler_class).parameters if p in cls.allowed]
+        for key, value in options.items():
             if key not in takes:
-                raise ValueError(f"optimizer {cls.name!r}: {cls.sampler_class.__name__} has no option {key!r} "
+                why = " (set by evolalloc)" if key in cls.reserved else ""
+                raise ValueError(f"optimizer {cls.name!r}: {cls.sampler_class.__name__} has no option {key!r}{why} "
                                  f"evolalloc passes on; valid: {', '.join(takes)}")
+            if not typed_option(value, cls.allowed[key], cls.MAX_COUNT):
+                raise ValueError(f"optimizer {cls.name!r}: {key} must be "
+                                 f"{option_kind(cls.allowed[key], cls.MAX_COUNT)}, got {value!r}")
 
     def __init__(self, x0, sigma0, bounds, popsize, seed, **sampler_options):
         super().__init__(x0, sigma0, bounds, popsize, seed)

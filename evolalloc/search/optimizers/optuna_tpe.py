@@ -19,6 +19,10 @@ from evolalloc.search.optimizers.optuna_study import OptunaOptimizer
 @register_optimizer("optuna-tpe")
 class OptunaTpeOptimizer(OptunaOptimizer):
     sampler_class = optuna.samplers.TPESampler
+    # consider_prior / prior_weight: deprecated since Optuna 4.3 / 4.9; gamma, weights, constraints_func: functions.
+    allowed = {"consider_magic_clip": bool, "consider_endpoints": bool,
+               "n_startup_trials": int, "n_ei_candidates": int, "multivariate": bool, "group": bool,
+               "warn_independent_sampling": bool, "constant_liar": bool}
 
     def __init__(self, x0, sigma0, bounds, popsize, seed, **sampler_options):
         super().__init__(x0, sigma0, bounds, popsize, seed, **sampler_options)

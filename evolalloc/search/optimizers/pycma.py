@@ -22,13 +22,12 @@ not reproduce it. We hand pycma the ``randn`` of a RandomState owned by this wra
 from __future__ import annotations
 
 import difflib
-import math
 from typing import Sequence
 
 import cma
 import numpy as np
 
-from evolalloc.search.optimizers.base import AskTellOptimizer, register_optimizer
+from evolalloc.search.optimizers.base import AskTellOptimizer, option_kind, register_optimizer, typed_option
 
 
 def failed_loss(losses: Sequence[float | None]) -> float | None:
@@ -38,20 +37,6 @@ def failed_loss(losses: Sequence[float | None]) -> float | None:
         return None
     worst, best = max(finite), min(finite)
     return worst + max(1.0, worst - best)
-
-
-def _typed(value, kind: type, max_count: int) -> bool:
-    """``value`` is exactly a ``kind``: a bool for bool, a count for int, a finite number for float."""
-    if kind is bool:
-        return isinstance(value, bool)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    if kind is int:
-        return isinstance(value, int) and 0 <= value <= max_count
-    try:
-        return math.isfinite(float(value))  # a 400-digit int overflows the float pycma makes of it
-    except OverflowError:
-        return False
 
 
 @register_optimizer("cma")
@@ -84,9 +69,8 @@ class PycmaOptimizer(AskTellOptimizer):
                 raise ValueError(f"optimizer 'cma': {key!r} is not a pycma option this back-end passes on{hint}; "
                                  f"allowed: {', '.join(valid)} (set by evolalloc: {', '.join(cls.RESERVED)})")
             kind = cls.ALLOWED[key]
-            if not _typed(value, kind, cls.MAX_COUNT):
-                word = {bool: "true or false", int: f"an integer in [0, {cls.MAX_COUNT}]", float: "a finite number"}[kind]
-                raise ValueError(f"optimizer 'cma': {key} must be {word}, got {value!r}")
+            if not typed_option(value, kind, cls.MAX_COUNT):
+                raise ValueError(f"optimizer 'cma': {key} must be {option_kind(kind, cls.MAX_COUNT)}, got {value!r}")
 
     def __init__(self, x0, sigma0, bounds, popsize, seed, **cma_options):
         super().__init__(x0, sigma0, bounds, popsize, seed)

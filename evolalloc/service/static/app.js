@@ -7,12 +7,54 @@ const view = document.getElementById("view");
 let timer = null;
 let charts = [];
 
+// A service started with --read-token-file answers reads only with a token. The page asks for it
+// (the form in the header, shown on the first 401 or when /health says one is needed) and keeps it
+// in sessionStorage: this tab only, gone when it closes, never in a URL or a cookie.
+const TOKEN_KEY = "evolalloc-read-token";
+const tokenForm = document.getElementById("token-form");
+
+function authorized(headers = {}) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { ...headers, Authorization: `Bearer ${token}` } : headers;
+}
+
 async function api(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const response = await fetch(path, { headers: authorized({ Accept: "application/json" }) });
   const body = await response.json();
+  if (response.status === 401) tokenForm.hidden = false;
   if (!response.ok) throw new Error(body.error || response.statusText);
   return body;
 }
+
+tokenForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = document.getElementById("token");
+  if (input.value.trim()) sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+  else sessionStorage.removeItem(TOKEN_KEY);
+  input.value = "";
+  refresh();
+});
+
+fetch("/health").then((r) => r.json()).then((health) => { if (health.read_token_required) tokenForm.hidden = false; })
+  .catch(() => {});
+
+// A download link is a plain navigation, which cannot carry the token: with one stored, fetch the
+// file with it and hand the browser the bytes under the name the service chose.
+document.addEventListener("click", async (event) => {
+  const link = event.target.closest("a[href*='download=true']");
+  if (!link || !sessionStorage.getItem(TOKEN_KEY)) return;
+  event.preventDefault();
+  const response = await fetch(link.href, { headers: authorized() });
+  if (!response.ok) { setStatus(`error: download ${response.status}`); return; }
+  const name = /filename="?([^";]+)"?/.exec(response.headers.get("Content-Disposition") || "");
+  const save = document.createElement("a");
+  save.href = URL.createObjectURL(await response.blob());
+  save.download = name ? name[1] : "profile.json";
+  document.body.appendChild(save);
+  save.click();
+  save.remove();
+  setTimeout(() => URL.revokeObjectURL(save.href), 10000);
+});
 
 function esc(value) {
   return String(value ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
