@@ -40,7 +40,7 @@ def test_the_quickstart_is_the_design_cards_pipeline_on_real_text():
     assert recipe.task.name == "niah_single" and recipe.task.params == {"needle_type": "word", "haystack": "prose"}
     assert recipe.scorer.name == "gates" and recipe.scorer.train is not None
     mixture = recipe.scorer.train.tasks
-    assert {entry.label for entry in mixture} >= {"number", "word", "uuid", "kamradt"}
+    assert {entry.label for entry in mixture} >= {"number", "word", "uuid-multikey", "kamradt-other-needle"}
     assert all(entry.params.get("haystack") == "prose" for entry in mixture)
     assert all(entry.seed != recipe.task.search.seed for entry in mixture)  # other prompts than the search's
     assert {"uniform-snapkv", "pyramid-snapkv", "uniform", "gates"} <= set(recipe.baselines)
