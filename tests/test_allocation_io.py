@@ -68,8 +68,8 @@ def test_the_method_enum_is_evolved_and_every_registered_baseline_and_the_file_l
 
     assert schema()["$defs"]["provenance"]["properties"]["method"]["enum"] == list(methods())
     on_disk = json.loads(_schema_text())["$defs"]["provenance"]["properties"]["method"]["enum"]
-    assert on_disk == ["evolved", "uniform", "pyramid", "streaming", "evolved+adakv", "uniform+adakv", "pyramid+adakv",
-                       "cake", "gates", "lukv"] == list(methods())
+    assert on_disk == ["evolved", "uniform", "pyramid", "streaming", "uniform-snapkv", "pyramid-snapkv", "evolved+adakv",
+                       "uniform+adakv", "pyramid+adakv", "cake", "gates", "lukv"] == list(methods())
 
 
 def test_save_replaces_the_file_and_leaves_no_temp_file(tmp_path):

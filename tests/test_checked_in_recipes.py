@@ -24,6 +24,7 @@ def test_there_are_checked_in_recipes_including_the_prose_ones():
 def test_a_checked_in_recipe_loads_and_its_task_builds(path):
     recipe = load_recipe(path)
     assert recipe.name == path.stem  # its run folder is named after the file, as the README says
-    for entry in recipe.task_entries:
+    train = recipe.scorer.train
+    for entry in [*recipe.task_entries, *((train.tasks or []) if train is not None else [])]:  # the training mixture too
         task = fitness.get_task(entry.name, **entry.params)
         assert task.name == entry.name

@@ -23,7 +23,7 @@ def blocks(language: str) -> list[str]:
 
 @pytest.fixture()
 def workdir(tmp_path, monkeypatch):
-    """A folder with runs/{quickstart,trt,heads}/allocation-c128.json for the bundled model's shape."""
+    """A folder with runs/{passkey_snapkv,trt,heads}/allocation-c128.json for the bundled model's shape."""
     from transformers import AutoConfig
 
     from evolalloc.core.allocation import Allocation
@@ -33,7 +33,7 @@ def workdir(tmp_path, monkeypatch):
     geometry = geometry_of(AutoConfig.from_pretrained(resolve_model_folder(DEFAULT_MODEL)))
     layers = np.linspace(200, 60, geometry.num_layers).round().astype(int)
     evolved = lambda **kw: Allocation(model=DEFAULT_MODEL, geometry=geometry, target=128, provenance={"method": "evolved"}, **kw)
-    save_allocation(evolved(budgets=np.repeat(layers[:, None], 3, axis=1), scorer="snapkv").complete(), tmp_path / "runs/quickstart/allocation-c128.json")
+    save_allocation(evolved(budgets=np.repeat(layers[:, None], 3, axis=1), scorer="snapkv").complete(), tmp_path / "runs/passkey_snapkv/allocation-c128.json")
     save_allocation(evolved(budgets=np.repeat(layers[:, None], 3, axis=1), scorer="window").complete(), tmp_path / "runs/trt/allocation-c128.json")
     heads = np.stack([layers, layers // 2 + 40, layers + 20], axis=1)
     save_allocation(evolved(budgets=heads, granularity="head").complete(), tmp_path / "runs/heads/allocation-c128.json")

@@ -64,3 +64,19 @@ def test_headroom_prefills_whole_records_not_the_recipes_b_max(tmp_path, tiny_mo
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
     measure_headroom(recipe, ["snapkv"], [4, 1024])
     assert "prefilling those instances again in full" not in capsys.readouterr().err
+
+
+def test_gates_bring_the_global_gates_row_and_a_recipe_that_trains_them_trains_first(tmp_path, tiny_model_dir, monkeypatch):
+    """The recipe's gates are trained in the run (scorer.train, search split only); the table then
+    has uniform gates and the global top-k over the same gates, both the full cache beyond the prompt."""
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, scorer={"name": "gates", "train": {"steps": 10}},
+                                     budget={"target": 24, "expansions": []}))
+    result = measure_headroom(recipe, ["snapkv", "gates"], [8, 24, 1024])
+    assert list(result.scores) == ["snapkv", "gates", "gates-global"]
+    assert list((tmp_path / "cache" / "trained" / "gates").glob("*/gates.pt"))
+    assert result.scores["gates-global"][8] is None  # below the 4 sinks + 16 window it always keeps
+    assert result.scores["gates-global"][24] is not None
+    for name in ("gates", "gates-global"):
+        assert result.scores[name][1024] == pytest.approx(result.full), name
+    assert "gates-global: " in "\n".join(result.lines())

@@ -10,7 +10,8 @@ from evolalloc.config.run_folder import (
     RECIPE_FILE, allocation_filename, create_run_folder, load_run_recipe,
 )
 
-QUICKSTART = Path(__file__).resolve().parents[1] / "runs" / "quickstart.yaml"
+RUNS = Path(__file__).resolve().parents[1] / "runs"
+QUICKSTART = RUNS / "passkey_snapkv.yaml"  # the passkey + SnapKV recipe the generic tests below read
 MINIMAL = "task: {name: passkey}\nbudget: {target: 64}\n"
 
 
@@ -20,7 +21,7 @@ def write(tmp_path, text, name="recipe.yaml"):
     return path
 
 
-def test_the_quickstart_recipe_is_valid_and_matches_the_readme_job():
+def test_the_passkey_snapkv_recipe_is_the_former_main_job():
     recipe = load_recipe(QUICKSTART)
     assert recipe.model.spec == "bundled:smollm2-135m-instruct"
     assert recipe.task.name == "passkey" and 900 <= recipe.task.context_tokens <= 1100
@@ -28,6 +29,22 @@ def test_the_quickstart_recipe_is_valid_and_matches_the_readme_job():
     assert recipe.search_space.name == "layer_groups" and recipe.search_space.group_size == 8
     assert recipe.engine.kind == "local"
     assert recipe.baselines == ["uniform", "pyramid", "streaming"]
+
+
+def test_the_quickstart_is_the_design_cards_pipeline_on_real_text():
+    """The README's main job: gates trained in the run on a real-text mixture (search splits only),
+    their budgets searched on the common-word prose needle, compared with SnapKV, PyramidKV,
+    uniform gates and global gates."""
+    recipe = load_recipe(RUNS / "quickstart.yaml")
+    assert recipe.name == "quickstart" and recipe.model.spec == "bundled:smollm2-135m-instruct"
+    assert recipe.task.name == "niah_single" and recipe.task.params == {"needle_type": "word", "haystack": "prose"}
+    assert recipe.scorer.name == "gates" and recipe.scorer.train is not None
+    mixture = recipe.scorer.train.tasks
+    assert {entry.label for entry in mixture} >= {"number", "word", "uuid-multikey", "kamradt-other-needle"}
+    assert all(entry.params.get("haystack") == "prose" for entry in mixture)
+    assert all(entry.seed != recipe.task.search.seed for entry in mixture)  # other prompts than the search's
+    assert {"uniform-snapkv", "pyramid-snapkv", "uniform", "gates"} <= set(recipe.baselines)
+    assert recipe.task.heldout.n >= 100 and max(recipe.budgets) < recipe.task.context_tokens
 
 
 def test_a_minimal_recipe_takes_every_default_and_resolves_seeds_and_expansions(tmp_path):
@@ -80,7 +97,7 @@ def test_the_recipe_sections_build_the_search_config_the_loop_runs():
     assert config.generations == recipe.optimizer.generations_per_group
     assert config.ratio_bounds == (0.1, 3.0) and config.target == 128.0
     assert config.optimizer_options == {"CMA_active": False}
-    assert config.study_name == "quickstart" and config.storage is None
+    assert config.study_name == "passkey_snapkv" and config.storage is None
     assert len(config.build_space().groups()) == 4
 
 
@@ -110,7 +127,7 @@ def test_head_groups_means_head_granularity():
 def test_a_new_run_folder_holds_the_resolved_recipe(tmp_path):
     recipe = load_recipe(QUICKSTART, check_names=False)
     folder = create_run_folder(recipe, runs_dir=tmp_path / "runs")
-    assert folder == tmp_path / "runs" / "quickstart"
+    assert folder == tmp_path / "runs" / "passkey_snapkv"
     assert sorted(p.name for p in folder.iterdir()) == [RECIPE_FILE]
     assert load_run_recipe(folder) == recipe
 
@@ -127,7 +144,7 @@ def test_an_existing_run_folder_is_never_overwritten(tmp_path):
 
 
 def test_even_an_empty_existing_folder_is_refused(tmp_path):
-    (tmp_path / "quickstart").mkdir()
+    (tmp_path / "passkey_snapkv").mkdir()
     with pytest.raises(UserError, match="already exists"):
         create_run_folder(load_recipe(QUICKSTART, check_names=False), runs_dir=tmp_path)
 

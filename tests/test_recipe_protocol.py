@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from evolalloc.config.recipe import load_recipe
 
 MULTI = """\
@@ -67,10 +69,21 @@ def test_for_task_gives_a_single_task_recipe_of_that_entry(tmp_path):
     assert words.budget == recipe.budget and words.name == recipe.name
 
 
-def test_the_quickstart_follows_the_search_protocol():
+@pytest.mark.parametrize("name", ["quickstart", "passkey_snapkv"])
+def test_the_main_jobs_follow_the_search_protocol(name):
     from pathlib import Path
 
-    recipe = load_recipe(Path(__file__).resolve().parents[1] / "runs" / "quickstart.yaml")
+    recipe = load_recipe(Path(__file__).resolve().parents[1] / "runs" / f"{name}.yaml")
+    search, heldout = recipe.task.search, recipe.task.heldout
+    assert search.n >= 32 and search.curate.full_cache_solves and search.curate.draw >= search.n
+    assert heldout.n >= 100 and heldout.curate.reference_unsolved is None and not heldout.curate.active
+    assert recipe.fitness.mode in (None, "likelihood")
+
+
+def test_the_passkey_snapkv_recipe_keeps_its_measured_settings():
+    from pathlib import Path
+
+    recipe = load_recipe(Path(__file__).resolve().parents[1] / "runs" / "passkey_snapkv.yaml")
     assert recipe.task.name == "passkey" and recipe.budgets == [128, 256, 512]
     assert recipe.scorer.name == "snapkv" and recipe.search_space.name == "layer_groups"
     search, heldout = recipe.task.search, recipe.task.heldout

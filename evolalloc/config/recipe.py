@@ -238,6 +238,13 @@ def _resolve(recipe: Recipe, default_name: str) -> None:
             task.label = task.name
     if recipe.budget.curve is not None and recipe.budget.expansions is None:
         recipe.budget.expansions = []  # the curve's grid holds every budget
+    train = recipe.scorer.train
+    for entry in (train.tasks or []) if train is not None else []:
+        # Resolved here, so the saved recipe (and the training key) name what was really drawn.
+        entry.label = entry.label or entry.name
+        entry.seed = train.seed if entry.seed is None else entry.seed
+        if entry.context_tokens is None and tasks:
+            entry.context_tokens = tasks[0].context_tokens
     if recipe.budget.expansions is None and recipe.budget.target is not None:
         recipe.budget.expansions = [2 * recipe.budget.target, 4 * recipe.budget.target]
 
@@ -345,6 +352,17 @@ def _check_scorer_training(recipe: Recipe) -> None:
                                            f"{recipe.scorer.name!r} has nothing to train")
     if recipe.scorer.params.get("checkpoint"):
         raise FieldProblem("scorer.params.checkpoint", "give either a checkpoint or scorer.train (which makes one), not both")
+    if train.tasks is not None:
+        if not train.tasks:
+            raise FieldProblem("scorer.train.tasks", "must list at least one task (or null: the recipe's own tasks)")
+        if train.traces is None:
+            raise FieldProblem("scorer.train.traces", "required with scorer.train.tasks: how many prompts the mixture traces")
+        labels = [entry.label for entry in train.tasks]
+        for i, label in enumerate(labels):
+            if not _NAME.match(label):
+                raise FieldProblem(f"scorer.train.tasks[{i}].label", f"must be letters, digits, '.', '_' or '-', got {label!r}")
+            if label in labels[:i]:
+                raise FieldProblem(f"scorer.train.tasks[{i}].label", f"{label!r} is used twice: give each task its own label")
     if recipe.scorer.name != "gates":
         return  # capacities are the gates' training budgets
     kept = int(recipe.scorer.params.get("sinks", 4)) + int(recipe.scorer.params.get("window", 16))
@@ -400,6 +418,15 @@ def _check_names(recipe: Recipe) -> None:
         _check_registered(f"{path}.name", TASKS, task.name)
         valid = task_parameters(task.name)
         for key in task.params:
+            if key not in valid:
+                raise unknown_key(f"{path}.params", key, valid)
+
+    train = recipe.scorer.train
+    for i, entry in enumerate((train.tasks or []) if train is not None else []):
+        path = f"scorer.train.tasks[{i}]"
+        _check_registered(f"{path}.name", TASKS, entry.name)
+        valid = task_parameters(entry.name)
+        for key in entry.params:
             if key not in valid:
                 raise unknown_key(f"{path}.params", key, valid)
 

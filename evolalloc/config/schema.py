@@ -119,6 +119,19 @@ TRAINABLE_SCORERS = ("gates", "learned")
 
 
 @dataclass
+class TrainTaskSection:
+    """One task of the training mixture (``scorer.train.tasks``): drawn from its *search* split only,
+    independent of the task the run searches on."""
+
+    name: str = _rule(help="registered task (see `evolalloc tasks`)")
+    params: dict = _rule(help="keyword parameters of the task (e.g. needle_type: word, haystack: prose)", factory=dict)
+    weight: float = _rule(1.0, min_exclusive=0.0, help="share of scorer.train.traces drawn from this task")
+    label: str | None = _rule(None, help="name of this part of the mixture in the training record; null = the task's name")
+    context_tokens: int | None = _rule(None, min=16, help="prompt length in tokens; null = the run's (first) task's")
+    seed: int | None = _rule(None, min=0, help="instance seed; null = scorer.train.seed")
+
+
+@dataclass
 class ScorerTrainSection:
     """Train the scorer's checkpoint inside ``evolalloc search``, before the search, from the run's
     search-split instances only (a curated split: its drawn candidates). Cached by content under the
@@ -127,7 +140,7 @@ class ScorerTrainSection:
     steps: int = _rule(600, min=1, help="optimizer steps (600 take ~30 s on 2 cores for SmolLM2's gates)")
     seed: int = _rule(0, min=0, help="training seed; not the recipe's seed, so runs of `--seeds` share one trained scorer")
     traces: int | None = _rule(None, min=1, help="search instances traced, shared among the tasks by their weights; "
-                                                 "null = every search instance")
+                                                 "null = every search instance (required with tasks)")
     future: int = _rule(32, min=1, help="future queries whose attention defines a token's importance")
     splits_per_trace: int = _rule(3, min=1, help="compression points per traced prompt (the prompt end is one)")
     min_split: int = _rule(128, min=1, help="earliest random compression point, in tokens")
@@ -141,6 +154,8 @@ class ScorerTrainSection:
     max_tokens: int | None = _rule(None, min=2, help="learned: rank a random subset of this many tokens per step; "
                                                      "null = all (slower, exact)")
     checkpoint_every: int = _rule(50, min=1, help="steps between atomic training checkpoints (a killed run resumes there)")
+    tasks: list[TrainTaskSection] | None = _rule(None, help="the training mixture: tasks (search split only) with weights, "
+                                                            "independent of the searched task; null = the recipe's own tasks")
 
 
 @dataclass

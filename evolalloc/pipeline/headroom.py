@@ -4,7 +4,8 @@ of budgets, on a recipe's task — the measurement that says where a search has 
 Only the *search* split is read (its instances, curated as the recipe says): the held-out split
 stays unseen, so choosing the search budget from this table never tunes on held-out text. The
 split is prefilled once with every scorer's ranking; each (scorer, budget) is one allocation of
-the same evaluator pass.
+the same evaluator pass. With the ``gates`` scorer the table also has ``gates-global``: the
+global top-k method (the ``gates`` baseline) over the same gates, at the same total budget.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from evolalloc.pipeline.experiment import Experiment
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
 SPLIT = "search"  # never "heldout": see the module docstring
+GATES = "gates"  # a gates row brings the global-gates method's row (GLOBAL suffix) with it
+GLOBAL = "-global"
 ROOM = 0.05  # a gap to the full cache wider than this is room for a search to win
 
 
@@ -91,7 +94,27 @@ def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, pro
             values = _run(experiment, scorer, [allocation(scorer, c) for c in usable])
             result.scores[name] = {c: dict(zip(usable, values)).get(c) for c in budgets}
             result.always_kept[name] = scorer.always_kept
+            if name == GATES:
+                _global_gates(experiment, scorer, budgets, result)
         return result
+
+
+def _global_gates(experiment: Experiment, scorer: Scorer, budgets: list[int], result: Headroom) -> None:
+    """The ``gates`` method next to uniform gates: the same gates' scores, one global top-k of
+    c·L·H entries per input (``runtime.adaptive.global_topk``) instead of c per head."""
+    # The recipe's scorer is gates: the method reads the run's checkpoint (a trained one too).
+    checkpoint = scorer.params()["checkpoint"]
+    method = make_baseline(GATES, checkpoint=checkpoint)
+    usable = [c for c in budgets if c >= method.min_target]
+    allocations = [method.allocation(experiment.geometry, c, model=experiment.recipe.model.spec, scorer=scorer.name,
+                                     scorer_params=scorer.params(), reserved=scorer.always_kept) for c in usable]
+    if allocations:
+        values = _run(experiment, experiment.scorer_for(allocations[0]), allocations)
+    else:
+        values = []
+    row = GATES + GLOBAL
+    result.scores[row] = {c: dict(zip(usable, values)).get(c) for c in budgets}
+    result.always_kept[row] = int(method.min_target)
 
 
 def _run(experiment: Experiment, scorer: Scorer, allocations) -> list[float]:

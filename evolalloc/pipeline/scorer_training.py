@@ -1,7 +1,9 @@
 """The run's own scorer: ``scorer.train`` in a recipe trains gates (or the learned policy) from the
 search split.
 
-Which instances: the search split of every task of the recipe (a curated split: its drawn
+Which instances: with ``scorer.train.tasks`` (the training mixture), ``traces`` prompts drawn from
+the search split of each listed task, shared by weight, independent of the task the run searches
+on (``mixture_instances``). Without it, the search split of every task of the recipe (a curated split: its drawn
 candidates, which are search instances too; curation itself needs the trained scorer). With
 ``scorer.train.traces: N``, N of them, shared among the tasks in proportion to their weights
 (every task keeps at least one): the training mixture is the recipe's tasks and weights. The
@@ -22,6 +24,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from evolalloc.core.errors import UserError
 from evolalloc.core.paths import cache_dir
 
 DRAWN = ":drawn"  # the same as pipeline.experiment.DRAWN (the experiment imports this module)
@@ -30,6 +33,8 @@ DRAWN = ":drawn"  # the same as pipeline.experiment.DRAWN (the experiment import
 def training_instances(experiment) -> list[tuple[str, object]]:
     """``(task label, instance)`` of the search split that ``scorer.train`` trains on, in a fixed order."""
     train = experiment.recipe.scorer.train
+    if train.tasks is not None:
+        return mixture_instances(experiment)
     pools = []
     for label, weight, part in experiment.parts:
         split = "search" + DRAWN if part.split_section("search").curate.active else "search"
@@ -39,6 +44,26 @@ def training_instances(experiment) -> list[tuple[str, object]]:
     total = sum(weight for _, weight, _ in pools)
     quotas = [max(1, round(train.traces * weight / total)) for _, weight, _ in pools]
     return [(label, inst) for (label, _, pool), quota in zip(pools, quotas) for inst in pool[:quota]]
+
+
+def mixture_instances(experiment) -> list[tuple[str, object]]:
+    """``scorer.train.tasks``: ``traces`` prompts shared among the listed tasks by weight (every
+    task at least one), each task's drawn from its own *search* split with its own seed. The
+    held-out split of no task is generated, so none of its instances can reach the traces."""
+    from fitness import FitnessError, get_task
+
+    train = experiment.recipe.scorer.train
+    total = sum(entry.weight for entry in train.tasks)
+    chosen = []
+    for i, entry in enumerate(train.tasks):
+        quota = max(1, round(train.traces * entry.weight / total))
+        try:
+            task = get_task(entry.name, **entry.params)
+            drawn = task.instances("search", quota, entry.seed, entry.context_tokens, experiment.tokenizer)
+        except FitnessError as err:
+            raise UserError(str(err), source=experiment.recipe.source, field=f"scorer.train.tasks[{i}]") from None
+        chosen += [(entry.label, inst) for inst in drawn]
+    return chosen
 
 
 def settings_of(experiment):

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from evolalloc.config.recipe import load_recipe
+from evolalloc.pipeline.experiment import Experiment
 from tests.clitools import run_cli
 from tests.test_pipeline import REPO, tiny_recipe
 
@@ -76,6 +78,54 @@ def test_training_reads_only_the_search_split_and_a_second_experiment_reuses_it(
         with Experiment(load_recipe(recipe_with_training(tmp_path, tiny_model_dir, seed=1)), progress=False) as other:
             assert other.scorer.checkpoint != str(checkpoint)
             other.ensure_scorer_trained()
+
+
+MIXTURE = [{"name": "passkey", "weight": 1.0},  # the searched task itself: its search split only
+           {"name": "niah_single", "params": {"needle_type": "word", "haystack": "prose"}, "weight": 2.0, "label": "word"}]
+
+
+def test_a_training_mixture_draws_each_listed_task_from_its_search_split_only(tmp_path, tiny_model_dir, monkeypatch):
+    import json
+
+    from fitness.tasks.synthetic import SyntheticTask as Task  # passkey's and niah_single's generator
+
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))
+    drawn = []
+    real = Task.instances
+    monkeypatch.setattr(Task, "instances", lambda self, split, *a, **k: drawn.append((self.name, split)) or real(self, split, *a, **k))
+    recipe = recipe_with_training(tmp_path, tiny_model_dir, traces=3, tasks=MIXTURE)
+    checkpoint, experiment = train(recipe)
+    assert sorted(drawn) == [("niah_single", "search"), ("passkey", "search")]  # no task's held-out split was drawn
+    index = json.loads((checkpoint.parent / "traces" / "index.json").read_text())
+    assert [entry["task"] for entry in index["traces"]] == ["passkey", "word", "word"]  # 3 traces shared 1:2
+    traced = {entry["uid"] for entry in index["traces"]}
+    heldout = {inst.uid for inst in experiment.instances("heldout")}
+    assert traced and not traced & heldout
+    from fitness import get_task
+
+    word_heldout = get_task("niah_single", needle_type="word", haystack="prose").instances(
+        "heldout", 8, 0, 200, experiment.tokenizer)
+    assert not traced & {inst.uid for inst in word_heldout}
+    saved = torch.load(checkpoint, weights_only=True)["training"]
+    assert saved["tasks"] == ["passkey", "word"] and saved["splits"] == ["search"]
+    # Another mixture is another key (the traced texts differ): it trains into its own folder.
+    other = recipe_with_training(tmp_path, tiny_model_dir, traces=3, tasks=MIXTURE[:1])
+    with Experiment(load_recipe(other), progress=False) as again:
+        assert again.scorer.checkpoint != str(checkpoint)
+
+
+def test_a_training_mixture_without_traces_or_with_an_unknown_task_is_refused(tmp_path, tiny_model_dir):
+    from evolalloc.core.errors import UserError
+
+    with pytest.raises(UserError, match="required with scorer.train.tasks") as info:
+        load_recipe(recipe_with_training(tmp_path, tiny_model_dir, tasks=MIXTURE))
+    assert info.value.field == "scorer.train.traces"
+    with pytest.raises(UserError) as info:
+        load_recipe(recipe_with_training(tmp_path, tiny_model_dir, traces=3, tasks=[{"name": "passkee"}]))
+    assert info.value.field == "scorer.train.tasks[0].name"
+    with pytest.raises(UserError) as info:
+        load_recipe(recipe_with_training(tmp_path, tiny_model_dir, traces=3, tasks=[{"name": "passkey", "params": {"nedle": 1}}]))
+    assert info.value.field == "scorer.train.tasks[0].params.nedle"
 
 
 @pytest.mark.parametrize("scorer", ["gates", "learned"])
