@@ -16,8 +16,8 @@ profile is compared on the held-out split; each (variant, seed) still gets a nor
 A variant is a name and space-separated ``--set`` overrides on top of the shared ones; its runs
 are ``<prefix>-<name>-s<seed>``. Only ``search_space``, ``optimizer`` and ``name`` may differ
 between variants (anything else would change the instances or the scoring: refused). A finished
-run folder is re-used, so the command can be run again after a kill (an unfinished one is an
-error: remove it). Each run's search evaluations and its own wall time (its search plus its
+run folder is re-used and an unfinished one resumed (its stored trials replayed), so the command
+can be run again after a kill, or after ``--held-in`` to compare the same searches on held-out. Each run's search evaluations and its own wall time (its search plus its
 held-out comparison, the shared prefill not included) are printed at the end.
 
 ``--held-in SEED N`` is for *choosing* a variant without touching the held-out split: after the
@@ -79,32 +79,38 @@ def main(argv=None) -> int:
 
 
 def run(args) -> int:
-    from evolalloc.config.run_folder import CURATION_FILE, create_run_folder
+    from evolalloc.config.run_folder import CURATION_FILE, create_run_folder, load_run_recipe
     from evolalloc.pipeline.experiment import Experiment
-    from evolalloc.pipeline.run import finish, quiet_optuna, run_finished, search_config
-    from evolalloc.search import run_search
+    from evolalloc.pipeline.run import _OnFirstUse, finish, quiet_optuna, run_finished, search_config
+    from evolalloc.search import resume_search, run_search
 
     progress = not args.no_progress
     base, runs = variant_recipes(args.recipe, args.shared, args.variant, args.seeds, args.prefix)
     todo = []
     for vname, seed, recipe in runs:
         folder = args.runs_dir / recipe.name
-        if folder.exists() and not run_finished(folder):
-            raise UserError("an unfinished run folder (killed?): remove it to run it again", source=str(folder))
-        if not folder.exists():
+        if folder.exists() and load_run_recipe(folder).to_dict() != recipe.to_dict():
+            raise UserError("this folder holds a run of another recipe: remove it or pick another --prefix", source=str(folder))
+        if not folder.exists() or not run_finished(folder):
             todo.append((vname, seed, recipe))
     quiet_optuna()
     timings: dict[str, tuple[int, float]] = {}
     with Experiment(base, progress=progress) as experiment:
         searched = []
+        if any(not (args.runs_dir / recipe.name).exists() for _, _, recipe in todo) and not base.multi_task:
+            experiment.records("search")  # the shared prefill, outside every run's search time
         for vname, seed, recipe in todo:  # every search first: finish() releases the search records
-            run_dir = create_run_folder(recipe, args.runs_dir)
-            experiment.record_curations(run_dir / CURATION_FILE)
             config = search_config(recipe, experiment)
             started = time.perf_counter()
-            result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
+            run_dir = args.runs_dir / recipe.name
+            if run_dir.exists():  # killed, or searched for --held-in only: replay the stored trials, evaluate the rest
+                result = resume_search(run_dir, _OnFirstUse(experiment.search_evaluator), config=config, progress=progress)
+            else:
+                run_dir = create_run_folder(recipe, args.runs_dir)
+                experiment.record_curations(run_dir / CURATION_FILE)
+                result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
             searched.append((run_dir, recipe, result, config, time.perf_counter() - started))
-            print(f"{run_dir.name}: {len(result.history)} evaluations, search {searched[-1][-1]:.0f} s, "
+            print(f"{run_dir.name}: {len(result.history)} evaluations ({result.evaluated} new), search {searched[-1][-1]:.0f} s, "
                   f"best search fitness {result.best_fitness}", flush=True)
         if args.held_in:
             return held_in(args, searched, experiment)
@@ -128,7 +134,8 @@ def held_in(args, searched, experiment) -> int:
 
     seed, n = args.held_in
     other = load_recipe(args.recipe, args.shared + [f"task.search.seed={seed}", f"task.search.n={n}",
-                                                     "task.search.curate.full_cache_solves=false"])
+                                                     "task.search.curate.full_cache_solves=false",
+                                                     "task.search.curate.draw=null"])
     profiles = {run_dir.name: evolved_allocation(recipe, experiment, result, config).budgets
                 for run_dir, recipe, result, config, _ in searched}
     experiment.release("search")

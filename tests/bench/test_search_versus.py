@@ -61,3 +61,10 @@ def test_held_in_scores_each_profile_on_other_search_instances_without_a_held_ou
     held = json.loads((runs / "h-held-in.json").read_text())
     assert set(held["scores"]) == {"h-cma-s0", "h-random-s0"} and all(len(s) == 4 for s in held["scores"].values())
     assert not (runs / "h-cma-s0" / "comparison.json").exists()  # the held-out split was not touched
+    # The same searches, now finished on the held-out split: the stored trials are replayed, not re-evaluated.
+    finished = script("search_versus.py", recipe, "--runs-dir", runs, "--prefix", "h", "--seeds", 0, "--no-progress",
+                      "--set", "optimizer.generations_per_group=1",
+                      "--variant", "cma", "optimizer.popsize=4", "--variant", "random", "optimizer.name=random")
+    assert finished.returncode == 0, finished.stderr
+    assert (runs / "h-cma-s0" / "comparison.json").exists() and (runs / "h-random-s0" / "report.md").exists()
+    assert "h-cma-s0: 8 evaluations (0 new)" in finished.stdout  # 2 groups x 1 generation x 4, the same trials
