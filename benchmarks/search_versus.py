@@ -81,7 +81,7 @@ def main(argv=None) -> int:
 def run(args) -> int:
     from evolalloc.config.run_folder import CURATION_FILE, create_run_folder, load_run_recipe
     from evolalloc.pipeline.experiment import Experiment
-    from evolalloc.pipeline.run import _OnFirstUse, finish, quiet_optuna, run_finished, search_config
+    from evolalloc.pipeline.run import HELDOUT, _OnFirstUse, finish, quiet_optuna, run_finished, search_config
     from evolalloc.search import resume_search, run_search
 
     progress = not args.no_progress
@@ -114,6 +114,8 @@ def run(args) -> int:
                   f"best search fitness {result.best_fitness}", flush=True)
         if args.held_in:
             return held_in(args, searched, experiment)
+        if searched and not base.multi_task:
+            experiment.records(HELDOUT)  # the shared held-out prefill, outside every run's own time
         for run_dir, recipe, result, config, seconds in searched:
             started = time.perf_counter()
             # The report's wall time: this run's search plus its own comparison, not the shared prefill.
