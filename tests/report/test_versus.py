@@ -48,3 +48,56 @@ def test_versus_refuses_runs_scored_on_different_instances(tmp_path):
     b = write_run(tmp_path / "b", {"y": 1.0}, {"y": 0.0})
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "versus.py"), str(a), str(b)], capture_output=True, text=True)
     assert done.returncode == 2 and "different instances" in done.stderr and "Traceback" not in done.stderr
+
+
+def run_versus(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "versus.py"), *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_versus_pools_the_seeds_of_both_sides_before_pairing_instances(tmp_path):
+    uids = [f"u{i}" for i in range(40)]
+    # A's seeds: 1 on every instance, and 1 on the even ones; pooled 1.0 / 0.5 alternating, mean 0.75.
+    a = [write_run(tmp_path / "a0", {u: 1.0 for u in uids}, {u: 0.0 for u in uids}),
+         write_run(tmp_path / "a1", {u: float(i % 2 == 0) for i, u in enumerate(uids)}, {u: 0.0 for u in uids})]
+    # B's seeds: 0 everywhere, and 1 on every fourth; pooled mean 0.125.
+    b = [write_run(tmp_path / "b0", {u: 0.0 for u in uids}, {u: 0.0 for u in uids}),
+         write_run(tmp_path / "b1", {u: float(i % 4 == 0) for i, u in enumerate(uids)}, {u: 0.0 for u in uids})]
+    done = run_versus(*a, "--versus", *b)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    pooled = next(l for l in lines if "pooled:" in l)
+    assert "A 0.750" in pooled and "B 0.125" in pooled and "A - B +0.625" in pooled and "(n = 40)" in pooled
+    assert pooled.endswith("A beats B")
+    pairs = [l.strip() for l in lines if " vs " in l]
+    assert len(pairs) == 4  # every A seed against every B seed
+    a1_b1 = next(l for l in pairs if l.startswith("a1 vs b1"))
+    assert "A 0.500" in a1_b1 and "B 0.250" in a1_b1 and "A - B +0.250" in a1_b1
+
+
+def test_versus_says_no_clear_winner_for_a_gain_below_the_margin_or_the_other_way_round(tmp_path):
+    uids = [f"u{i}" for i in range(100)]
+    # A gains 0.02 on every instance: significant, but below the 3-point bar.
+    a = write_run(tmp_path / "a", {u: 0.52 for u in uids}, {u: 0.0 for u in uids})
+    b = write_run(tmp_path / "b", {u: 0.5 for u in uids}, {u: 0.0 for u in uids})
+    out = run_versus(a, b).stdout
+    assert next(l for l in out.splitlines() if "pooled:" in l).endswith("no clear winner")
+    out = run_versus(b, "--versus", a, "--margin", "0.01").stdout
+    assert next(l for l in out.splitlines() if "pooled:" in l).endswith("B beats A")
+
+
+def test_versus_refuses_a_b_side_scored_on_other_instances_naming_the_file(tmp_path):
+    a = [write_run(tmp_path / "a0", {"x": 1.0, "y": 0.0}, {"x": 0.0, "y": 0.0}),
+         write_run(tmp_path / "a1", {"x": 1.0, "y": 1.0}, {"x": 0.0, "y": 0.0})]
+    b = [write_run(tmp_path / "b0", {"x": 0.0, "y": 0.0}, {"x": 0.0, "y": 0.0}),
+         write_run(tmp_path / "b1", {"x": 0.0, "z": 0.0}, {"x": 0.0, "z": 0.0})]
+    done = run_versus(*a, "--versus", *b)
+    assert done.returncode == 2 and "different instances" in done.stderr
+    assert "b1" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_versus_refuses_a_method_the_runs_did_not_score(tmp_path):
+    a = write_run(tmp_path / "a", {"x": 1.0}, {"x": 0.0})
+    b = write_run(tmp_path / "b", {"x": 1.0}, {"x": 0.0})
+    done = run_versus(a, b, "--method", "lukv")
+    assert done.returncode == 2 and "no method 'lukv'" in done.stderr and "uniform" in done.stderr

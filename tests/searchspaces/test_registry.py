@@ -5,7 +5,7 @@ from searchspaces import SearchSpace, get_search_space, list_search_spaces, regi
 
 
 def test_the_spaces_are_registered():
-    assert list_search_spaces() == ["gate_prior", "gate_prior_heads", "head_groups", "layer_groups"]
+    assert list_search_spaces() == ["depth_knots", "gate_prior", "gate_prior_heads", "head_groups", "layer_groups"]
 
 
 def test_an_unknown_name_lists_the_valid_ones_and_suggests_the_closest():

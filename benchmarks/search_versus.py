@@ -1,0 +1,161 @@
+"""Several searches x seeds of one recipe on ONE set of prefill records: the optimizer comparison.
+
+Comparing optimizers (CMA-ES variants, random, TPE) over 3 seeds each means 9+ runs of one
+recipe that differ only in ``search_space`` / ``optimizer``. Run one by one, each would prefill
+the same search and held-out instances again (~5 s a prompt on a busy CPU, most of a run's
+time). Here one ``Experiment`` prefills them once, every search runs on its records, then every
+profile is compared on the held-out split; each (variant, seed) still gets a normal run folder
+(``recipe.yaml``, ``study.db``, ``allocation-c*.json``, ``comparison.json``, ``report.md``), so
+``benchmarks/versus.py`` pairs them and ``evolalloc show`` reads them::
+
+    python benchmarks/search_versus.py runs/quickstart.yaml --runs-dir /tmp/runs --prefix qs \\
+        --set task.search.n=24 --seeds 0 1 2 \\
+        --variant knots "search_space.name=depth_knots optimizer.generations_per_group=4" \\
+        --variant random "optimizer.name=random optimizer.generations_per_group=1"
+
+A variant is a name and space-separated ``--set`` overrides on top of the shared ones; its runs
+are ``<prefix>-<name>-s<seed>``. Only ``search_space``, ``optimizer`` and ``name`` may differ
+between variants (anything else would change the instances or the scoring: refused). A finished
+run folder is re-used and an unfinished one resumed (its stored trials replayed), so the command
+can be run again after a kill, or after ``--held-in`` to compare the same searches on held-out. Each run's search evaluations and its own wall time (its search plus its
+held-out comparison, the shared prefill not included) are printed at the end.
+
+``--held-in SEED N`` is for *choosing* a variant without touching the held-out split: after the
+searches, each shipped profile is scored (greedy answers, the task's metric) on ``N`` other
+instances of the *search* split, drawn with instance seed ``SEED`` (uncurated), and no held-out
+comparison is run; the runs stay unfinished and the scores go to ``<runs-dir>/<prefix>-held-in.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from evolalloc.core.errors import UserError
+
+SHARED_FREE = ("search_space", "optimizer", "name")
+
+
+def variant_recipes(recipe_path: Path, shared: list[str], variants: list[tuple[str, str]], seeds: list[int], prefix: str):
+    """``[(variant, seed, recipe)]``: each variant's overrides on the shared ones, one recipe per seed."""
+    from evolalloc.config.recipe import load_recipe
+
+    base = load_recipe(recipe_path, shared).to_dict()
+    out = []
+    for vname, sets in variants:
+        loaded = load_recipe(recipe_path, shared + sets.split())
+        different = [key for key, value in loaded.to_dict().items() if key not in SHARED_FREE and value != base[key]]
+        if different:
+            raise UserError(f"a variant may change only {', '.join(SHARED_FREE)}; {vname!r} changes {', '.join(different)}",
+                            field="--variant")
+        for seed in seeds:
+            seeded = dataclasses.replace(loaded, name=f"{prefix}-{vname}-s{seed}",
+                                         optimizer=dataclasses.replace(loaded.optimizer, seed=seed))
+            seeded.source = loaded.source
+            out.append((vname, seed, seeded))
+    return load_recipe(recipe_path, shared), out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recipe", type=Path)
+    parser.add_argument("--runs-dir", type=Path, required=True)
+    parser.add_argument("--prefix", required=True, help="run folders are <prefix>-<variant>-s<seed>")
+    parser.add_argument("--set", dest="shared", action="append", default=[], help="override for every variant")
+    parser.add_argument("--variant", nargs=2, action="append", required=True, metavar=("NAME", "SETS"))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--held-in", nargs=2, type=int, default=None, metavar=("SEED", "N"),
+                        help="score each profile on N search-split instances of instance seed SEED; no held-out")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def run(args) -> int:
+    from evolalloc.config.run_folder import CURATION_FILE, create_run_folder, load_run_recipe
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.run import HELDOUT, _OnFirstUse, finish, quiet_optuna, run_finished, search_config
+    from evolalloc.search import resume_search, run_search
+
+    progress = not args.no_progress
+    base, runs = variant_recipes(args.recipe, args.shared, args.variant, args.seeds, args.prefix)
+    todo = []
+    for vname, seed, recipe in runs:
+        folder = args.runs_dir / recipe.name
+        if folder.exists() and load_run_recipe(folder).to_dict() != recipe.to_dict():
+            raise UserError("this folder holds a run of another recipe: remove it or pick another --prefix", source=str(folder))
+        if not folder.exists() or not run_finished(folder):
+            todo.append((vname, seed, recipe))
+    quiet_optuna()
+    timings: dict[str, tuple[int, float]] = {}
+    with Experiment(base, progress=progress) as experiment:
+        searched = []
+        if any(not (args.runs_dir / recipe.name).exists() for _, _, recipe in todo) and not base.multi_task:
+            experiment.records("search")  # the shared prefill, outside every run's search time
+        for vname, seed, recipe in todo:  # every search first: finish() releases the search records
+            config = search_config(recipe, experiment)
+            started = time.perf_counter()
+            run_dir = args.runs_dir / recipe.name
+            if run_dir.exists():  # killed, or searched for --held-in only: replay the stored trials, evaluate the rest
+                result = resume_search(run_dir, _OnFirstUse(experiment.search_evaluator), config=config, progress=progress)
+            else:
+                run_dir = create_run_folder(recipe, args.runs_dir)
+                experiment.record_curations(run_dir / CURATION_FILE)
+                result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
+            searched.append((run_dir, recipe, result, config, time.perf_counter() - started))
+            print(f"{run_dir.name}: {len(result.history)} evaluations ({result.evaluated} new), search {searched[-1][-1]:.0f} s, "
+                  f"best search fitness {result.best_fitness}", flush=True)
+        if args.held_in:
+            return held_in(args, searched, experiment)
+        if searched and not base.multi_task:
+            experiment.records(HELDOUT)  # the shared held-out prefill, outside every run's own time
+        for run_dir, recipe, result, config, seconds in searched:
+            started = time.perf_counter()
+            # The report's wall time: this run's search plus its own comparison, not the shared prefill.
+            finish(run_dir, recipe, experiment, result, config, started - seconds)
+            timings[run_dir.name] = (len(result.history), seconds + time.perf_counter() - started)
+    for name, (evaluations, seconds) in timings.items():
+        print(f"{name}: {evaluations} evaluations, {seconds:.0f} s (search + held-out comparison, busy machine)")
+    return 0
+
+
+def held_in(args, searched, experiment) -> int:
+    """Score every searched profile on other search-split instances (see the module docstring)."""
+    import json
+
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.run import evolved_allocation
+
+    seed, n = args.held_in
+    other = load_recipe(args.recipe, args.shared + [f"task.search.seed={seed}", f"task.search.n={n}",
+                                                     "task.search.curate.full_cache_solves=false",
+                                                     "task.search.curate.draw=null"])
+    profiles = {run_dir.name: evolved_allocation(recipe, experiment, result, config).budgets
+                for run_dir, recipe, result, config, _ in searched}
+    experiment.release("search")
+    with Experiment(other, progress=not args.no_progress) as checking:
+        checking.__dict__["loaded"] = experiment.loaded  # one model in memory (a cached_property)
+        results = checking.evaluator("search", mode="generate").evaluate(list(profiles.values()))
+    scores = {}
+    for name, result in zip(profiles, results):
+        if not result.ok:
+            raise RuntimeError(f"held-in evaluation of {name} failed: {result.error}")
+        scores[name] = {o.uid: o.score for o in result.instances}
+        print(f"{name}: held-in mean {sum(scores[name].values()) / len(scores[name]):.3f} on {len(scores[name])} "
+              f"search-split instances (seed {seed})")
+    out = args.runs_dir / f"{args.prefix}-held-in.json"
+    out.write_text(json.dumps({"seed": seed, "n": n, "scores": scores}, indent=1) + "\n")
+    print(f"held-in scores: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""benchmarks/search_versus.py: several searches x seeds on one experiment's records, then versus.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from evolalloc.config.run_folder import load_run_recipe
+from evolalloc.report.comparison import load_instance_scores
+from tests.test_pipeline import tiny_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def script(name: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *map(str, args)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+def test_every_variant_and_seed_gets_a_finished_run_on_the_same_held_out_instances(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=[])
+    runs = tmp_path / "runs"
+    done = script("search_versus.py", recipe, "--runs-dir", runs, "--prefix", "t", "--seeds", 0, 1, "--no-progress",
+                  "--set", "optimizer.generations_per_group=1",
+                  "--variant", "knots", "search_space.name=depth_knots search_space.group_size=8 optimizer.popsize=4",
+                  "--variant", "random", "optimizer.name=random")
+    assert done.returncode == 0, done.stderr
+    names = sorted(p.name for p in runs.iterdir())
+    assert names == ["t-knots-s0", "t-knots-s1", "t-random-s0", "t-random-s1"]
+    assert load_run_recipe(runs / "t-knots-s1").optimizer.seed == 1
+    assert load_run_recipe(runs / "t-knots-s1").search_space.name == "depth_knots"
+    assert load_run_recipe(runs / "t-random-s0").optimizer.name == "random"
+    uids = {name: set(load_instance_scores(runs / name / "comparison.json")["passkey"]["evolved"][24.0]) for name in names}
+    assert len({frozenset(u) for u in uids.values()}) == 1 and len(uids["t-knots-s0"]) == 3
+    # knots: one group of 4 (4 layers = 4 knots) x 1 generation x popsize 4; random: 2 groups x 1 x 6.
+    assert "t-knots-s0: 4 evaluations" in done.stdout and "t-random-s0: 12 evaluations" in done.stdout
+    pooled = script("versus.py", runs / "t-knots-s0", runs / "t-knots-s1", "--versus", runs / "t-random-s0", runs / "t-random-s1")
+    assert pooled.returncode == 0 and "pooled:" in pooled.stdout and pooled.stdout.count(" vs ") == 4
+    again = script("search_versus.py", recipe, "--runs-dir", runs, "--prefix", "t", "--seeds", 0, "--no-progress",
+                   "--set", "optimizer.generations_per_group=1", "--variant", "random", "optimizer.name=random")
+    assert again.returncode == 0 and "evaluations" not in again.stdout  # finished runs are re-used, not run again
+
+
+def test_a_variant_that_changes_the_instances_is_refused_in_one_line(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir)
+    done = script("search_versus.py", recipe, "--runs-dir", tmp_path / "runs", "--prefix", "t",
+                  "--variant", "more", "task.search.n=5")
+    assert done.returncode == 2 and "may change only" in done.stderr and "task" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "runs").exists()
+
+
+def test_held_in_scores_each_profile_on_other_search_instances_without_a_held_out_comparison(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=[])
+    runs = tmp_path / "runs"
+    done = script("search_versus.py", recipe, "--runs-dir", runs, "--prefix", "h", "--seeds", 0, "--no-progress",
+                  "--held-in", 5, 4, "--set", "optimizer.generations_per_group=1",
+                  "--variant", "cma", "optimizer.popsize=4", "--variant", "random", "optimizer.name=random")
+    assert done.returncode == 0, done.stderr
+    held = json.loads((runs / "h-held-in.json").read_text())
+    assert set(held["scores"]) == {"h-cma-s0", "h-random-s0"} and all(len(s) == 4 for s in held["scores"].values())
+    assert not (runs / "h-cma-s0" / "comparison.json").exists()  # the held-out split was not touched
+    # The same searches, now finished on the held-out split: the stored trials are replayed, not re-evaluated.
+    finished = script("search_versus.py", recipe, "--runs-dir", runs, "--prefix", "h", "--seeds", 0, "--no-progress",
+                      "--set", "optimizer.generations_per_group=1",
+                      "--variant", "cma", "optimizer.popsize=4", "--variant", "random", "optimizer.name=random")
+    assert finished.returncode == 0, finished.stderr
+    assert (runs / "h-cma-s0" / "comparison.json").exists() and (runs / "h-random-s0" / "report.md").exists()
+    assert "h-cma-s0: 8 evaluations (0 new)" in finished.stdout  # 2 groups x 1 generation x 4, the same trials
