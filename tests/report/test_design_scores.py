@@ -1,0 +1,56 @@
+"""benchmarks/design_scores.py: every table row scored on one held-out prefill, on the tiny model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from evolalloc.report.comparison import load_instance_scores
+from tests.test_pipeline import tiny_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def script():
+    spec = importlib.util.spec_from_file_location("design_scores", ROOT / "benchmarks" / "design_scores.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_profile_equal_to_uniform_snapkv_scores_exactly_its_instances_and_full_repeats_per_budget(tmp_path, tiny_model_dir):
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.core.allocation_file import save_allocation
+    from evolalloc.core.baselines import make_baseline
+    from evolalloc.pipeline.experiment import Experiment
+
+    recipe_path = tiny_recipe(tmp_path, tiny_model_dir)
+    recipe = load_recipe(recipe_path)
+    with Experiment(recipe, progress=False) as experiment:
+        geometry = experiment.geometry
+    run = tmp_path / "run-s0"
+    run.mkdir()
+    for budget in (40, 60):  # SnapKV's default window (32) fits inside both
+        same = make_baseline("uniform").allocation(geometry, budget, model=recipe.model.spec, scorer="snapkv",
+                                                   scorer_params={}, reserved=32)
+        save_allocation(same, run / f"allocation-c{budget}.json")
+    out = tmp_path / "scores.json"
+    assert script().main([str(recipe_path), "--run", f"copy-s0={run}", "--out", str(out), "--work", str(tmp_path / "w")]) == 0
+    (scores,) = load_instance_scores(out).values()
+    assert set(scores) == {"full", "uniform", "pyramid", "copy-s0"}
+    assert set(scores["copy-s0"]) == {40.0, 60.0} == set(scores["pyramid"])
+    assert scores["copy-s0"] == scores["uniform"]  # same budgets, same scorer: the same answers
+    assert scores["full"][40.0] == scores["full"][60.0] and len(scores["full"][40.0]) == 3  # heldout n = 3
+    assert json.loads(out.read_text())["meta"]["split"] == "heldout"
+
+
+def test_a_run_folder_without_profiles_is_one_line_and_exit_2(tmp_path, tiny_model_dir, capsys):
+    (tmp_path / "empty").mkdir()
+    code = script().main([str(tiny_recipe(tmp_path, tiny_model_dir)), "--run", f"x-s0={tmp_path / 'empty'}",
+                          "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no allocation-c*.json" in err and str(tmp_path / "empty") in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o.json").exists()

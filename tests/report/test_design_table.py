@@ -1,0 +1,98 @@
+"""benchmarks/design_table.py: rows read from comparison files, seeds pooled, paired verdicts."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from evolalloc.report.comparison import compare_scores, save_comparison
+
+ROOT = Path(__file__).resolve().parents[2]
+UIDS = [f"u{i}" for i in range(40)]
+
+
+def solved(count: int) -> dict[str, float]:
+    """The first ``count`` of the 40 instances answered."""
+    return {u: float(i < count) for i, u in enumerate(UIDS)}
+
+
+def write(path: Path, per_method: dict) -> Path:
+    """A comparison file holding ``per_method`` (method -> budget -> uid -> score) for task niah."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_comparison(compare_scores(per_method, reference="full"), path, scores={"niah": per_method})
+    return path
+
+
+def table(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "design_table.py"), *args], capture_output=True, text=True)
+
+
+def verdict_line(out: str, budget: str) -> str:
+    return next(line for line in out.splitlines() if f"verdict c = {budget}:" in line)
+
+
+def test_seeds_that_all_beat_every_compressed_row_meet_the_goal_and_the_full_cache_is_not_a_competitor(tmp_path):
+    scores = write(tmp_path / "scores.json", {
+        "full": {40.0: solved(40)},                    # above everything: a ceiling, not in the verdict
+        "uniform": {40.0: solved(10)}, "gates": {40.0: solved(12)},
+        "hybrid-s0": {40.0: solved(30)}, "hybrid-s1": {40.0: solved(28)}, "hybrid-s2": {40.0: solved(32)},
+    })
+    done = table("--scores", str(scores))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "task niah, c = 40 (held-out n = 40)" in out
+    assert "hybrid s1" in out and "0.700" in out           # 28 of 40
+    assert "hybrid pooled" in out and "0.750" in out       # (30 + 28 + 32) / 3 / 40
+    assert "hybrid s0 - uniform: +0.500" in out
+    line = verdict_line(out, "40")
+    assert "highest compressed mean: hybrid pooled 0.750" in line
+    assert "in 3/3 seeds" in line and "goal met" in line and "goal not met" not in line
+
+
+def test_one_seed_within_the_margin_of_a_row_fails_the_goal_and_is_named(tmp_path):
+    scores = write(tmp_path / "scores.json", {
+        "uniform": {64.0: solved(20)}, "uniform-gates": {64.0: solved(25)},
+        "hybrid-s0": {64.0: solved(35)}, "hybrid-s1": {64.0: solved(26)}, "hybrid-s2": {64.0: solved(35)},
+    })
+    out = table("--scores", str(scores)).stdout
+    line = verdict_line(out, "64")
+    assert "in 2/3 seeds" in line and "goal not met" in line
+    assert "weakest: s1 vs uniform-gates +0.025" in line
+
+
+def test_a_row_significantly_worse_than_an_unsearched_one_is_not_a_win(tmp_path):
+    scores = write(tmp_path / "scores.json", {
+        "gates": {40.0: solved(30)},
+        "hybrid-s0": {40.0: solved(10)}, "hybrid-s1": {40.0: solved(10)}, "hybrid-s2": {40.0: solved(10)},
+    })
+    out = table("--scores", str(scores)).stdout
+    assert "hybrid s0 - gates: -0.500" in out
+    line = verdict_line(out, "40")
+    assert "highest compressed mean: gates 0.750" in line and "0/3 seeds" in line
+
+
+def test_rows_named_from_run_folders_pair_one_method_of_each(tmp_path):
+    for seed, count in enumerate((30, 31, 29)):
+        write(tmp_path / f"run-s{seed}" / "comparison.json", {"evolved": {40.0: solved(count)}, "uniform": {40.0: solved(5)}})
+    snap = write(tmp_path / "snap" / "comparison.json", {"evolved": {40.0: solved(8)}, "pyramid": {40.0: solved(6)}})
+    runs = ",".join(str(tmp_path / f"run-s{seed}") for seed in range(3))
+    done = table("--fixed", f"uniform-gates={tmp_path / 'run-s0'}:uniform", "--fixed", f"pyramid={snap}:pyramid",
+                 "--searched", f"evolved-gates={runs}")
+    assert done.returncode == 0, done.stderr
+    assert "evolved-gates s2 - pyramid: +0.575" in done.stdout
+    assert "in 3/3 seeds" in verdict_line(done.stdout, "40")
+
+
+def test_a_missing_method_is_one_line_naming_the_file_and_exit_2(tmp_path):
+    run = write(tmp_path / "run" / "comparison.json", {"evolved": {40.0: solved(3)}})
+    done = table("--fixed", f"gates={tmp_path / 'run'}:gates", "--searched", f"hybrid={tmp_path / 'run'}")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert str(run) in done.stderr and "no method 'gates'" in done.stderr
+
+
+def test_seeds_scored_on_different_instances_are_refused(tmp_path):
+    other = {f"v{i}": 1.0 for i in range(40)}
+    scores = write(tmp_path / "scores.json", {"uniform": {40.0: solved(3)}, "hybrid-s0": {40.0: solved(3)},
+                                               "hybrid-s1": {40.0: other}})
+    done = table("--scores", str(scores))
+    assert done.returncode == 2 and "different held-out instances" in done.stderr and "Traceback" not in done.stderr
