@@ -11,14 +11,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP_LEVEL = ("named_registry", "fitness", "searchspaces", "evolalloc")
+TOP_LEVEL = ("fitness", "searchspaces", "evolalloc")
 
 # Bottom first. A package may import packages of lower layers only; packages that share a layer
-# are independent of each other. ``evolalloc`` itself is only its ``__init__`` (``__version__``).
+# are independent of each other. ``evolalloc`` itself is only its ``__init__`` (``__version__``,
+# ``DEFAULT_MODEL``; it imports nothing), so it and the generic registry form the bottom floor that
+# the leaf packages ``fitness`` and ``searchspaces`` may stand on.
 LAYERS = [
-    ["named_registry"],
+    ["evolalloc", "evolalloc.registry"],
     ["fitness", "searchspaces"],
-    ["evolalloc"],
     ["evolalloc.core"],
     ["evolalloc.runtime"],
     ["evolalloc.engine"],
@@ -35,7 +36,7 @@ LAYERS = [
 
 # Third-party packages a layer must not import, whatever the layers allow.
 FORBIDDEN = {
-    "named_registry": {"numpy", "torch", "transformers", "optuna", "ray"},
+    "evolalloc.registry": {"numpy", "torch", "transformers", "optuna", "ray"},
     "fitness": {"torch", "optuna", "ray"},
     "searchspaces": {"torch", "transformers", "optuna", "ray"},
     "evolalloc.core": {"torch", "transformers", "optuna", "ray"},

@@ -250,7 +250,7 @@ def _recipe(recipe_path, run_dir, overrides):
 
 def _baseline_list(text: str) -> list[str]:
     """``--baselines`` as a list of registered methods (``UserError`` with did-you-mean otherwise)."""
-    from named_registry import UnknownNameError
+    from evolalloc.registry import UnknownNameError
 
     from evolalloc.core.baselines import BASELINES
     from evolalloc.core.errors import UserError

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
-from named_registry import UnknownNameError
+from evolalloc.registry import UnknownNameError
 
 from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
 from evolalloc.core.errors import UserError

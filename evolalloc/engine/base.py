@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import numpy as np
-from named_registry import Registry
+from evolalloc.registry import Registry
 
 
 @dataclass
@@ -73,7 +73,7 @@ class Engine:
     ``experiment`` gives the recipe, ``loaded`` model, ``task``, ``instances(split)``,
     ``records(split)`` (prefill records holding every ranking in ``scorers``) and ``scorers``.
 
-    A new engine is one file: a subclass registered with ``@ENGINES.register("name")`` that
+    A new engine is one file: a subclass registered with ``@register_engine("name")`` that
     implements ``evaluator``; ``check_scorer`` and ``evolalloc.engine.shards`` are shared.
     """
 
@@ -116,3 +116,8 @@ ENGINES: Registry[type[Engine]] = Registry(
     lazy={"local": "evolalloc.engine.local", "ray": "evolalloc.engine.ray_engine"},
     package="evolalloc.engine",
 )
+
+
+def register_engine(name: str):
+    """Class decorator: register an ``Engine`` subclass as ``name`` (the recipe's ``engine.kind``)."""
+    return ENGINES.register(name)

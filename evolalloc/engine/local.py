@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from evolalloc.engine.base import ENGINES, Engine, EvalResult, InstanceOutcome, check_scorer
+from evolalloc.engine.base import Engine, register_engine, EvalResult, InstanceOutcome, check_scorer
 from evolalloc.runtime.adaptive import Adapted
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
 from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs_batch
@@ -240,7 +240,7 @@ def _release(rows) -> None:
         release(row[0])
 
 
-@ENGINES.register("local")
+@register_engine("local")
 class LocalEngine(Engine):
     """In-process: evaluators on the experiment's shared prefill records (one per split)."""
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from evolalloc.core.allocation import Allocation, complete_budgets
 from evolalloc.core.errors import UserError
-from evolalloc.export import exporters
+from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
 
 CURVE_FORMAT = "evolalloc.curve"
@@ -80,7 +80,7 @@ def profile_family(allocation: Allocation, targets, cap: int | None = None) -> n
     return np.stack(rows).astype(np.int64)
 
 
-@exporters.register("curve", description="profile family over budgets [n_budgets, layers, kv_heads] (.npy + JSON)")
+@register_exporter("curve", description="profile family over budgets [n_budgets, layers, kv_heads] (.npy + JSON)")
 class CurveExporter(Exporter):
     suffix = ".npy"
 

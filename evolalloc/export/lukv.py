@@ -40,7 +40,7 @@ import numpy as np
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines.lukv import UtilityCurves
 from evolalloc.core.errors import UserError
-from evolalloc.export import exporters
+from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
 from evolalloc.export.curve import LUKV_ROWS, profile_family
 from evolalloc.export.kvpress import kvpress_press
@@ -89,7 +89,7 @@ def prune_ratios(budgets: np.ndarray, context_length: int) -> np.ndarray:
     raise AssertionError("prune ratios did not converge")  # a float32 step is ~1e-7: never after a few
 
 
-@exporters.register("lukv", description="kvpress LUKVPress budget curves [99, layers, kv_heads] prune ratios (.npy + JSON)")
+@register_exporter("lukv", description="kvpress LUKVPress budget curves [99, layers, kv_heads] prune ratios (.npy + JSON)")
 class LukvExporter(Exporter):
     suffix = ".npy"
 

@@ -6,11 +6,11 @@ local decoder; importing this file registers it as ``toy_serial``.
 
 from __future__ import annotations
 
-from evolalloc.engine.base import ENGINES, Engine, check_scorer
+from evolalloc.engine.base import Engine, register_engine, check_scorer
 from evolalloc.engine.local import LocalEvaluator
 
 
-@ENGINES.register("toy_serial")
+@register_engine("toy_serial")
 class SerialEngine(Engine):
     def __init__(self, experiment, *, batch_size: int = 4):
         super().__init__(experiment)

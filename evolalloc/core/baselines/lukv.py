@@ -146,13 +146,12 @@ def greedy_budgets(curves: np.ndarray, total: int, floor: int = 0) -> np.ndarray
     return budgets
 
 
-@register_baseline
+@register_baseline("lukv")
 @dataclass
 class LUKV(Baseline):
     """Needs ``curves`` (profiled by the run: ``Experiment.baseline`` passes them). Head granularity:
     LU-KV allocates per KV head. The target's total ``c * L * H`` is split by ``greedy_budgets``."""
 
-    name = "lukv"
     granularity = "head"
     order = 15
     color = "#8c564b"

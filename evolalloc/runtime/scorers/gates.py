@@ -29,10 +29,9 @@ def load_cached(path: str):
     return _CACHE[key]
 
 
-@register_scorer
+@register_scorer("gates")
 @dataclass
 class Gates(Scorer):
-    name = "gates"
     checkpoint: str = ""  # "": the default checkpoint under the cache directory (core.paths)
     sinks: int = 4
     window: int = 16

@@ -32,10 +32,9 @@ def _load(path: str):
     return _CACHE[key]
 
 
-@register_scorer
+@register_scorer("learned")
 @dataclass
 class Learned(Scorer):
-    name = "learned"
     checkpoint: str = ""  # "": the default checkpoint under the cache directory (core.paths)
     sinks: int = 4
     window: int = 16
