@@ -10,7 +10,7 @@ from evolalloc.config.run_folder import (
     RECIPE_FILE, allocation_filename, create_run_folder, load_run_recipe,
 )
 
-QUICKSTART = Path(__file__).resolve().parents[1] / "runs" / "quickstart.yaml"
+QUICKSTART = Path(__file__).resolve().parents[2] / "runs" / "quickstart.yaml"
 MINIMAL = "task: {name: passkey}\nbudget: {target: 64}\n"
 
 

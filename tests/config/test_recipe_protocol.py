@@ -70,7 +70,7 @@ def test_for_task_gives_a_single_task_recipe_of_that_entry(tmp_path):
 def test_the_quickstart_follows_the_search_protocol():
     from pathlib import Path
 
-    recipe = load_recipe(Path(__file__).resolve().parents[1] / "runs" / "quickstart.yaml")
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "runs" / "quickstart.yaml")
     assert recipe.task.name == "passkey" and recipe.budgets == [128, 256, 512]
     assert recipe.scorer.name == "snapkv" and recipe.search_space.name == "layer_groups"
     search, heldout = recipe.task.search, recipe.task.heldout
@@ -82,7 +82,7 @@ def test_the_quickstart_follows_the_search_protocol():
 def test_the_second_recipe_searches_niah_single_with_uuid_needles_below_the_prompt_length():
     from pathlib import Path
 
-    recipe = load_recipe(Path(__file__).resolve().parents[1] / "runs" / "niah_single.yaml")
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "runs" / "niah_single.yaml")
     assert recipe.task.name == "niah_single" and recipe.task.params == {"needle_type": "uuid"}
     assert max(recipe.budgets) < recipe.task.context_tokens
     assert recipe.task.search.n >= 48 and recipe.task.search.curate.full_cache_solves and recipe.task.heldout.n >= 100
