@@ -31,8 +31,6 @@ only downloads curves it knows by model name)::
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +40,7 @@ from evolalloc.core.baselines.lukv import UtilityCurves
 from evolalloc.core.errors import UserError
 from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
+from evolalloc.export.npy_file import checked_context_length, npy_with_sidecar, source_fields
 from evolalloc.export.curve import LUKV_ROWS, profile_family
 from evolalloc.export.kvpress import kvpress_press
 
@@ -97,9 +96,7 @@ class LukvExporter(Exporter):
         if context_length is None:
             raise UserError("LUKVPress's curves are fractions of a prompt: give its length with --context-length",
                             field="context_length")
-        if not (isinstance(context_length, int) and not isinstance(context_length, bool) and context_length > 0):
-            raise UserError(f"context_length must be a positive integer, got {context_length!r}", field="context_length")
-        self.context_length = context_length
+        self.context_length = checked_context_length(context_length)
         self.curves_path = curves
         self.curves = UtilityCurves.load(curves) if curves is not None else None
 
@@ -117,8 +114,6 @@ class LukvExporter(Exporter):
             budgets = profile_family(allocation, targets, cap=n)
             rule = f"EvolKV proportional rule from the profile at c = {allocation.target:g}, capped at {n} tokens per unit"
         array = prune_ratios(budgets, n)
-        buffer = io.BytesIO()
-        np.save(buffer, array, allow_pickle=False)
         sidecar = {
             "format": LUKV_FORMAT,
             "version": 1,
@@ -130,12 +125,9 @@ class LukvExporter(Exporter):
             "rule": rule,
             "press": kvpress_press(allocation),
             "lukv": {"sink": 0, "window": 0},  # the scorer's always-kept tokens are inside each budget
-            "model": allocation.model,
-            "geometry": g.to_dict(),
-            "scorer": allocation.scorer,
-            "scorer_params": allocation.scorer_params,
+            **source_fields(allocation),
             "method": allocation.provenance.get("method"),
             "source_target": allocation.target,
             "below_source_target": [] if self.curves is not None else [t for t in targets if t < allocation.target],
         }
-        return Rendered(buffer.getvalue(), self.suffix, sidecars={".json": json.dumps(sidecar, indent=2) + "\n"})
+        return npy_with_sidecar(array, sidecar)
