@@ -158,3 +158,31 @@ def test_the_rules_see_a_violation(tmp_path):
     (tmp_path / "b.py").write_text("def later():\n    import evolalloc.a\n")
     known = {"evolalloc.a": tmp_path / "a.py", "evolalloc.b": tmp_path / "b.py"}
     assert cycles_in(import_graph(known)) == [["evolalloc.a", "evolalloc.b", "evolalloc.a"]]
+
+
+# An engine receives a Workload (engine/workload.py). Reaching the recipe or the experiment through
+# an attribute would be a hidden dependency on higher layers that no import line shows.
+HIDDEN_UPWARD_NAMES = {"recipe", "experiment"}
+
+
+def hidden_upward_uses(path: Path) -> list[str]:
+    """``line: name`` of each identifier, attribute or parameter called ``recipe`` / ``experiment``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        name = (node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name)
+                else node.arg if isinstance(node, ast.arg) else None)
+        if name in HIDDEN_UPWARD_NAMES:
+            found.append(f"{node.lineno}: {name}")
+    return found
+
+
+def test_engines_never_see_a_recipe_or_an_experiment():
+    problems = [f"{module}:{use}" for module, path in modules().items() if package_of(module) == "evolalloc.engine"
+                for use in hidden_upward_uses(path)]
+    assert not problems, "engines take a Workload, not the recipe or the experiment:\n" + "\n".join(problems)
+
+
+def test_the_engine_rule_sees_a_violation(tmp_path):
+    bad = tmp_path / "engine.py"
+    bad.write_text("class E:\n    def __init__(self, experiment):\n        self.n = experiment.recipe.engine.workers\n")
+    assert sorted(hidden_upward_uses(bad)) == ["2: experiment", "3: experiment", "3: recipe"]
