@@ -6,17 +6,8 @@
 #     bash benchmarks/kvpress_agreement.sh
 # EVOLALLOC_PYTHON: the python of evolalloc's venv (default: python). OUT: where files go.
 set -euo pipefail
-export OMP_NUM_THREADS=1
-PY="${EVOLALLOC_PYTHON:-python}"
 OUT="${OUT:-runs/kvpress-agreement}"
-N="${N:-20}"
-CONTEXT_TOKENS="${CONTEXT_TOKENS:-1000}"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-export PYTHONPATH="$(dirname "$HERE")${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's evolalloc
-mkdir -p "$OUT"
-
-KVPY="$(bash "$HERE/kvpress_venv.sh")"
-MODEL_DIR="$("$PY" -c 'from evolalloc.runtime.model import resolve_model_folder, DEFAULT_MODEL; print(resolve_model_folder(DEFAULT_MODEL))')"
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/agreement_setup.sh"  # PY, N, CONTEXT_TOKENS, HERE, KVPY, MODEL_DIR
 
 "$PY" -m evolalloc tasks dump passkey -n "$N" --context-tokens "$CONTEXT_TOKENS" -o "$OUT/prompts.jsonl"
 "$PY" "$HERE/kvpress_agreement.py" make-profile --out "$OUT/allocation-c128.json"

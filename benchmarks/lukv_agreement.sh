@@ -7,17 +7,8 @@
 # EVOLALLOC_PYTHON: the python of evolalloc's venv (default: python). OUT: where files go.
 # KVPRESS_VENV / KVPRESS_VERSION: see kvpress_venv.sh (LUKVPress ships from kvpress 0.5.4).
 set -euo pipefail
-export OMP_NUM_THREADS=1
-PY="${EVOLALLOC_PYTHON:-python}"
 OUT="${OUT:-runs/lukv-agreement}"
-N="${N:-20}"
-CONTEXT_TOKENS="${CONTEXT_TOKENS:-1000}"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-export PYTHONPATH="$(dirname "$HERE")${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's evolalloc
-mkdir -p "$OUT"
-
-KVPY="$(bash "$HERE/kvpress_venv.sh")"
-MODEL_DIR="$("$PY" -c 'from evolalloc.runtime.model import resolve_model_folder, DEFAULT_MODEL; print(resolve_model_folder(DEFAULT_MODEL))')"
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/agreement_setup.sh"  # PY, N, CONTEXT_TOKENS, HERE, KVPY, MODEL_DIR
 
 "$PY" -m evolalloc tasks dump passkey -n "$N" --context-tokens "$CONTEXT_TOKENS" -o "$OUT/prompts.jsonl"
 LENGTH="$("$PY" -c "

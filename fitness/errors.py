@@ -6,17 +6,17 @@
 
 from __future__ import annotations
 
-import named_registry
+from evolalloc import registry
 
 
 class FitnessError(ValueError):
     """Bad input the user can fix: an unknown name, a bad task parameter, a bad data file."""
 
 
-class UnknownNameError(FitnessError, named_registry.UnknownNameError):
+class UnknownNameError(FitnessError, registry.UnknownNameError):
     """An unknown task or metric name; the message has did-you-mean and the valid names.
 
-    It is ``named_registry``'s error (one type for every unknown name in evolalloc) and a
+    It is ``evolalloc.registry``'s error (one type for every unknown name in evolalloc) and a
     ``FitnessError``, so callers catching either keep working.
     """
 

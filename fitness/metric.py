@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from named_registry import Registry
+from evolalloc.registry import Registry
 
 from fitness.errors import UnknownNameError
 

@@ -1,6 +1,6 @@
-"""Metric and task registries (``named_registry.Registry``). Registering a name twice raises
-``named_registry.DuplicateNameError``; asking for an unknown name raises ``UnknownNameError``
-(``fitness.errors``'s, also a ``named_registry.UnknownNameError``) with the valid names and the
+"""Metric and task registries (``evolalloc.registry.Registry``). Registering a name twice raises
+``evolalloc.registry.DuplicateNameError``; asking for an unknown name raises ``UnknownNameError``
+(``fitness.errors``'s, also a ``evolalloc.registry.UnknownNameError``) with the valid names and the
 closest one.
 
 Both are found by file: a task is one module of ``fitness/tasks/``, a metric one of
@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
-from named_registry import BadParametersError, Registry
+from evolalloc.registry import BadParametersError, Registry
 
 from fitness.errors import FitnessError, UnknownNameError
 from fitness.metric import METRICS, Metric, get_metric, list_metrics, register_metric

@@ -1,11 +1,11 @@
-"""Search spaces by name (a ``named_registry.Registry``). Registering a name twice or asking for an
+"""Search spaces by name (a ``evolalloc.registry.Registry``). Registering a name twice or asking for an
 unknown one raises; a new space is one file in this package (found without any import list)."""
 
 from __future__ import annotations
 
 from typing import Callable
 
-from named_registry import Registry
+from evolalloc.registry import Registry
 
 from searchspaces.base import GRANULARITIES, SearchSpace
 

@@ -11,14 +11,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP_LEVEL = ("named_registry", "fitness", "searchspaces", "evolalloc")
+TOP_LEVEL = ("fitness", "searchspaces", "evolalloc")
 
 # Bottom first. A package may import packages of lower layers only; packages that share a layer
-# are independent of each other. ``evolalloc`` itself is only its ``__init__`` (``__version__``).
+# are independent of each other. ``evolalloc`` itself is only its ``__init__`` (``__version__``,
+# ``DEFAULT_MODEL``; it imports nothing), so it and the generic registry form the bottom floor that
+# the leaf packages ``fitness`` and ``searchspaces`` may stand on.
 LAYERS = [
-    ["named_registry"],
+    ["evolalloc", "evolalloc.registry"],
     ["fitness", "searchspaces"],
-    ["evolalloc"],
     ["evolalloc.core"],
     ["evolalloc.runtime"],
     ["evolalloc.engine"],
@@ -35,7 +36,7 @@ LAYERS = [
 
 # Third-party packages a layer must not import, whatever the layers allow.
 FORBIDDEN = {
-    "named_registry": {"numpy", "torch", "transformers", "optuna", "ray"},
+    "evolalloc.registry": {"numpy", "torch", "transformers", "optuna", "ray"},
     "fitness": {"torch", "optuna", "ray"},
     "searchspaces": {"torch", "transformers", "optuna", "ray"},
     "evolalloc.core": {"torch", "transformers", "optuna", "ray"},
@@ -157,3 +158,31 @@ def test_the_rules_see_a_violation(tmp_path):
     (tmp_path / "b.py").write_text("def later():\n    import evolalloc.a\n")
     known = {"evolalloc.a": tmp_path / "a.py", "evolalloc.b": tmp_path / "b.py"}
     assert cycles_in(import_graph(known)) == [["evolalloc.a", "evolalloc.b", "evolalloc.a"]]
+
+
+# An engine receives a Workload (engine/workload.py). Reaching the recipe or the experiment through
+# an attribute would be a hidden dependency on higher layers that no import line shows.
+HIDDEN_UPWARD_NAMES = {"recipe", "experiment"}
+
+
+def hidden_upward_uses(path: Path) -> list[str]:
+    """``line: name`` of each identifier, attribute or parameter called ``recipe`` / ``experiment``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        name = (node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name)
+                else node.arg if isinstance(node, ast.arg) else None)
+        if name in HIDDEN_UPWARD_NAMES:
+            found.append(f"{node.lineno}: {name}")
+    return found
+
+
+def test_engines_never_see_a_recipe_or_an_experiment():
+    problems = [f"{module}:{use}" for module, path in modules().items() if package_of(module) == "evolalloc.engine"
+                for use in hidden_upward_uses(path)]
+    assert not problems, "engines take a Workload, not the recipe or the experiment:\n" + "\n".join(problems)
+
+
+def test_the_engine_rule_sees_a_violation(tmp_path):
+    bad = tmp_path / "engine.py"
+    bad.write_text("class E:\n    def __init__(self, experiment):\n        self.n = experiment.recipe.engine.workers\n")
+    assert sorted(hidden_upward_uses(bad)) == ["2: experiment", "3: experiment", "3: recipe"]

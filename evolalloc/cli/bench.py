@@ -26,19 +26,12 @@ def bench() -> None:
 def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_candidates, batch_size, threads, seed):
     """Per-candidate evaluation time: cached prefill records vs re-prefilling, the decode floor,
     and the likelihood fitness mode on the same records and allocations."""
-    import torch
-
     from evolalloc.bench.eval import bench_eval
-    from evolalloc.runtime.model import load_model
 
-    if threads:
-        torch.set_num_threads(threads)
-    loaded = load_model(model_spec)
-    click.echo(f"model: {model_spec} ({loaded.geometry.num_layers} layers x {loaded.geometry.num_kv_heads} KV heads), torch threads: {torch.get_num_threads()}")
+    loaded = _model_for_bench(model_spec, threads, shape=True)
     result = bench_eval(loaded, prompts=prompts, context_tokens=context_tokens, candidates=candidates,
                         reprefill_candidates=reprefill_candidates, batch_size=batch_size, seed=seed)
-    for line in result.lines():
-        click.echo(line)
+    _echo_lines(result)
 
 
 @bench.command("fitness")
@@ -52,24 +45,13 @@ def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_ca
 @seed_option()
 def bench_fitness_cmd(model_spec, prompts, context_tokens, budgets, scorer_name, batch_size, threads, seed):
     """Mean exact-match, graded and likelihood scores against the budget: which fitness has slope."""
-    import torch
-
     from evolalloc.bench.fitness import bench_fitness
-    from evolalloc.core.errors import UserError
-    from evolalloc.runtime.model import load_model
 
-    try:
-        values = [int(b) for b in budgets.split(",") if b.strip()]
-    except ValueError:
-        raise UserError(f"must be whole numbers separated by commas; got {budgets!r}", field="--budgets") from None
-    if threads:
-        torch.set_num_threads(threads)
-    loaded = load_model(model_spec)
-    click.echo(f"model: {model_spec}, torch threads: {torch.get_num_threads()}")
+    values = _parse_budgets(budgets)
+    loaded = _model_for_bench(model_spec, threads)
     result = bench_fitness(loaded, prompts=prompts, context_tokens=context_tokens, budgets=values,
                            scorer_name=scorer_name, batch_size=batch_size, seed=seed)
-    for line in result.lines():
-        click.echo(line)
+    _echo_lines(result)
 
 
 @bench.command("records")
@@ -82,25 +64,12 @@ def bench_fitness_cmd(model_spec, prompts, context_tokens, budgets, scorer_name,
 @seed_option()
 def bench_records_cmd(model_spec, prompts, context_tokens, budgets, batch_size, threads, seed):
     """Record size and scores with records bounded at b_max and kept in float32, bfloat16 or float16."""
-    import torch
-
     from evolalloc.bench.records import bench_records
-    from evolalloc.core.errors import UserError
-    from evolalloc.runtime.model import load_model
 
-    try:
-        values = [int(b) for b in budgets.split(",") if b.strip()]
-    except ValueError:
-        raise UserError(f"must be whole numbers separated by commas; got {budgets!r}", field="--budgets") from None
-    if not values or min(values) < 1:
-        raise UserError(f"must list at least one budget >= 1; got {budgets!r}", field="--budgets")
-    if threads:
-        torch.set_num_threads(threads)
-    loaded = load_model(model_spec)
-    click.echo(f"model: {model_spec}, torch threads: {torch.get_num_threads()}")
+    values = _parse_budgets(budgets)
+    loaded = _model_for_bench(model_spec, threads)
     result = bench_records(loaded, prompts=prompts, context_tokens=context_tokens, budgets=values, batch_size=batch_size, seed=seed)
-    for line in result.lines():
-        click.echo(line)
+    _echo_lines(result)
 
 
 @bench.command("workers")
@@ -118,8 +87,7 @@ def bench_workers_cmd(model_spec, prompts, context_tokens, candidates, batch_siz
     result = bench_workers(model_spec, prompts=prompts, context_tokens=context_tokens, candidates=candidates,
                            batch_size=batch_size, repeats=repeats, seed=seed, log=lambda m: click.echo(m, err=True))
     click.echo(f"model: {model_spec}")
-    for line in result.lines():
-        click.echo(line)
+    _echo_lines(result)
 
 
 @bench.command("service")
@@ -130,8 +98,7 @@ def bench_service_cmd(clients, seconds):
     from evolalloc.bench.service import bench_service
 
     result = bench_service(clients=clients, seconds=seconds, log=lambda m: click.echo(m, err=True))
-    for line in result.lines():
-        click.echo(line)
+    _echo_lines(result)
     if result.errors:
         raise click.ClickException(f"{result.errors} request(s) failed")
 
@@ -148,8 +115,7 @@ def bench_asktell_cmd(clients, generations, seconds, seed):
 
     result = bench_asktell(clients=clients, generations=generations, seconds=seconds, seed=seed,
                            log=lambda m: click.echo(m, err=True))
-    for line in result.lines():
-        click.echo(line)
+    _echo_lines(result)
     if result.errors:
         raise click.ClickException(f"{result.errors} request(s) failed")
 
@@ -209,3 +175,36 @@ def _check_names(task_name: str, scorer_name: str) -> None:
         raise UserError(f"unknown task {task_name!r}; choose one of {', '.join(sorted(list_tasks()))}", field="--task")
     if scorer_name not in list_scorers():
         raise UserError(f"unknown scorer {scorer_name!r}; choose one of {', '.join(sorted(list_scorers()))}", field="--scorer")
+
+
+def _model_for_bench(model_spec: str, threads: int | None, *, shape: bool = False):
+    """Load the model with ``threads`` torch threads (``None``: torch's choice) and say what runs."""
+    import torch
+
+    from evolalloc.runtime.model import load_model
+
+    if threads:
+        torch.set_num_threads(threads)
+    loaded = load_model(model_spec)
+    geometry = loaded.geometry
+    layout = f" ({geometry.num_layers} layers x {geometry.num_kv_heads} KV heads)" if shape else ""
+    click.echo(f"model: {model_spec}{layout}, torch threads: {torch.get_num_threads()}")
+    return loaded
+
+
+def _echo_lines(result) -> None:
+    for line in result.lines():
+        click.echo(line)
+
+
+def _parse_budgets(text: str) -> list[int]:
+    """``--budgets 64,128``: whole numbers >= 1, at least one; anything else is a ``UserError``."""
+    from evolalloc.core.errors import UserError
+
+    try:
+        values = [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise UserError(f"must be whole numbers separated by commas; got {text!r}", field="--budgets") from None
+    if not values or min(values) < 1:
+        raise UserError(f"must list at least one budget >= 1; got {text!r}", field="--budgets")
+    return values

@@ -44,7 +44,7 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, progress):
     prepared = prepare_run(loaded, runs_dir, name, progress=progress)  # writes nothing unless the run can start
     click.echo(f"run folder: {prepared.run_dir}")
     run_prepared(prepared, progress=progress)
-    click.echo(show_run(prepared.run_dir))
+    click.echo(show_run(prepared.run_dir, prepared.recipe))
 
 
 def _seeds(first: str | None, more: tuple[int, ...]) -> list[int] | None:
@@ -252,7 +252,7 @@ def _recipe(recipe_path, run_dir, overrides):
 
 def _baseline_list(text: str) -> list[str]:
     """``--baselines`` as a list of registered methods (``UserError`` with did-you-mean otherwise)."""
-    from named_registry import UnknownNameError
+    from evolalloc.registry import UnknownNameError
 
     from evolalloc.core.baselines import BASELINES
     from evolalloc.core.errors import UserError

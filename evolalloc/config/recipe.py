@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
-from named_registry import UnknownNameError
+from evolalloc.registry import UnknownNameError
 
 from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
 from evolalloc.core.errors import UserError
@@ -438,7 +438,7 @@ def _check_names(recipe: Recipe) -> None:
         unlimited = [name for name, cls in engines.items() if cls.max_workers is None]
         raise FieldProblem("engine.workers", f"the {recipe.engine.kind} engine runs at most {most} worker(s), got "
                                              f"{recipe.engine.workers}; use engine.kind: {' or '.join(unlimited)} for more")
-    takes = [p for p in ENGINES.parameters(recipe.engine.kind) if p != "experiment"]
+    takes = [p for p in ENGINES.parameters(recipe.engine.kind) if p != "workload"]
     for key in recipe.engine.options:
         if key not in takes:
             raise unknown_key("engine.options", key, takes)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
 from fitness.task import FITNESS_MODES
-from named_registry import UnknownNameError
+from evolalloc.registry import UnknownNameError
 from searchspaces.base import GROUP_SIZE_RANGE
 
 from evolalloc import DEFAULT_MODEL
@@ -329,7 +329,7 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
 
 
 def registry(reference: str):
-    """The ``named_registry.Registry`` at ``"package.module:NAME"``."""
+    """The ``evolalloc.registry.Registry`` at ``"package.module:NAME"``."""
     module, _, name = reference.partition(":")
     return getattr(importlib.import_module(module), name)
 

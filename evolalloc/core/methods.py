@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from named_registry import Registry
+from evolalloc.registry import Registry
 
 if TYPE_CHECKING:
     from evolalloc.core.baselines.base import Baseline

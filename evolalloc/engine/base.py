@@ -1,7 +1,7 @@
 """The evaluator interface the search loop uses, and the engines (local, ray) that provide it.
 
 An ``Evaluator`` scores populations on one split; an ``Engine`` makes evaluators for an
-experiment and owns their resources until ``close()``. Engines are entries of ``ENGINES``.
+experiment's workload and owns their resources until ``close()``. Engines are entries of ``ENGINES``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import numpy as np
-from named_registry import Registry
+from evolalloc.registry import Registry
+
+from evolalloc.engine.workload import Workload
 
 
 @dataclass
@@ -68,12 +70,13 @@ def check_scorer(scorer, held: Sequence[str]) -> None:
 class Engine:
     """Where an experiment's allocations are evaluated; owns what that needs (workers, pools).
 
-    Built by the experiment from the recipe's ``engine`` section (``kind`` names the entry of
-    ``ENGINES``; ``engine.options`` are the constructor's keyword arguments) and closed by it.
-    ``experiment`` gives the recipe, ``loaded`` model, ``task``, ``instances(split)``,
-    ``records(split)`` (prefill records holding every ranking in ``scorers``) and ``scorers``.
+    Built by the pipeline from the recipe's ``engine`` section (``kind`` names the entry of
+    ``ENGINES``; ``engine.options`` are the constructor's keyword arguments) and closed by it. It
+    receives a ``Workload`` (``engine/workload.py``): the ``loaded`` model, ``task``,
+    ``instances(split)``, ``records(split)`` (prefill records holding every ranking in
+    ``scorers()``), the batch size and the workers; never the recipe or the experiment.
 
-    A new engine is one file: a subclass registered with ``@ENGINES.register("name")`` that
+    A new engine is one file: a subclass registered with ``@register_engine("name")`` that
     implements ``evaluator``; ``check_scorer`` and ``evolalloc.engine.shards`` are shared.
     """
 
@@ -81,18 +84,18 @@ class Engine:
     #: the most ``engine.workers`` it can use (``None``: no limit); the recipe check reads it
     max_workers: int | None = None
 
-    def __init__(self, experiment):
-        self.experiment = experiment
+    def __init__(self, workload: Workload):
+        self.workload = workload
         self.closed = False
 
     def evaluator(self, split: str, scorer, mode: str = "generate") -> Evaluator:
-        """An ``Evaluator`` of ``split`` that ranks tokens with ``scorer`` (one of ``experiment.scorers``)
+        """An ``Evaluator`` of ``split`` that ranks tokens with ``scorer`` (one of ``workload.scorers()``)
         and scores in fitness ``mode`` (``fitness.FITNESS_MODES``; see ``LocalEvaluator``)."""
         raise NotImplementedError
 
     def scorer_keys(self) -> list[str]:
         """Keys of the scorers whose rankings the records hold."""
-        return [s.key for s in self.experiment.scorers]
+        return [s.key for s in self.workload.scorers()]
 
     def check_open(self) -> None:
         if self.closed:
@@ -116,3 +119,8 @@ ENGINES: Registry[type[Engine]] = Registry(
     lazy={"local": "evolalloc.engine.local", "ray": "evolalloc.engine.ray_engine"},
     package="evolalloc.engine",
 )
+
+
+def register_engine(name: str):
+    """Class decorator: register an ``Engine`` subclass as ``name`` (the recipe's ``engine.kind``)."""
+    return ENGINES.register(name)

@@ -25,60 +25,18 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from evolalloc.engine.base import ENGINES, Engine, EvalResult, InstanceOutcome, check_scorer
+from evolalloc.engine.base import Engine, register_engine, EvalResult, InstanceOutcome, check_scorer
 from evolalloc.runtime.adaptive import Adapted
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
 from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs_batch
 from evolalloc.runtime.model import LoadedModel
-from evolalloc.runtime.positions import positions_beyond
+from evolalloc.runtime.instances import prefill_instances, tokenize_instance  # noqa: F401 - re-exported
 from evolalloc.runtime.prefill import PrefillRecord, prefill
-from evolalloc.runtime.record_store import RecordKeeper, release, to_record_dtype
+from evolalloc.runtime.record_store import release, to_record_dtype
 from evolalloc.runtime.scorers import Scorer
 from fitness.task import check_fitness_mode
 
 _ROW_ERRORS = (ValueError, RuntimeError, torch.OutOfMemoryError)
-
-
-def tokenize_instance(tokenizer, instance, question_after_compression: bool):
-    """Token ids to prefill and (query-agnostic setting) the question ids fed after eviction."""
-    if not question_after_compression:
-        return tokenizer.encode(instance.prompt), None
-    question = tokenizer.encode(instance.question, add_special_tokens=False) if instance.question else []
-    if not question:
-        raise ValueError(f"instance {instance.uid} has no question to feed after compression")
-    return tokenizer.encode(instance.context), question
-
-
-def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False, progress=False,
-                      keeper: RecordKeeper | None = None, bounded: bool = True) -> list[PrefillRecord]:
-    """One prefill record per instance (the expensive step, done once per worker).
-
-    ``keeper``: bounds each record at its policy's ``bound`` (unless ``bounded`` is false: records a
-    full-cache judgment needs, e.g. curation's), stores it in the policy's
-    dtype and spills it when the records outgrow their memory (``runtime/record_store.py``); a
-    record spilled by an earlier process under the same content is re-used, not prefilled.
-    ``None``: full records in memory.
-    """
-    records = []
-    scorer_keys = [s.key for s in scorers]
-    bound = keeper.policy.bound if keeper is not None and bounded else None
-    for instance in tqdm(instances, desc="prefill", unit="prompt", disable=not progress):
-        ids, question = tokenize_instance(loaded.tokenizer, instance, question_after_compression)
-        limit = loaded.geometry.max_positions
-        if positions_beyond(limit, len(ids), len(question or []), instance.max_new_tokens):
-            raise ValueError(f"instance {instance.uid} needs {len(ids)} prompt tokens, beyond the model's {limit} positions")
-        if keeper is not None:
-            found = keeper.reuse(ids, question, scorer_keys, bound, device=next(loaded.model.parameters()).device)
-            if found is not None:
-                records.append(found)
-                continue
-        record = prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question)
-        records.append(keeper.keep(record, scorer_keys, bound) if keeper is not None else record)
-    if keeper is not None:
-        for note in keeper.notes:
-            tqdm.write(note, file=sys.stderr)
-        keeper.notes.clear()
-    return records
 
 
 class LocalEvaluator:
@@ -240,14 +198,14 @@ def _release(rows) -> None:
         release(row[0])
 
 
-@ENGINES.register("local")
+@register_engine("local")
 class LocalEngine(Engine):
-    """In-process: evaluators on the experiment's shared prefill records (one per split)."""
+    """In-process: evaluators on the workload's shared prefill records (one per split)."""
 
     max_workers = 1
 
     def evaluator(self, split: str, scorer, mode: str = "generate") -> LocalEvaluator:
         self.check_open()
-        recipe = self.experiment.recipe
-        return LocalEvaluator(self.experiment.loaded, self.experiment.task, self.experiment.instances(split), scorer,
-                              batch_size=recipe.engine.batch_size, records=self.experiment.records(split), mode=mode)
+        work = self.workload
+        return LocalEvaluator(work.loaded, work.task, work.instances(split), scorer,
+                              batch_size=work.batch_size, records=work.records(split), mode=mode)

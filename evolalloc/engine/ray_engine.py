@@ -17,7 +17,7 @@ into that allocation's error. An exception raised *inside* a worker's evaluate i
 fault, and is re-raised.
 
 ``RayEvaluator`` is the ``Evaluator`` the search sees: a pool plus the scorer to rank with.
-``RayEngine`` (engine ``ray``) keeps at most one live pool per experiment: asking for another
+``RayEngine`` (engine ``ray``) keeps at most one live pool per workload: asking for another
 split closes the previous pool first, because its workers hold the GPUs (or CPUs) the new ones
 need — ``search`` then ``compare`` use the search pool, then the held-out one. Asking again for
 the same split (``compare`` does, once per method) re-uses the pool, so the held-out instances
@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from evolalloc.engine.base import ENGINES, Engine, EvalResult, check_scorer
+from evolalloc.engine.base import Engine, register_engine, EvalResult, check_scorer
 from evolalloc.engine.ray_cluster import cluster_gpus, connect, cpus_per_worker
 from evolalloc.engine.ray_worker import EvalWorker, WorkerSpec, instance_to_wire
 from evolalloc.engine.shards import failed_shard, merge_results, shard_bounds
@@ -194,15 +194,15 @@ class RayEvaluator:
         self.close()
 
 
-@ENGINES.register("ray")
+@register_engine("ray")
 class RayEngine(Engine):
     """Worker actors on Ray, one pool at a time (see the module docstring).
 
     ``max_retries`` (an ``engine.options`` key): extra attempts for a shard whose worker died.
     """
 
-    def __init__(self, experiment, *, max_retries: int = DEFAULT_MAX_RETRIES):
-        super().__init__(experiment)
+    def __init__(self, workload, *, max_retries: int = DEFAULT_MAX_RETRIES):
+        super().__init__(workload)
         self.max_retries = max_retries
         self._split: str | None = None
         self._pool: RayWorkerPool | None = None
@@ -219,22 +219,22 @@ class RayEngine(Engine):
         if self._pool is not None:
             # Keep Ray itself (starting it again costs seconds); the next pool shuts it down instead.
             inherited_ray = self._pool.close(keep_ray=True)
-        experiment, recipe = self.experiment, self.experiment.recipe
+        work = self.workload
         spec = WorkerSpec(
-            model=recipe.model.spec,
-            dtype=recipe.model.dtype,
+            model=work.model_spec,
+            dtype=work.dtype,
             # One thread per worker unless told otherwise: workers are the unit of parallelism.
-            threads=recipe.engine.threads or 1,
-            task=recipe.task.name,
-            task_params=dict(recipe.task.params),
+            threads=work.threads or 1,
+            task=work.task_name,
+            task_params=dict(work.task_params),
             instances=[],
-            scorers=list(experiment.scorers),
-            question_after_compression=recipe.task.question_after_compression,
-            batch_size=recipe.engine.batch_size,
-            records=_shard_policy(experiment, split, recipe.engine.workers),
+            scorers=list(work.scorers()),
+            question_after_compression=work.question_after_compression,
+            batch_size=work.batch_size,
+            records=_shard_policy(work, split),
         )
-        self._pool = RayWorkerPool(spec, experiment.instances(split), recipe.engine.workers,
-                                   address=recipe.engine.address, max_retries=self.max_retries)
+        self._pool = RayWorkerPool(spec, work.instances(split), work.workers,
+                                   address=work.address, max_retries=self.max_retries)
         self._pool.inherit_ray(inherited_ray)
         self._split = split
         return self._pool
@@ -245,12 +245,11 @@ class RayEngine(Engine):
         super().close()
 
 
-def _shard_policy(experiment, split: str, workers: int):
-    """The experiment's record policy for one worker's shard: the memory limit shared by the workers."""
-    policy_for = getattr(experiment, "record_policy_for", None)
-    if policy_for is None:
+def _shard_policy(workload, split: str):
+    """The workload's record policy for one worker's shard: the memory limit shared by the workers."""
+    if workload.record_policy_for is None:
         return None
-    policy = policy_for(split)
+    policy = workload.record_policy_for(split)
     if policy.memory is not None:
-        policy = dataclasses.replace(policy, memory=policy.memory // max(1, workers))
+        policy = dataclasses.replace(policy, memory=policy.memory // max(1, workload.workers))
     return policy

@@ -62,7 +62,7 @@ class EvalWorker:
     def __init__(self, spec: WorkerSpec):
         import torch
 
-        from evolalloc.engine.local import prefill_instances
+        from evolalloc.runtime.instances import prefill_instances
         from evolalloc.runtime.model import load_model
         from fitness import get_task
 

@@ -1,6 +1,6 @@
 """Export a budget profile in another tool's own terms (``evolalloc export --format NAME``).
 
-Each format is one small module registered in ``exporters`` (a ``named_registry.Registry``); the
+Each format is one small module registered in ``exporters`` (a ``evolalloc.registry.Registry``); the
 registry lists every name without importing any module, so ``--help`` and the ``--format``
 choices stay instant. An exporter is a class built with the user's options
 (``exporters.create(name, **options)``, unknown options refused by name) whose ``render()``
@@ -18,6 +18,9 @@ Each module's docstring has a loading snippet for its target tool.
 
 from __future__ import annotations
 
-from evolalloc.export.base import Exporter, Rendered, export_allocation, export_text, exporter_for, exporters
+from evolalloc.export.base import (
+    Exporter, Rendered, export_allocation, export_text, exporter_for, exporters, register_exporter,
+)
 
-__all__ = ["Exporter", "Rendered", "exporters", "exporter_for", "export_allocation", "export_text"]
+__all__ = ["Exporter", "Rendered", "exporters", "exporter_for", "export_allocation", "export_text",
+           "register_exporter"]

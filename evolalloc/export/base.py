@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from named_registry import Registry, RegistryError
+from evolalloc.registry import Registry, RegistryError
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.errors import UserError
@@ -91,6 +91,11 @@ exporters: Registry = Registry(
         "lukv": "evolalloc.export.lukv",
     },
 )
+
+
+def register_exporter(name: str, *, description: str = ""):
+    """Class decorator: register an ``Exporter`` subclass as format ``name``."""
+    return exporters.register(name, description=description)
 
 
 def exporter_for(fmt: str, **options) -> Exporter:

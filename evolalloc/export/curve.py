@@ -34,16 +34,15 @@ the scorer. Loading it::
 
 from __future__ import annotations
 
-import io
-import json
 
 import numpy as np
 
 from evolalloc.core.allocation import Allocation, complete_budgets
 from evolalloc.core.curve import RULE, ProfileCurve
 from evolalloc.core.errors import UserError
-from evolalloc.export import exporters
+from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
+from evolalloc.export.npy_file import checked_context_length, npy_with_sidecar, source_fields
 
 CURVE_FORMAT = "evolalloc.curve"
 LUKV_ROWS = 99
@@ -102,17 +101,15 @@ def profile_family(allocation: Allocation, targets, cap: int | None = None) -> n
     return np.stack(rows).astype(np.int64)
 
 
-@exporters.register("curve", description="profile family over budgets [n_budgets, layers, kv_heads] (.npy + JSON)")
+@register_exporter("curve", description="profile family over budgets [n_budgets, layers, kv_heads] (.npy + JSON)")
 class CurveExporter(Exporter):
     suffix = ".npy"
 
     def __init__(self, targets: list[float] | None = None, context_length: int | None = None, family: str | None = None):
         if targets is not None and (not targets or any(not (float(t) > 0) for t in targets)):
             raise UserError(f"targets must be positive numbers, got {targets!r}", field="targets")
-        if context_length is not None and not (isinstance(context_length, int) and context_length > 0):
-            raise UserError(f"context_length must be a positive integer, got {context_length!r}", field="context_length")
         self.targets = None if targets is None else [float(t) for t in targets]
-        self.context_length = context_length
+        self.context_length = None if context_length is None else checked_context_length(context_length)
         self.family = family
 
     def render(self, allocation: Allocation) -> Rendered:
@@ -131,8 +128,6 @@ class CurveExporter(Exporter):
             array, values = budgets, "budgets"
         else:
             array, values = (1.0 - budgets / n).astype(np.float32), "prune_ratios"
-        buffer = io.BytesIO()
-        np.save(buffer, array, allow_pickle=False)
         sidecar = {
             "format": CURVE_FORMAT,
             "version": 1,
@@ -142,10 +137,7 @@ class CurveExporter(Exporter):
             "compression_ratios": compression,
             "context_length": n,
             "rule": "EvolKV proportional expansion of the profile" + (f", capped at {n} tokens per unit" if n else ""),
-            "model": allocation.model,
-            "geometry": allocation.geometry.to_dict(),
-            "scorer": allocation.scorer,
-            "scorer_params": allocation.scorer_params,
+            **source_fields(allocation),
             "granularity": allocation.granularity,
             "source_target": allocation.target,
             # `evolalloc expand` only carries a profile upwards; a curve also shrinks it by the same
@@ -156,4 +148,4 @@ class CurveExporter(Exporter):
         }
         if curve is not None:
             sidecar.update(family_sidecar(curve, targets))
-        return Rendered(buffer.getvalue(), self.suffix, sidecars={".json": json.dumps(sidecar, indent=2) + "\n"})
+        return npy_with_sidecar(array, sidecar)

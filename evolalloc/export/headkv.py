@@ -22,7 +22,7 @@ import numpy as np
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.geometry import ModelGeometry
-from evolalloc.export import exporters
+from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
 
 HEADKV_FORMAT = "evolalloc.headkv"
@@ -59,7 +59,7 @@ def allocation_from_headkv(table: dict) -> Allocation:
                       budgets=np.array(table["capacities"], dtype=np.int64), provenance=provenance)
 
 
-@exporters.register("headkv", description="per-(layer, KV head) capacities as JSON")
+@register_exporter("headkv", description="per-(layer, KV head) capacities as JSON")
 class HeadkvExporter(Exporter):
     suffix = ".headkv.json"
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import allocation_to_json
-from evolalloc.export import exporters
+from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
 
 
-@exporters.register("json", description="evolalloc's allocation JSON (round-trips)")
+@register_exporter("json", description="evolalloc's allocation JSON (round-trips)")
 class JsonExporter(Exporter):
     suffix = ".json"
     static = False  # the allocation file itself: it keeps the method and adapter the runtime applies

@@ -39,7 +39,7 @@ import numpy as np
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.errors import UserError
-from evolalloc.export import exporters
+from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
 
 KVPRESS_FORMAT = "evolalloc.kvpress"
@@ -125,7 +125,7 @@ def export_kvpress(allocation: Allocation, context_length: int | None = None) ->
     return document
 
 
-@exporters.register("kvpress", description="kvpress PerLayerCompressionPress ratios and budgets")
+@register_exporter("kvpress", description="kvpress PerLayerCompressionPress ratios and budgets")
 class KvpressExporter(Exporter):
     suffix = ".kvpress.json"
 

@@ -34,8 +34,6 @@ only downloads curves it knows by model name)::
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +41,9 @@ import numpy as np
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines.lukv import UtilityCurves
 from evolalloc.core.errors import UserError
-from evolalloc.export import exporters
+from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
+from evolalloc.export.npy_file import checked_context_length, npy_with_sidecar, source_fields
 from evolalloc.export.curve import LUKV_ROWS, family_sidecar, load_family, profile_family
 from evolalloc.export.kvpress import kvpress_press
 
@@ -92,7 +91,7 @@ def prune_ratios(budgets: np.ndarray, context_length: int) -> np.ndarray:
     raise AssertionError("prune ratios did not converge")  # a float32 step is ~1e-7: never after a few
 
 
-@exporters.register("lukv", description="kvpress LUKVPress budget curves [99, layers, kv_heads] prune ratios (.npy + JSON)")
+@register_exporter("lukv", description="kvpress LUKVPress budget curves [99, layers, kv_heads] prune ratios (.npy + JSON)")
 class LukvExporter(Exporter):
     suffix = ".npy"
 
@@ -100,9 +99,7 @@ class LukvExporter(Exporter):
         if context_length is None:
             raise UserError("LUKVPress's curves are fractions of a prompt: give its length with --context-length",
                             field="context_length")
-        if not (isinstance(context_length, int) and not isinstance(context_length, bool) and context_length > 0):
-            raise UserError(f"context_length must be a positive integer, got {context_length!r}", field="context_length")
-        self.context_length = context_length
+        self.context_length = checked_context_length(context_length)
         self.curves_path = curves
         self.curves = UtilityCurves.load(curves) if curves is not None else None
         if curves is not None and family is not None:
@@ -128,8 +125,6 @@ class LukvExporter(Exporter):
             budgets = profile_family(allocation, targets, cap=n)
             rule = f"EvolKV proportional rule from the profile at c = {allocation.target:g}, capped at {n} tokens per unit"
         array = prune_ratios(budgets, n)
-        buffer = io.BytesIO()
-        np.save(buffer, array, allow_pickle=False)
         sidecar = {
             "format": LUKV_FORMAT,
             "version": 1,
@@ -141,14 +136,11 @@ class LukvExporter(Exporter):
             "rule": rule,
             "press": kvpress_press(allocation),
             "lukv": {"sink": 0, "window": 0},  # the scorer's always-kept tokens are inside each budget
-            "model": allocation.model,
-            "geometry": g.to_dict(),
-            "scorer": allocation.scorer,
-            "scorer_params": allocation.scorer_params,
+            **source_fields(allocation),
             "method": allocation.provenance.get("method"),
             "source_target": allocation.target,
             "below_source_target": [] if self.curves is not None else [t for t in targets if t < allocation.target],
         }
         if self.family is not None:
             sidecar.update(family_sidecar(family, targets))
-        return Rendered(buffer.getvalue(), self.suffix, sidecars={".json": json.dumps(sidecar, indent=2) + "\n"})
+        return npy_with_sidecar(array, sidecar)

@@ -38,14 +38,14 @@ from __future__ import annotations
 import json
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.export import exporters
+from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
 
 TRTLLM_FORMAT = "evolalloc.trtllm"
 QUERY_AWARE = ("snapkv", "tova", "h2o")
 
 
-@exporters.register("trtllm", description="TensorRT-LLM KvCacheConfig: max_attention_window per layer")
+@register_exporter("trtllm", description="TensorRT-LLM KvCacheConfig: max_attention_window per layer")
 class TrtllmExporter(Exporter):
     suffix = ".trtllm.json"
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -40,6 +39,7 @@ from tqdm.auto import tqdm
 
 from evolalloc.core.fileio import write_atomic
 from evolalloc.learned.traces import TraceSet
+from evolalloc.learned.train import lr_factor  # the policy's schedule: warm-up, then cosine
 from evolalloc.runtime.gates import GatesConfig, RetentionGates
 
 
@@ -58,14 +58,6 @@ class GatesTrainConfig:
     window: int = 16
     seed: int = 0
     log_every: int = 10
-
-
-def lr_factor(step: int, config: GatesTrainConfig) -> float:
-    if step < config.warmup:
-        return 0.01 + 0.99 * step / max(1, config.warmup)
-    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-    floor = config.min_lr / config.lr
-    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
 def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: int):

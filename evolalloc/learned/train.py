@@ -58,8 +58,11 @@ def rloo_advantages(rewards: torch.Tensor) -> torch.Tensor:
     return (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-6)
 
 
-def lr_factor(step: int, config: TrainConfig) -> float:
-    """Linear warm-up from 1 % to 100 %, then cosine decay to ``min_lr / lr``."""
+def lr_factor(step: int, config) -> float:
+    """Linear warm-up from 1 % to 100 %, then cosine decay to ``min_lr / lr``.
+
+    ``config``: any training settings with ``steps``, ``warmup``, ``lr`` and ``min_lr`` (the
+    policy's ``TrainConfig``, the gates' ``GatesTrainConfig``)."""
     if step < config.warmup:
         return 0.01 + 0.99 * step / max(1, config.warmup)
     progress = (step - config.warmup) / max(1, config.steps - config.warmup)

@@ -22,7 +22,8 @@ from pathlib import Path
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.engine.base import ENGINES, Engine, Evaluator
-from evolalloc.engine.local import prefill_instances
+from evolalloc.engine.workload import Workload
+from evolalloc.runtime.instances import prefill_instances
 from evolalloc.core.errors import UserError
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
@@ -99,10 +100,24 @@ class Experiment:
         if self._engine is None:
             section = self.recipe.engine
             try:
-                self._engine = ENGINES.create(section.kind, self, **section.options)
+                self._engine = ENGINES.create(section.kind, self.workload, **section.options)
             except ValueError as err:  # an unknown engine or option (the registry's message)
                 raise UserError(str(err), source=self.recipe.source, field="engine") from None
         return self._engine
+
+    @cached_property
+    def workload(self) -> Workload:
+        """What the engine evaluates (``engine/workload.py``); the model, task, instances and records
+        are this experiment's own, provided on the engine's first use of each."""
+        recipe = self.recipe
+        return Workload(
+            model_spec=recipe.model.spec, dtype=recipe.model.dtype, task_name=recipe.task.name,
+            task_params=dict(recipe.task.params), question_after_compression=recipe.task.question_after_compression,
+            batch_size=recipe.engine.batch_size, workers=recipe.engine.workers, threads=recipe.engine.threads,
+            address=recipe.engine.address, load_model=lambda: self.loaded, load_task=lambda: self.task,
+            scorers=lambda: self.scorers, instances=self.instances, records=self.records,
+            record_policy_for=self.record_policy_for,
+        )
 
     @cached_property
     def loaded(self):
@@ -361,7 +376,7 @@ class Experiment:
 
     def _check_fits(self, instances) -> None:
         """Refuse (``UserError`` on ``task.context_tokens``) an instance beyond the model's positions."""
-        from evolalloc.engine.local import tokenize_instance
+        from evolalloc.runtime.instances import tokenize_instance
         from evolalloc.runtime.positions import positions_beyond
 
         limit = self.geometry.max_positions

@@ -71,7 +71,7 @@ def instance_curves(attention: torch.Tensor, ranking: torch.Tensor) -> np.ndarra
 def profile_part(part, split: str = "search") -> tuple[np.ndarray, int]:
     """Sum of the instance curves of one (single-task) experiment's split, padded to its longest
     prompt: ``([layers, Hkv, B + 1], number of instances)``."""
-    from evolalloc.engine.local import tokenize_instance
+    from evolalloc.runtime.instances import tokenize_instance
 
     loaded, scorer = part.loaded, part.scorer
     qac = part.recipe.task.question_after_compression

@@ -1,8 +1,10 @@
-"""``show RUN``: a short text summary of a run folder, from its files alone.
+"""``show RUN``: a short text summary of a run folder.
 
-It reads ``recipe.yaml``, the ``allocation-c*.json`` files, ``comparison.json`` and notes which
-other files exist. It imports neither the search loop nor torch, so it is instant, and it works
-on a run that is still going (some files are simply not there yet).
+The run's resolved recipe says what it searched and at which budgets (given by a caller that holds
+it, else read once from ``recipe.yaml``); each profile the recipe's budgets name
+(``run_folder.allocation_filename``) is read once, and ``comparison.json`` once. It imports
+neither the search loop nor torch, so it is instant, and it works on a run that is still going
+(some files are simply not there yet).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from pathlib import Path
 
 from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.errors import UserError
-from evolalloc.config.run_folder import CHECKPOINT_FILE, COMPARISON_FILE, LEGACY_CHECKPOINT_FILE, REPORT_FILE, STUDY_FILE, load_run_recipe
+from evolalloc.config.run_folder import (
+    CHECKPOINT_FILE, COMPARISON_FILE, LEGACY_CHECKPOINT_FILE, REPORT_FILE, STUDY_FILE, allocation_filename, load_run_recipe,
+)
 from evolalloc.report.comparison import REFERENCE, load_comparison, tasks_of
 from evolalloc.report.markdown import checkpoint_words, fmt_p
 
@@ -29,35 +33,35 @@ def allocation_files(run_dir: str | Path) -> dict[float, Path]:
     return dict(sorted(found.items()))
 
 
-def _default_mode(profiles: dict[float, Path], recipe) -> str:
+def run_profiles(run_dir: Path, recipe) -> dict[float, tuple[Path, object]]:
+    """``{budget: (path, Allocation or the UserError reading it)}`` for each budget of the recipe
+    whose profile is written, smallest first: every file read once, here."""
+    found = {}
+    for budget in sorted(float(b) for b in recipe.budgets):
+        path = run_dir / allocation_filename(budget)
+        if path.is_file():
+            try:
+                found[budget] = (path, load_allocation(path))
+            except UserError as err:
+                found[budget] = (path, err)
+    return found
+
+
+def _searched_provenance(profiles: dict, recipe) -> dict:
+    """The searched profile's provenance (at the target), ``{}`` when it is missing or unreadable."""
+    _, alloc = profiles.get(float(recipe.budget.target), (None, None))
+    return alloc.provenance if alloc is not None and not isinstance(alloc, UserError) else {}
+
+
+def _default_mode(profiles: dict, recipe) -> str:
     """The mode a task default resolved to, as the searched profile recorded it."""
-    target = profiles.get(float(recipe.budget.target))
-    if target is not None:
-        try:
-            mode = load_allocation(target).provenance.get("fitness_mode")
-        except UserError:
-            mode = None
-        if mode:
-            return f"{mode} (the task's default)"
-    return "the task's default"
+    mode = _searched_provenance(profiles, recipe).get("fitness_mode")
+    return f"{mode} (the task's default)" if mode else "the task's default"
 
 
-def _scorer_checkpoint(profiles: dict[float, Path], recipe) -> dict | None:
-    """The searched profile's ``scorer_checkpoint`` provenance (the trained scorer's fingerprint)."""
-    target = profiles.get(float(recipe.budget.target))
-    if target is None:
-        return None
-    try:
-        return load_allocation(target).provenance.get("scorer_checkpoint")
-    except UserError:
-        return None
-
-
-def _profile_line(budget: float, path: Path) -> str:
-    try:
-        alloc = load_allocation(path)
-    except UserError as err:
-        return f"  c = {budget:g}: unreadable ({err})"
+def _profile_line(budget: float, path: Path, alloc) -> str:
+    if isinstance(alloc, UserError):
+        return f"  c = {budget:g}: unreadable ({alloc})"
     per_layer = alloc.budgets.mean(axis=1)
     facts = [f"layers {per_layer.min():.4g}–{per_layer.max():.4g} tokens", f"mean {alloc.mean_budget:.1f}"]
     prov = alloc.provenance
@@ -110,11 +114,14 @@ def _status(run_dir: Path, profiles: dict) -> str:
     return "created, not searched yet"
 
 
-def show_run(run_dir: str | Path) -> str:
-    """A few lines on what the run searched, what it found and how it compared."""
+def show_run(run_dir: str | Path, recipe=None) -> str:
+    """A few lines on what the run searched, what it found and how it compared.
+
+    ``recipe``: the run's resolved recipe when the caller holds it (the command that just ran the
+    search); ``None`` reads the run folder's ``recipe.yaml``."""
     run_dir = Path(run_dir)
-    recipe = load_run_recipe(run_dir)
-    profiles = allocation_files(run_dir)
+    recipe = recipe if recipe is not None else load_run_recipe(run_dir)
+    profiles = run_profiles(run_dir, recipe)
     lines = [
         f"run {recipe.name} ({run_dir})",
         f"  status: {_status(run_dir, profiles)}",
@@ -127,7 +134,7 @@ def show_run(run_dir: str | Path) -> str:
         f"x {recipe.optimizer.generations_per_group} generations per group",
         f"  trial store: {recipe.storage or (run_dir / STUDY_FILE)}",
     ]
-    checkpoint = _scorer_checkpoint(profiles, recipe)
+    checkpoint = _searched_provenance(profiles, recipe).get("scorer_checkpoint")
     if checkpoint:
         lines.insert(3, f"  scorer {recipe.scorer.name}: {checkpoint_words(checkpoint)}")
     elif recipe.scorer.train is not None:
@@ -135,7 +142,7 @@ def show_run(run_dir: str | Path) -> str:
                         f"{recipe.scorer.train.seed}, search split); no profile yet")
     if profiles:
         lines.append("profiles:")
-        lines += [_profile_line(budget, path) for budget, path in profiles.items()]
+        lines += [_profile_line(budget, path, alloc) for budget, (path, alloc) in profiles.items()]
     comparison = run_dir / COMPARISON_FILE
     if comparison.exists():
         lines.append(f"held-out comparison (mean [95% CI], p vs {REFERENCE}):")

@@ -30,48 +30,30 @@ Checkpoint (``torch.save`` of a plain dict, loaded with ``weights_only=True``)::
 
 from __future__ import annotations
 
-import io
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from evolalloc.core.fileio import write_atomic
-from evolalloc.runtime.checkpoint_file import read_checkpoint
-
-FORMAT = "evolalloc-gates"
-VERSION = 1
+from evolalloc.runtime.per_head import HeadGeometry, NetworkFile, PerHeadNetwork
 
 
 @dataclass(frozen=True)
-class GatesConfig:
-    num_layers: int
-    num_kv_heads: int
-    head_dim: int
+class GatesConfig(HeadGeometry):
     hidden: int = 32
     horizon: int = 32
 
-    @property
-    def heads(self) -> int:
-        return self.num_layers * self.num_kv_heads
 
-    @property
-    def features(self) -> int:
-        return 2 * self.head_dim
-
-
-class RetentionGates(nn.Module):
+class RetentionGates(PerHeadNetwork):
     """``heads`` gates ``features -> hidden`` (batched) and one shared ``hidden -> 1`` readout.
 
     Head ``g`` is (layer ``g // num_kv_heads``, KV head ``g % num_kv_heads``).
     """
 
     def __init__(self, config: GatesConfig, initial_retention: float = 0.995):
-        super().__init__()
         if config.hidden < 1 or config.horizon < 1:
             raise ValueError(f"gates hidden and horizon must be >= 1, got {config.hidden}, {config.horizon}")
-        self.config = config
+        super().__init__(config)
         bound = config.features**-0.5
         self.weight = nn.Parameter(torch.empty(config.heads, config.features, config.hidden).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.zeros(config.heads, 1, config.hidden))
@@ -80,8 +62,6 @@ class RetentionGates(nn.Module):
             self.shared.weight.mul_(0.1)
             # Start near "keep everything": long-range tokens are not evicted before learning says so.
             self.shared.bias.fill_(float(torch.logit(torch.tensor(initial_retention))))
-        self.register_buffer("feature_mean", torch.zeros(config.heads, 1, config.features))
-        self.register_buffer("feature_std", torch.ones(config.heads, 1, config.features))
 
     @staticmethod
     def features(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -91,19 +71,9 @@ class RetentionGates(nn.Module):
     def log_retention(self, features: torch.Tensor, heads: slice | torch.Tensor | None = None) -> torch.Tensor:
         """features ``[h, m, F]`` of the selected heads -> ``log beta`` ``[h, m]`` (< 0)."""
         select = slice(None) if heads is None else heads
-        x = (features - self.feature_mean[select]) / self.feature_std[select]
+        x = self.standardised(features, select)
         hidden = torch.nn.functional.gelu(torch.baddbmm(self.bias[select], x, self.weight[select]))
         return torch.nn.functional.logsigmoid(self.shared(hidden)[..., 0])
-
-    def layer_heads(self, layer: int) -> slice:
-        k = self.config.num_kv_heads
-        return slice(layer * k, (layer + 1) * k)
-
-    @torch.no_grad()
-    def fit_standardisation(self, features: torch.Tensor) -> None:
-        """Feature mean/std from a sample ``[heads, n, F]``."""
-        self.feature_mean.copy_(features.mean(dim=1, keepdim=True))
-        self.feature_std.copy_(features.std(dim=1, keepdim=True).clamp_min(1e-4))
 
 
 def horizon_score(log_beta: torch.Tensor, age: torch.Tensor, horizon: int) -> torch.Tensor:
@@ -116,33 +86,6 @@ def horizon_score(log_beta: torch.Tensor, age: torch.Tensor, horizon: int) -> to
     return age.to(lb.dtype) * lb + geometric
 
 
-def save_gates(path: str | Path, gates: RetentionGates, *, model: dict, geometry: dict, training: dict) -> Path:
-    config = asdict(gates.config)
-    payload = {
-        "format": FORMAT, "version": VERSION, "model": dict(model), "geometry": dict(geometry),
-        "config": {"hidden": config["hidden"], "horizon": config["horizon"]}, "training": dict(training),
-        "state_dict": {k: v.detach().cpu() for k, v in gates.state_dict().items()},
-    }
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    return write_atomic(path, buffer.getvalue())
-
-
-@dataclass
-class LoadedGates:
-    gates: RetentionGates
-    model: dict
-    geometry: dict
-    training: dict
-
-
-def load_gates(path: str | Path, *, geometry: dict | None = None, model: dict | None = None) -> LoadedGates:
-    """Load a gates checkpoint; ``ValueError`` for a missing/foreign file, another version, or a mismatch."""
-    payload = read_checkpoint(path, what="gates", fmt=FORMAT, version=VERSION, train_hint="evolalloc gates train",
-                              geometry=geometry, model=model)
-    stored = payload["geometry"]
-    config = GatesConfig(num_layers=stored["num_layers"], num_kv_heads=stored["num_kv_heads"], head_dim=stored["head_dim"], **payload["config"])
-    gates = RetentionGates(config)
-    gates.load_state_dict(payload["state_dict"])
-    gates.eval()
-    return LoadedGates(gates=gates, model=payload["model"], geometry=stored, training=payload.get("training", {}))
+GATES_FILE = NetworkFile(what="gates", fmt="evolalloc-gates", version=1, train_hint="evolalloc gates train",
+                         settings=("hidden", "horizon"), config_class=GatesConfig, network_class=RetentionGates)
+save_gates, load_gates = GATES_FILE.save, GATES_FILE.load

@@ -25,50 +25,34 @@ does not match what the caller expects, with a ``ValueError`` naming both sides.
 from __future__ import annotations
 
 import hashlib
-import io
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from evolalloc.core.fileio import write_atomic
-from evolalloc.runtime.checkpoint_file import read_checkpoint
-
-FORMAT = "evolalloc-policy"
-VERSION = 1
+from evolalloc.runtime.per_head import HeadGeometry, NetworkFile, PerHeadNetwork
 
 
 @dataclass(frozen=True)
-class PolicyConfig:
+class PolicyConfig(HeadGeometry):
     """``hidden`` units per hidden layer; ``depth`` hidden layers (2 x 256 as in the paper)."""
 
-    num_layers: int
-    num_kv_heads: int
-    head_dim: int
     hidden: int = 256
     depth: int = 2
 
-    @property
-    def heads(self) -> int:
-        return self.num_layers * self.num_kv_heads
-
-    @property
-    def features(self) -> int:
-        return 2 * self.head_dim + 1
+    extra_features = 1  # the token's position i / n
 
 
-class HeadPolicies(nn.Module):
+class HeadPolicies(PerHeadNetwork):
     """``heads`` independent MLPs ``features -> hidden (-> hidden)* -> 1``, evaluated together.
 
     Head ``h`` is (layer ``h // num_kv_heads``, KV head ``h % num_kv_heads``).
     """
 
     def __init__(self, config: PolicyConfig):
-        super().__init__()
         if config.depth < 1 or config.hidden < 1:
             raise ValueError(f"policy depth and hidden must be >= 1, got depth={config.depth}, hidden={config.hidden}")
-        self.config = config
+        super().__init__(config)
         sizes = [config.features] + [config.hidden] * config.depth + [1]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
@@ -76,9 +60,6 @@ class HeadPolicies(nn.Module):
             bound = fan_in**-0.5  # the default nn.Linear scale, per head
             self.weights.append(nn.Parameter(torch.empty(config.heads, fan_in, fan_out).uniform_(-bound, bound)))
             self.biases.append(nn.Parameter(torch.zeros(config.heads, 1, fan_out)))
-        # Feature standardisation, fitted on traces (identity until then).
-        self.register_buffer("feature_mean", torch.zeros(config.heads, 1, config.features))
-        self.register_buffer("feature_std", torch.ones(config.heads, 1, config.features))
 
     @staticmethod
     def features(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor | None = None, length: int | None = None) -> torch.Tensor:
@@ -96,24 +77,13 @@ class HeadPolicies(nn.Module):
     def forward(self, features: torch.Tensor, heads: slice | torch.Tensor | None = None) -> torch.Tensor:
         """features ``[h, n, F]`` for the heads selected by ``heads`` (all when ``None``) -> scores ``[h, n]``."""
         select = slice(None) if heads is None else heads
-        x = (features - self.feature_mean[select]) / self.feature_std[select]
+        x = self.standardised(features, select)
         last = len(self.weights) - 1
         for i, (weight, bias) in enumerate(zip(self.weights, self.biases)):
             x = torch.baddbmm(bias[select], x, weight[select])
             if i < last:
                 x = torch.nn.functional.gelu(x)
         return x[..., 0]
-
-    def layer_heads(self, layer: int) -> slice:
-        """The head slice of one model layer."""
-        k = self.config.num_kv_heads
-        return slice(layer * k, (layer + 1) * k)
-
-    @torch.no_grad()
-    def fit_standardisation(self, features: torch.Tensor) -> None:
-        """Set the feature mean/std from a sample ``[heads, n, F]`` (n tokens per head)."""
-        self.feature_mean.copy_(features.mean(dim=1, keepdim=True))
-        self.feature_std.copy_(features.std(dim=1, keepdim=True).clamp_min(1e-4))
 
 
 def model_identity(spec: str, model) -> dict:
@@ -127,41 +97,6 @@ def model_identity(spec: str, model) -> dict:
     return {"spec": spec, "model_type": model.config.model_type, "fingerprint": digest}
 
 
-def save_policy(path: str | Path, policy: HeadPolicies, *, model: dict, geometry: dict, training: dict) -> Path:
-    """Write a versioned checkpoint atomically (``fileio.write_atomic``)."""
-    config = asdict(policy.config)
-    payload = {
-        "format": FORMAT,
-        "version": VERSION,
-        "model": dict(model),
-        "geometry": dict(geometry),
-        "config": {"hidden": config["hidden"], "depth": config["depth"]},
-        "training": dict(training),
-        "state_dict": {k: v.detach().cpu() for k, v in policy.state_dict().items()},
-    }
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    return write_atomic(path, buffer.getvalue())
-
-
-@dataclass
-class LoadedPolicy:
-    policy: HeadPolicies
-    model: dict
-    geometry: dict
-    training: dict
-
-
-def load_policy(path: str | Path, *, geometry: dict | None = None, model: dict | None = None) -> LoadedPolicy:
-    """Load a checkpoint; ``geometry`` / ``model`` (when given) must match what it was trained for.
-
-    Raises ``ValueError`` for a missing or foreign file, another version, or a mismatch.
-    """
-    payload = read_checkpoint(path, what="policy", fmt=FORMAT, version=VERSION, train_hint="evolalloc scorer train",
-                              geometry=geometry, model=model)
-    stored = payload["geometry"]
-    config = PolicyConfig(num_layers=stored["num_layers"], num_kv_heads=stored["num_kv_heads"], head_dim=stored["head_dim"], **payload["config"])
-    policy = HeadPolicies(config)
-    policy.load_state_dict(payload["state_dict"])
-    policy.eval()
-    return LoadedPolicy(policy=policy, model=payload["model"], geometry=stored, training=payload.get("training", {}))
+POLICY_FILE = NetworkFile(what="policy", fmt="evolalloc-policy", version=1, train_hint="evolalloc scorer train",
+                          settings=("hidden", "depth"), config_class=PolicyConfig, network_class=HeadPolicies)
+save_policy, load_policy = POLICY_FILE.save, POLICY_FILE.load

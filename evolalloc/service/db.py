@@ -35,6 +35,16 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def aware(value: datetime | None) -> datetime | None:
+    """``value`` with its time zone: SQLite hands back naive datetimes, and they were written in UTC."""
+    return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
+
+
+def iso(value: datetime | None) -> str | None:
+    """A stored time as ISO 8601 with its offset (``None`` stays ``None``)."""
+    return None if value is None else aware(value).isoformat()
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -69,19 +79,8 @@ class Job(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     def to_dict(self) -> dict:
-        def iso(value: datetime | None) -> str | None:
-            if value is None:
-                return None
-            if value.tzinfo is None:  # SQLite hands back naive datetimes; they were written in UTC
-                value = value.replace(tzinfo=timezone.utc)
-            return value.isoformat()
-
-        end = self.finished_at or (utcnow() if self.started_at else None)
-        start = self.started_at
-        if start is not None and start.tzinfo is None:
-            start = start.replace(tzinfo=timezone.utc)
-        if end is not None and end.tzinfo is None:
-            end = end.replace(tzinfo=timezone.utc)
+        start = aware(self.started_at)
+        end = aware(self.finished_at) or (utcnow() if start else None)
         return {
             "id": self.id, "name": self.name, "status": self.status, "model": self.model, "task": self.task,
             "engine": self.engine, "phase": self.phase,

@@ -18,20 +18,10 @@ from datetime import datetime
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from evolalloc.service.db import Base, utcnow
+from evolalloc.service.db import Base, iso, utcnow
 
 TRIAL_OPEN = ("pending", "leased")
 TRIAL_DONE = ("COMPLETE", "FAIL")
-
-
-def iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:  # SQLite hands back naive datetimes; they were written in UTC
-        from datetime import timezone
-
-        value = value.replace(tzinfo=timezone.utc)
-    return value.isoformat()
 
 
 class Study(Base):

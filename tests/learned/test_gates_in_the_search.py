@@ -10,8 +10,8 @@ import re
 import pytest
 
 from tests.clitools import populated_runs_dir, run_cli, snapshot
-from tests.test_pipeline import tiny_recipe
-from tests.test_start_faults import refused_start
+from tests.pipeline.test_pipeline import tiny_recipe
+from tests.pipeline.test_start_faults import refused_start
 
 FAST = {"baselines": ["uniform"], "budget": {"target": 24, "expansions": []},
         "optimizer": {"name": "cma", "generations_per_group": 1, "popsize": 3}}

@@ -17,7 +17,7 @@ import torch
 from evolalloc.config.recipe import load_recipe
 from evolalloc.pipeline.experiment import Experiment
 from tests.clitools import run_cli
-from tests.test_pipeline import REPO, tiny_recipe
+from tests.pipeline.test_pipeline import REPO, tiny_recipe
 
 TRAIN = {"steps": 40, "checkpoint_every": 5, "seed": 0}
 SMALL = {"gates": {}, "learned": {"hidden": 8, "permutations": 4}}  # the policy's 2 x 256 MLPs are slow for a test

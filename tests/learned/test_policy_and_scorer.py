@@ -24,9 +24,9 @@ def checkpoint(tmp_path):
 def test_a_checkpoint_loads_back_the_same_policy(checkpoint):
     path, policy = checkpoint
     loaded = load_policy(path, geometry=GEOMETRY, model=MODEL)
-    assert loaded.training == {"steps": 0} and loaded.policy.config == policy.config
+    assert loaded.training == {"steps": 0} and loaded.network.config == policy.config
     features = torch.randn(2, 5, 33)
-    assert torch.equal(loaded.policy(features, slice(2, 4)), policy(features, slice(2, 4)))
+    assert torch.equal(loaded.network(features, slice(2, 4)), policy(features, slice(2, 4)))
 
 
 def test_loading_for_another_geometry_or_model_or_version_raises(checkpoint, tmp_path):

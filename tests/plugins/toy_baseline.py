@@ -12,10 +12,9 @@ from evolalloc.core.baselines.base import Baseline
 from evolalloc.core.baselines.pyramid import pyramid_layer_budgets
 
 
-@register_baseline
+@register_baseline("toy_inverted_pyramid")
 @dataclass
 class InvertedPyramid(Baseline):
-    name = "toy_inverted_pyramid"
     order = 50
     color = "#8c564b"
     beta: float = 4

@@ -1,27 +1,27 @@
 """A test-only engine in one file: evaluates one allocation at a time, in-process, and counts them.
 
-It re-uses what every engine shares (the experiment's prefill records, ``check_scorer``) and the
+It re-uses what every engine shares (the workload's prefill records, ``check_scorer``) and the
 local decoder; importing this file registers it as ``toy_serial``.
 """
 
 from __future__ import annotations
 
-from evolalloc.engine.base import ENGINES, Engine, check_scorer
+from evolalloc.engine.base import Engine, register_engine, check_scorer
 from evolalloc.engine.local import LocalEvaluator
 
 
-@ENGINES.register("toy_serial")
+@register_engine("toy_serial")
 class SerialEngine(Engine):
-    def __init__(self, experiment, *, batch_size: int = 4):
-        super().__init__(experiment)
+    def __init__(self, workload, *, batch_size: int = 4):
+        super().__init__(workload)
         self.batch_size = batch_size
         self.evaluated = 0
 
     def evaluator(self, split, scorer, mode="generate"):
         self.check_open()
-        records = self.experiment.records(split)
+        records = self.workload.records(split)
         check_scorer(scorer, list(records[0].rankings))
-        local = LocalEvaluator(self.experiment.loaded, self.experiment.task, self.experiment.instances(split), scorer,
+        local = LocalEvaluator(self.workload.loaded, self.workload.task, self.workload.instances(split), scorer,
                                batch_size=self.batch_size, records=records, mode=mode)
         engine = self
 

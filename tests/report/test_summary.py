@@ -39,3 +39,22 @@ def test_allocation_files_are_found_by_budget_in_order(tmp_path, profiles):
 def test_showing_a_folder_that_is_not_a_run_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="not a run folder"):
         show_run(tmp_path)
+
+
+def test_show_takes_the_budgets_from_the_recipe_and_opens_each_profile_once(recipe, profiles, tmp_path, monkeypatch):
+    import evolalloc.report.summary as summary
+
+    folder = create_run_folder(recipe, runs_dir=tmp_path)
+    save_allocation(profiles["evolved"], folder / "allocation-c64.json")
+    save_allocation(profiles["evolved"].expand(128), folder / "allocation-c128.json")
+    # Not a budget of this run: a name alone does not make it one of the run's profiles.
+    save_allocation(profiles["evolved"].expand(999), folder / "allocation-c999.json")
+    opened = []
+    real = summary.load_allocation
+    monkeypatch.setattr(summary, "load_allocation", lambda path, **kw: opened.append(path.name) or real(path, **kw))
+    # The caller's recipe is used as it is: the run folder's recipe.yaml is not read again.
+    monkeypatch.setattr(summary, "load_run_recipe", lambda *a, **k: pytest.fail("recipe.yaml read again"))
+    text = show_run(folder, recipe)
+    assert sorted(opened) == ["allocation-c128.json", "allocation-c64.json"]
+    assert "c = 64 (allocation-c64.json)" in text and "c = 128 (allocation-c128.json)" in text
+    assert "999" not in text

@@ -60,4 +60,4 @@ def test_horizon_score_is_the_log_of_the_summed_future_retention():
 def test_a_checkpoint_for_another_geometry_is_refused_naming_both(checkpoint):
     with pytest.raises(ValueError, match="num_kv_heads: checkpoint 2 vs model 4"):
         load_gates(checkpoint, geometry={"num_layers": 3, "num_query_heads": 4, "num_kv_heads": 4, "head_dim": 16})
-    assert load_gates(checkpoint).gates.config.hidden == 8
+    assert load_gates(checkpoint).network.config.hidden == 8

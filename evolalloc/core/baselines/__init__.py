@@ -5,7 +5,7 @@ and declares what it needs from the rest of evolalloc (``Baseline``): a scorer o
 (streaming ranks with StreamingLLM's), a smallest target (streaming's 4 sinks), its granularity,
 and where it sits in tables and plots. The allocation file's ``method`` names, the recipe's
 ``baselines`` check, the CLI's choices, the comparison's order and the plots' colours all come
-from here. Add one by writing a file in this package with a ``@register_baseline`` subclass of
+from here. Add one by writing a file in this package with a ``@register_baseline("name")`` subclass of
 ``Baseline``; nothing else lists it.
 
 This package is part of ``evolalloc.core`` (a baseline is an allocation rule, like completion),

@@ -30,10 +30,9 @@ class _AdaKV:
         return ("adakv", {"alpha": self.alpha})
 
 
-@register_baseline
+@register_baseline("uniform+adakv")
 @dataclass
 class UniformAdaKV(_AdaKV, Uniform):
-    name = "uniform+adakv"
     order = 11
     color = "#17becf"
 
@@ -41,10 +40,9 @@ class UniformAdaKV(_AdaKV, Uniform):
         return {"alpha": self.alpha, "base": "uniform"}
 
 
-@register_baseline
+@register_baseline("pyramid+adakv")
 @dataclass
 class PyramidAdaKV(_AdaKV, Pyramid):
-    name = "pyramid+adakv"
     order = 12
     color = "#bcbd22"
 
@@ -52,10 +50,9 @@ class PyramidAdaKV(_AdaKV, Pyramid):
         return {"alpha": self.alpha, "base": "pyramid", "beta": self.beta, "reserved": reserved}
 
 
-@register_baseline
+@register_baseline("evolved+adakv")
 @dataclass
 class EvolvedAdaKV(_AdaKV, Baseline):
-    name = "evolved+adakv"
     order = 10
     color = "#e377c2"
     adapts = EVOLVED

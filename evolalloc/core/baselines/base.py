@@ -118,8 +118,14 @@ class Baseline:
         )
 
 
-def register_baseline(cls: type[Baseline]) -> type[Baseline]:
-    """Class decorator: register a ``Baseline`` subclass under its ``name`` class attribute."""
-    if not (isinstance(cls, type) and issubclass(cls, Baseline)) or not cls.name:
-        raise TypeError(f"a baseline must be a Baseline subclass with a name, got {cls!r}")
-    return BASELINES.register(cls.name)(cls)
+def register_baseline(name: str):
+    """Class decorator: register a ``Baseline`` subclass as ``name`` (which sets its ``name``)."""
+
+    def register(cls: type[Baseline]) -> type[Baseline]:
+        if not (isinstance(cls, type) and issubclass(cls, Baseline)):
+            raise TypeError(f"baseline {name!r} must be a Baseline subclass, got {cls!r}")
+        return BASELINES.register(name)(cls)
+
+    if not isinstance(name, str):
+        return BASELINES.register(name)  # refuses, naming the idiom
+    return register

@@ -13,10 +13,9 @@ from evolalloc.core.baselines import register_baseline
 from evolalloc.core.baselines.uniform import Uniform
 
 
-@register_baseline
+@register_baseline("cake")
 @dataclass
 class Cake(Uniform):
-    name = "cake"
     order = 13
     color = "#8c564b"
     default = False

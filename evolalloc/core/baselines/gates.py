@@ -15,10 +15,9 @@ from evolalloc.core.paths import resolve_checkpoint
 
 
 
-@register_baseline
+@register_baseline("gates")
 @dataclass
 class GlobalGates(Uniform):
-    name = "gates"
     order = 14
     color = "#7f7f7f"
     default = False

@@ -8,7 +8,7 @@ when it keeps ``b`` tokens (evolalloc's definition and its profiling are in
 non-concave items. LU-KV relaxes each curve to its upper concave envelope (the convex hull from
 above), whose marginal gains only fall, and then the greedy that always gives the next token to
 the unit with the largest marginal gain is exact for the relaxed problem; where a curve is
-already concave it is exact for the real one (``tests/test_lukv.py`` checks both by brute force).
+already concave it is exact for the real one (``tests/core/test_lukv.py`` checks both by brute force).
 
 The greedy is done segment by segment (a hull segment has one slope), so it costs
 ``O(units * B log)`` whatever ``T`` is, and one set of curves gives the allocation at every total.
@@ -146,13 +146,12 @@ def greedy_budgets(curves: np.ndarray, total: int, floor: int = 0) -> np.ndarray
     return budgets
 
 
-@register_baseline
+@register_baseline("lukv")
 @dataclass
 class LUKV(Baseline):
     """Needs ``curves`` (profiled by the run: ``Experiment.baseline`` passes them). Head granularity:
     LU-KV allocates per KV head. The target's total ``c * L * H`` is split by ``greedy_budgets``."""
 
-    name = "lukv"
     granularity = "head"
     order = 15
     color = "#8c564b"

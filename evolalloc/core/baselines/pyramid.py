@@ -48,13 +48,12 @@ def pyramid_layer_budgets(num_layers: int, target: float, beta: float = 20, rese
     return budgets
 
 
-@register_baseline
+@register_baseline("pyramid")
 @dataclass
 class Pyramid(Baseline):
     """``reserved`` (the run scorer's always-kept tokens) sits under the pyramid: PyramidKV's
     observation window is kept on top of its pyramid, not carved out of it."""
 
-    name = "pyramid"
     order = 2
     color = "#2ca02c"
     beta: float = 20

@@ -14,10 +14,9 @@ from evolalloc.core.baselines.base import Baseline
 from evolalloc.core.baselines.uniform import uniform_budgets
 
 
-@register_baseline
+@register_baseline("streaming")
 @dataclass
 class Streaming(Baseline):
-    name = "streaming"
     order = 3
     color = "#9467bd"
     in_budget_plot = False  # its budgets are uniform's; only the kept tokens differ

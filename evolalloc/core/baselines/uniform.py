@@ -27,10 +27,9 @@ def uniform_budgets(num_layers: int, num_kv_heads: int, target: float, granulari
     return flat.reshape(num_layers, num_kv_heads)
 
 
-@register_baseline
+@register_baseline("uniform")
 @dataclass
 class Uniform(Baseline):
-    name = "uniform"
     order = 1
     color = "#1f77b4"
 

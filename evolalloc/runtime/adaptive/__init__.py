@@ -7,7 +7,7 @@ prefill measured. That needs the record, so it happens in the runtime, just befo
 ``Adapted`` one (a scorer plus an adapter). Everything else (engines, evaluators, decode) sees
 an ordinary scorer with the same ``key``, so the records it prefilled serve adapted methods too.
 
-An adapter is one small file in this package: a ``@register_adapter`` dataclass subclass of
+An adapter is one small file in this package: a ``@register_adapter("name")`` dataclass subclass of
 ``BudgetAdapter`` implementing ``adapt``. Baselines name them (``Baseline.adapter``), by name only.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 import numpy as np
-from named_registry import BadParametersError, Registry
+from evolalloc.registry import BadParametersError, Registry
 
 from evolalloc.runtime.scorers import Scorer
 
@@ -45,10 +45,9 @@ class BudgetAdapter:
 ADAPTERS: Registry[type[BudgetAdapter]] = Registry("budget adapter", base=BudgetAdapter, package=__name__)
 
 
-def register_adapter(cls: type[BudgetAdapter]) -> type[BudgetAdapter]:
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} has no name")
-    return ADAPTERS.register(cls.name)(cls)
+def register_adapter(name: str):
+    """Class decorator: register a ``BudgetAdapter`` subclass as ``name`` (which sets its ``name``)."""
+    return ADAPTERS.register(name)
 
 
 def get_adapter(name: str, **params) -> BudgetAdapter:

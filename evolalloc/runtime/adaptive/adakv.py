@@ -21,10 +21,9 @@ import numpy as np
 from evolalloc.runtime.adaptive import BudgetAdapter, record_scores, register_adapter, top_with_floor
 
 
-@register_adapter
+@register_adapter("adakv")
 @dataclass
 class AdaKV(BudgetAdapter):
-    name = "adakv"
     alpha: float = 0.2
 
     def __post_init__(self):

@@ -68,10 +68,9 @@ def share_out(weights: np.ndarray, total: int, floor: int, cap: int) -> np.ndarr
     return budgets
 
 
-@register_adapter
+@register_adapter("cake")
 @dataclass
 class Cake(BudgetAdapter):
-    name = "cake"
     tau1: float = 1.0
     tau2: float = 1.0
 

@@ -22,10 +22,9 @@ from searchspaces.gate_prior import ADAPTER, SCORER, prior_of
 from evolalloc.runtime.adaptive import BudgetAdapter, record_scores, register_adapter, top_with_floor
 
 
-@register_adapter
+@register_adapter(ADAPTER)
 @dataclass
 class GatePrior(BudgetAdapter):
-    name = ADAPTER
 
     def check(self, scorer):
         if scorer.name != SCORER:

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from evolalloc.runtime.adaptive import BudgetAdapter, record_scores, register_adapter, top_with_floor
 
 
-@register_adapter
+@register_adapter("global")
 @dataclass
 class GlobalTopK(BudgetAdapter):
-    name = "global"
 
     def adapt(self, record, budgets, scorer):
         scores = record_scores(record, scorer)

@@ -1,24 +1,22 @@
 """Per-token scorers, one small file each, behind one base class and a registry.
 
-Add a scorer by writing one file in this package with a ``@register_scorer`` dataclass subclass
-of ``Scorer`` (its ``name`` class attribute is its registry name). Nothing else lists it: the
-registry imports the package's files the first time a name is asked for (``named_registry``).
+Add a scorer by writing one file in this package with a ``@register_scorer("name")`` dataclass
+subclass of ``Scorer`` (the decorator sets its ``name``). Nothing else lists it: the
+registry imports the package's files the first time a name is asked for (``evolalloc.registry``).
 """
 
 from __future__ import annotations
 
-from named_registry import BadParametersError, Registry, UnknownNameError
+from evolalloc.registry import BadParametersError, Registry, UnknownNameError
 
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 SCORERS: Registry[type[Scorer]] = Registry("scorer", base=Scorer, package=__name__)
 
 
-def register_scorer(cls: type[Scorer]) -> type[Scorer]:
-    """Class decorator: register a ``Scorer`` subclass under its ``name``."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} has no name")
-    return SCORERS.register(cls.name)(cls)
+def register_scorer(name: str):
+    """Class decorator: register a ``Scorer`` subclass as ``name`` (which sets its ``name``)."""
+    return SCORERS.register(name)
 
 
 def list_scorers() -> list[str]:
@@ -29,7 +27,7 @@ def list_scorers() -> list[str]:
 def get_scorer(name: str, **params) -> Scorer:
     """A scorer by name with its parameters; unknown names or parameters raise ``ValueError``.
 
-    An unknown name is a ``named_registry.UnknownNameError`` (a ``ValueError``) with did-you-mean.
+    An unknown name is a ``evolalloc.registry.UnknownNameError`` (a ``ValueError``) with did-you-mean.
     """
     try:
         scorer = SCORERS.create(name, **params)

@@ -11,49 +11,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 import torch
 
-from evolalloc.core.paths import resolve_checkpoint
 from evolalloc.runtime.scorers import register_scorer
-from evolalloc.runtime.scorers.base import LayerStats, Scorer
-
-_CACHE: dict[tuple[str, float], object] = {}
-
-
-def load_cached(path: str):
-    from evolalloc.runtime.gates import load_gates
-
-    resolved = resolve_checkpoint("gates", path)
-    mtime = resolved.stat().st_mtime if resolved.is_file() else -1.0
-    key = (str(resolved.resolve()), mtime)
-    if key not in _CACHE:
-        _CACHE[key] = load_gates(resolved)
-    return _CACHE[key]
+from evolalloc.runtime.scorers.base import LayerStats
+from evolalloc.runtime.scorers.checkpointed import CheckpointScorer
 
 
-@register_scorer
+@register_scorer("gates")
 @dataclass
-class Gates(Scorer):
-    name = "gates"
-    checkpoint: str = ""  # "": the default checkpoint under the cache directory (core.paths)
-    sinks: int = 4
-    window: int = 16
+class Gates(CheckpointScorer):
     horizon: int = 0  # 0: the checkpoint's
 
-    def __post_init__(self):
-        # Resolved now, so provenance and ``key`` name the file really read, wherever EVOLALLOC_CACHE points.
-        self.checkpoint = str(resolve_checkpoint("gates", self.checkpoint))
+    checkpoint_kind = "gates"
 
-    def check_checkpoint(self, geometry: dict, model: dict | None = None) -> None:
+    @staticmethod
+    def _read(path, geometry=None, model=None):
         from evolalloc.runtime.gates import load_gates
 
-        load_gates(self.checkpoint, geometry=geometry, model=model)
-
-    def checkpoint_provenance(self) -> dict:
-        from evolalloc.runtime.checkpoint_file import checkpoint_provenance
-
-        return checkpoint_provenance(self.checkpoint)
+        return load_gates(path, geometry=geometry, model=model)
 
     def score(self, stats: LayerStats) -> torch.Tensor:
-        gates = load_cached(self.checkpoint).gates
+        gates = self.loaded().network
         config = gates.config
         heads, length, dim = stats.keys.shape
         if heads != config.num_kv_heads or dim != config.head_dim or stats.layer_idx >= config.num_layers:

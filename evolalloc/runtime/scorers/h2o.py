@@ -17,10 +17,9 @@ from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 
-@register_scorer
+@register_scorer("h2o")
 @dataclass
 class H2O(Scorer):
-    name = "h2o"
     query_free = False
     window: int = 32
 

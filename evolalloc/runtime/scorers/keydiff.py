@@ -15,10 +15,9 @@ from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 
-@register_scorer
+@register_scorer("keydiff")
 @dataclass
 class KeyDiff(Scorer):
-    name = "keydiff"
 
     def score(self, stats: LayerStats) -> torch.Tensor:
         keys = F.normalize(stats.keys.float(), dim=-1)  # [Hkv, L, D]

@@ -13,10 +13,9 @@ from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 
-@register_scorer
+@register_scorer("knorm")
 @dataclass
 class KNorm(Scorer):
-    name = "knorm"
 
     def score(self, stats: LayerStats) -> torch.Tensor:
         return -stats.keys.float().norm(dim=-1)  # [Hkv, L]

@@ -14,49 +14,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 import torch
 
-from evolalloc.core.paths import resolve_checkpoint
 from evolalloc.runtime.scorers import register_scorer
-from evolalloc.runtime.scorers.base import LayerStats, Scorer
-
-_CACHE: dict[tuple[str, float], object] = {}
-
-
-def _load(path: str):
-    from evolalloc.runtime.policy import load_policy  # deferred: importing the registry stays cheap
-
-    resolved = resolve_checkpoint("learned", path)
-    mtime = resolved.stat().st_mtime if resolved.is_file() else -1.0
-    key = (str(resolved.resolve()), mtime)
-    if key not in _CACHE:
-        _CACHE[key] = load_policy(resolved)
-    return _CACHE[key]
+from evolalloc.runtime.scorers.base import LayerStats
+from evolalloc.runtime.scorers.checkpointed import CheckpointScorer
 
 
-@register_scorer
+@register_scorer("learned")
 @dataclass
-class Learned(Scorer):
-    name = "learned"
-    checkpoint: str = ""  # "": the default checkpoint under the cache directory (core.paths)
-    sinks: int = 4
-    window: int = 16
+class Learned(CheckpointScorer):
+    checkpoint_kind = "learned"
 
-    def __post_init__(self):
-        # Resolved now, so provenance and ``key`` name the file really read, wherever EVOLALLOC_CACHE points.
-        self.checkpoint = str(resolve_checkpoint("learned", self.checkpoint))
+    @staticmethod
+    def _read(path, geometry=None, model=None):
+        from evolalloc.runtime.policy import load_policy  # deferred: importing the registry stays cheap
 
-    def check_checkpoint(self, geometry: dict, model: dict | None = None) -> None:
-        from evolalloc.runtime.policy import load_policy
-
-        load_policy(self.checkpoint, geometry=geometry, model=model)
-
-    def checkpoint_provenance(self) -> dict:
-        from evolalloc.runtime.checkpoint_file import checkpoint_provenance
-
-        return checkpoint_provenance(self.checkpoint)
+        return load_policy(path, geometry=geometry, model=model)
 
     def score(self, stats: LayerStats) -> torch.Tensor:
-        loaded = _load(self.checkpoint)
-        policy = loaded.policy
+        loaded = self.loaded()
+        policy = loaded.network
         heads, _, dim = stats.keys.shape
         config = policy.config
         if heads != config.num_kv_heads or dim != config.head_dim or stats.layer_idx >= config.num_layers:

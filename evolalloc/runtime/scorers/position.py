@@ -13,8 +13,7 @@ from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.streaming import Streaming
 
 
-@register_scorer
+@register_scorer("position")
 @dataclass
 class Position(Streaming):
-    name = "position"
     sinks: int = 4

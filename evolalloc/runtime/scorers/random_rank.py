@@ -10,10 +10,9 @@ from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 
-@register_scorer
+@register_scorer("random")
 @dataclass
 class RandomScorer(Scorer):
-    name = "random"
     seed: int = 0
 
     def score(self, stats: LayerStats) -> torch.Tensor:

@@ -21,10 +21,9 @@ from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 
-@register_scorer
+@register_scorer("snapkv")
 @dataclass
 class SnapKV(Scorer):
-    name = "snapkv"
     query_free = False
     window: int = 32
     kernel: int = 7

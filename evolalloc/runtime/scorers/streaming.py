@@ -13,10 +13,9 @@ from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 
-@register_scorer
+@register_scorer("streaming")
 @dataclass
 class Streaming(Scorer):
-    name = "streaming"
     sinks: int = 4
 
     def score(self, stats: LayerStats) -> torch.Tensor:

@@ -14,10 +14,9 @@ from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 
-@register_scorer
+@register_scorer("tova")
 @dataclass
 class TOVA(Scorer):
-    name = "tova"
     query_free = False
 
     @property

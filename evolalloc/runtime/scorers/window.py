@@ -24,10 +24,9 @@ from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 
-@register_scorer
+@register_scorer("window")
 @dataclass
 class Window(Scorer):
-    name = "window"
     windowed_attention: ClassVar[bool] = True
 
     def __post_init__(self):

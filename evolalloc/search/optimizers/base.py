@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
 import numpy as np
-from named_registry import Registry, UnknownNameError
+from evolalloc.registry import Registry, UnknownNameError
 
 from evolalloc.core.errors import UserError
 from evolalloc.core.ranges import range_problem

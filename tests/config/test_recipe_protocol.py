@@ -73,7 +73,7 @@ def test_for_task_gives_a_single_task_recipe_of_that_entry(tmp_path):
 def test_the_main_jobs_follow_the_search_protocol(name):
     from pathlib import Path
 
-    recipe = load_recipe(Path(__file__).resolve().parents[1] / "runs" / f"{name}.yaml")
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "runs" / f"{name}.yaml")
     search, heldout = recipe.task.search, recipe.task.heldout
     assert search.n >= 32 and search.curate.full_cache_solves and search.curate.draw >= search.n
     assert heldout.n >= 100 and heldout.curate.reference_unsolved is None and not heldout.curate.active
@@ -83,7 +83,7 @@ def test_the_main_jobs_follow_the_search_protocol(name):
 def test_the_passkey_snapkv_recipe_keeps_its_measured_settings():
     from pathlib import Path
 
-    recipe = load_recipe(Path(__file__).resolve().parents[1] / "runs" / "passkey_snapkv.yaml")
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "runs" / "passkey_snapkv.yaml")
     assert recipe.task.name == "passkey" and recipe.budgets == [128, 256, 512]
     assert recipe.scorer.name == "snapkv" and recipe.search_space.name == "layer_groups"
     search, heldout = recipe.task.search, recipe.task.heldout
@@ -95,7 +95,7 @@ def test_the_passkey_snapkv_recipe_keeps_its_measured_settings():
 def test_the_second_recipe_searches_niah_single_with_uuid_needles_below_the_prompt_length():
     from pathlib import Path
 
-    recipe = load_recipe(Path(__file__).resolve().parents[1] / "runs" / "niah_single.yaml")
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "runs" / "niah_single.yaml")
     assert recipe.task.name == "niah_single" and recipe.task.params == {"needle_type": "uuid"}
     assert max(recipe.budgets) < recipe.task.context_tokens
     assert recipe.task.search.n >= 48 and recipe.task.search.curate.full_cache_solves and recipe.task.heldout.n >= 100

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.clitools import run_cli, snapshot
-from tests.test_pipeline import tiny_recipe
+from tests.pipeline.test_pipeline import tiny_recipe
 
 
 @pytest.fixture(scope="module")

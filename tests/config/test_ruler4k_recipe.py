@@ -8,7 +8,7 @@ import pytest
 
 from evolalloc.config.recipe import load_recipe
 
-RECIPE = Path(__file__).resolve().parents[1] / "runs" / "ruler4k.yaml"
+RECIPE = Path(__file__).resolve().parents[2] / "runs" / "ruler4k.yaml"
 
 
 def test_the_ruler4k_recipe_searches_niah_single_at_4096_tokens_below_the_prompt_length():

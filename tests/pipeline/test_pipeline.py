@@ -34,7 +34,7 @@ def tiny_recipe(tmp_path: Path, model_dir: Path, **changes) -> Path:
     return path
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def evolalloc(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.clitools import assert_refused, populated_runs_dir, run_cli, snapshot
-from tests.test_pipeline import tiny_recipe
+from tests.pipeline.test_pipeline import tiny_recipe
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evolalloc.core.errors import UserError
-from tests.test_pipeline import tiny_recipe
+from tests.pipeline.test_pipeline import tiny_recipe
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from tests.clitools import run_cli
-from tests.test_start_faults import GSM8K_RECORDS, gsm8k_recipe
+from tests.pipeline.test_start_faults import GSM8K_RECORDS, gsm8k_recipe
 
 
 @pytest.fixture

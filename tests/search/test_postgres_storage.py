@@ -9,7 +9,7 @@ import pytest
 from evolalloc.core.allocation_file import load_allocation
 from tests.clitools import assert_refused, run_cli, snapshot
 from tests.pg_server import postgres_url  # noqa: F401 - the fixture
-from tests.test_start_faults import GSM8K_RECORDS, gsm8k_recipe
+from tests.pipeline.test_start_faults import GSM8K_RECORDS, gsm8k_recipe
 
 
 def trials(storage: str, name: str) -> list:

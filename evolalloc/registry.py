@@ -2,8 +2,9 @@
 
 Scorers, tasks, metrics, optimizers, search spaces, engines, baselines and export formats are each
 a ``Registry``: a plugin is one small file whose class or function carries a decorator, and a
-recipe names it. This package is the bottom floor: it imports nothing (so the leaf packages
-``fitness`` and ``searchspaces`` can use it too).
+recipe names it. This module is the bottom floor: it imports nothing of evolalloc (and
+``evolalloc/__init__`` imports nothing either), so the leaf packages ``fitness`` and
+``searchspaces`` can use it too.
 
 >>> scorers = Registry("scorer")
 >>> @scorers.register("knorm", query_free=True)
@@ -14,7 +15,7 @@ recipe names it. This package is the bottom floor: it imports nothing (so the le
 >>> scorers.get("knrom")
 Traceback (most recent call last):
 ...
-named_registry.UnknownNameError: unknown scorer 'knrom' (did you mean 'knorm'?); valid names: knorm
+evolalloc.registry.UnknownNameError: unknown scorer 'knrom' (did you mean 'knorm'?); valid names: knorm
 
 **Lazy entries.** ``Registry(kind, lazy={"name": "package.module"})`` lists ``name`` without
 importing anything; the first ``get("name")`` imports ``package.module``, whose decorator then
@@ -95,7 +96,14 @@ class Registry(Generic[T]):
     # -- registering ------------------------------------------------------------------------
 
     def register(self, name: str | None = None, **info: Any) -> Callable[[T], T]:
-        """Decorator: register a class or function as ``name`` (default: its ``name`` attribute)."""
+        """Decorator: register a class or function as ``name`` (default: its ``name`` attribute).
+
+        Every plugin kind exposes this as ``register_<kind>("name")``; the name is always given
+        there, so a plugin's name is written once, on its decorator.
+        """
+        if name is not None and not isinstance(name, str):
+            # ``@register_scorer`` written without its name hands the class in as the name.
+            raise TypeError(f"register a {self.kind} with its name, e.g. @register_...(\"name\"); got {name!r}")
 
         def decorate(obj: T) -> T:
             key = name if name is not None else getattr(obj, "name", None)

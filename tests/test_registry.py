@@ -3,7 +3,7 @@ import types
 
 import pytest
 
-from named_registry import BadParametersError, DuplicateNameError, Registry, RegistryError, UnknownNameError
+from evolalloc.registry import BadParametersError, DuplicateNameError, Registry, RegistryError, UnknownNameError
 
 
 def test_a_registered_class_is_found_by_name_and_learns_its_name():
@@ -123,7 +123,7 @@ def test_create_reports_a_missing_required_parameter_but_keeps_bugs_inside_the_e
 def test_a_plugin_file_no_lazy_line_names_is_found_by_name(tmp_path, monkeypatch):
     package = tmp_path / "toy_plugins_for_test"
     package.mkdir()
-    (package / "__init__.py").write_text("from named_registry import Registry\nTOYS = Registry('toy', package=__name__)\n")
+    (package / "__init__.py").write_text("from evolalloc.registry import Registry\nTOYS = Registry('toy', package=__name__)\n")
     (package / "alpha.py").write_text("from toy_plugins_for_test import TOYS\n@TOYS.register('alpha')\nclass Alpha:\n    pass\n")
     (package / "_private.py").write_text("raise RuntimeError('private modules are not plugins')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -153,3 +153,18 @@ def test_a_removed_entry_is_unknown_again_and_a_registry_may_raise_its_own_subcl
     things.remove("passkey")
     with pytest.raises(TaskNameError):
         things.get("passkey")
+
+
+def test_a_decorator_written_without_its_name_is_refused_naming_the_idiom():
+    # One idiom: ``@register_<kind>("name")``. A bare ``@register_scorer`` hands the class in as
+    # the name; that must fail at import with a message that shows the right form.
+    from evolalloc.core.baselines import register_baseline
+    from evolalloc.runtime.scorers import register_scorer
+
+    class Nameless:
+        pass
+
+    with pytest.raises(TypeError, match=r'register_\.\.\.\("name"\)'):
+        register_scorer(Nameless)
+    with pytest.raises(TypeError, match=r'register_\.\.\.\("name"\)'):
+        register_baseline(Nameless)

@@ -8,7 +8,7 @@ import pytest
 from evolalloc.config.recipe import load_recipe
 from evolalloc.pipeline import experiment as experiment_module
 from evolalloc.pipeline.headroom import measure_headroom
-from tests.test_pipeline import evolalloc, tiny_recipe
+from tests.pipeline.test_pipeline import evolalloc, tiny_recipe
 
 
 @pytest.fixture

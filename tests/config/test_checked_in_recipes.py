@@ -10,7 +10,7 @@ import pytest
 import fitness
 from evolalloc.config.recipe import load_recipe
 
-RUNS = Path(__file__).resolve().parents[1] / "runs"
+RUNS = Path(__file__).resolve().parents[2] / "runs"
 RECIPES = sorted(RUNS.glob("*.yaml"))
 
 

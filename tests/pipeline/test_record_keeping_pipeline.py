@@ -11,7 +11,7 @@ import pytest
 from evolalloc.core.errors import UserError
 from evolalloc.core.record_settings import parse_size
 from evolalloc.pipeline.record_bound import record_bound
-from tests.test_pipeline import tiny_recipe
+from tests.pipeline.test_pipeline import tiny_recipe
 
 
 def test_b_max_is_the_largest_unit_any_budget_of_the_run_can_reach():

@@ -10,7 +10,7 @@ from evolalloc.config.run_folder import (
     RECIPE_FILE, allocation_filename, create_run_folder, load_run_recipe,
 )
 
-RUNS = Path(__file__).resolve().parents[1] / "runs"
+RUNS = Path(__file__).resolve().parents[2] / "runs"
 QUICKSTART = RUNS / "passkey_snapkv.yaml"  # the passkey + SnapKV recipe the generic tests below read
 MINIMAL = "task: {name: passkey}\nbudget: {target: 64}\n"
 

@@ -1,0 +1,61 @@
+"""A task's instances into prefill records: tokenizing an instance, and prefilling a list of them.
+
+Shared by the experiment, the engines' workers, curation and the benchmarks. The single check that
+a prompt fits the model's positions (``runtime/positions.py``) is applied here, once per instance,
+before any work on it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from tqdm.auto import tqdm
+
+from evolalloc.runtime.model import LoadedModel
+from evolalloc.runtime.positions import positions_beyond
+from evolalloc.runtime.prefill import PrefillRecord, prefill
+from evolalloc.runtime.record_store import RecordKeeper
+from evolalloc.runtime.scorers import Scorer
+
+
+def tokenize_instance(tokenizer, instance, question_after_compression: bool):
+    """Token ids to prefill and (query-agnostic setting) the question ids fed after eviction."""
+    if not question_after_compression:
+        return tokenizer.encode(instance.prompt), None
+    question = tokenizer.encode(instance.question, add_special_tokens=False) if instance.question else []
+    if not question:
+        raise ValueError(f"instance {instance.uid} has no question to feed after compression")
+    return tokenizer.encode(instance.context), question
+
+
+def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False, progress=False,
+                      keeper: RecordKeeper | None = None, bounded: bool = True) -> list[PrefillRecord]:
+    """One prefill record per instance (the expensive step, done once per worker).
+
+    ``keeper``: bounds each record at its policy's ``bound`` (unless ``bounded`` is false: records a
+    full-cache judgment needs, e.g. curation's), stores it in the policy's
+    dtype and spills it when the records outgrow their memory (``runtime/record_store.py``); a
+    record spilled by an earlier process under the same content is re-used, not prefilled.
+    ``None``: full records in memory.
+    """
+    records = []
+    scorer_keys = [s.key for s in scorers]
+    bound = keeper.policy.bound if keeper is not None and bounded else None
+    for instance in tqdm(instances, desc="prefill", unit="prompt", disable=not progress):
+        ids, question = tokenize_instance(loaded.tokenizer, instance, question_after_compression)
+        limit = loaded.geometry.max_positions
+        if positions_beyond(limit, len(ids), len(question or []), instance.max_new_tokens):
+            raise ValueError(f"instance {instance.uid} needs {len(ids)} prompt tokens, beyond the model's {limit} positions")
+        if keeper is not None:
+            found = keeper.reuse(ids, question, scorer_keys, bound, device=next(loaded.model.parameters()).device)
+            if found is not None:
+                records.append(found)
+                continue
+        record = prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question)
+        records.append(keeper.keep(record, scorer_keys, bound) if keeper is not None else record)
+    if keeper is not None:
+        for note in keeper.notes:
+            tqdm.write(note, file=sys.stderr)
+        keeper.notes.clear()
+    return records
