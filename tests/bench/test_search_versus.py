@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evolalloc.config.run_folder import load_run_recipe
 from evolalloc.report.comparison import load_instance_scores
-from tests.test_pipeline import tiny_recipe
+from tests.pipeline.test_pipeline import tiny_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,10 +12,9 @@ from evolalloc.core.baselines.pyramid import Pyramid
 from evolalloc.core.baselines.uniform_snapkv import SNAPKV_WINDOW
 
 
-@register_baseline
+@register_baseline("pyramid-snapkv")
 @dataclass
 class PyramidSnapKV(Pyramid):
-    name = "pyramid-snapkv"
     order = 7
     color = "#bcbd22"
     default = False

@@ -18,10 +18,9 @@ from evolalloc.core.baselines.uniform import Uniform
 SNAPKV_WINDOW = 32
 
 
-@register_baseline
+@register_baseline("uniform-snapkv")
 @dataclass
 class UniformSnapKV(Uniform):
-    name = "uniform-snapkv"
     order = 6
     color = "#17becf"
     default = False  # in a SnapKV run it is `uniform` again

@@ -10,7 +10,7 @@ from evolalloc.core.baselines import make_baseline
 from evolalloc.core.baselines.pyramid import pyramid_layer_budgets
 from evolalloc.core.geometry import ModelGeometry
 from evolalloc.pipeline.experiment import Experiment
-from tests.test_pipeline import tiny_recipe
+from tests.pipeline.test_pipeline import tiny_recipe
 
 GEOMETRY = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=8192)
 
