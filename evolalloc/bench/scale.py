@@ -5,6 +5,10 @@ memory is its own: contexts at a fixed number of instances, and instance counts 
 context. A row can also be *extrapolated* — from the measured cell at the largest context: its
 peak plus the measured bytes per record for each extra instance, its evaluation time scaled by
 the instance count (the evaluation runs over every instance) — and is then labelled so.
+
+Records are kept as a run keeps them (bounded at the cell's ``b_max``, ``bench/scale_cell.py``),
+so the bytes per record an extrapolation adds are bounded records' measured sizes; ``fits``
+says, for each row, whether its peak is within a memory size (16 GiB by default).
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ def extrapolate(measured: CellResult, instances: int) -> CellResult:
         instances=instances,
         peak_rss=int(measured.peak_rss + extra * per_record),
         record_bytes=int(measured.record_bytes + extra * per_record),
+        whole_bytes=int(measured.whole_bytes * scale),
         eval_seconds={b: s * scale for b, s in measured.eval_seconds.items()},
         generated_tokens={b: t * scale for b, t in measured.generated_tokens.items()},
         extrapolated_from=measured.instances,
@@ -91,7 +96,8 @@ def sweep(base: CellSettings, *, contexts: Sequence[int], counts: Sequence[int],
 def table(cells: Sequence[CellResult], budgets: Sequence[int]) -> list[str]:
     """The report: one row per cell, the extrapolated ones labelled, the failed ones with their error.
     Each budget's column: seconds per candidate and, in brackets, the tokens it generated."""
-    head = f"{'context':>8} {'tokens':>7} {'inst':>5} {'peak RSS MiB':>12} {'records MiB':>11} {'prefill s/inst':>14}"
+    head = (f"{'context':>8} {'tokens':>7} {'inst':>5} {'peak RSS MiB':>12} {'b_max':>6} {'records MiB':>11} {'(whole MiB)':>11} "
+            f"{'prefill s/inst':>14}")
     head += "".join(f" {'eval @' + str(b) + ': s/cand (tok)':>24}" for b in budgets) + "  how"
     lines = [head]
     for c in cells:
@@ -99,7 +105,9 @@ def table(cells: Sequence[CellResult], budgets: Sequence[int]) -> list[str]:
         if c.error:
             lines.append(row + f"{'':>7} {c.instances:>5}  failed: {c.error}")
             continue
-        row += f"{c.prompt_tokens:>7.0f} {c.instances:>5} {c.peak_rss / MiB:>12.0f} {c.record_bytes / MiB:>11.1f} {c.prefill_seconds:>14.2f}"
+        bound = "whole" if c.bound is None else str(c.bound)
+        row += (f"{c.prompt_tokens:>7.0f} {c.instances:>5} {c.peak_rss / MiB:>12.0f} {bound:>6} {c.record_bytes / MiB:>11.1f} "
+                f"{'(' + format(c.whole_bytes / MiB, '.1f') + ')':>11} {c.prefill_seconds:>14.2f}")
         row += "".join(f" {c.eval_seconds.get(str(b), float('nan')):>16.3f} ({c.generated_tokens.get(str(b), 0):>4.0f})" for b in budgets)
         row += f"  extrapolated from {c.extrapolated_from} measured" if c.extrapolated_from else "  measured"
         lines.append(row)
@@ -132,4 +140,20 @@ def budget_vs_context(cells: Sequence[CellResult], budgets: Sequence[int]) -> li
         for c in same:
             a, z = per_token(c, budgets[0]), per_token(c, budgets[-1])
             lines.append(f"  {c.context_tokens} tokens: {a:.4f} at budget {budgets[0]} -> {z:.4f} at budget {budgets[-1]} ({z / a:.2f}x)")
+    return lines
+
+
+def fits(cells: Sequence[CellResult], limit: int) -> list[str]:
+    """One line per row: its peak resident memory against ``limit`` bytes, saying whether the row
+    was measured or extrapolated (and from what), and its records' size per instance."""
+    lines = []
+    for c in cells:
+        if c.error:
+            continue
+        how = (f"extrapolated from {c.extrapolated_from} measured: their peak + {c.instances - c.extrapolated_from} more records"
+               if c.extrapolated_from else "measured")
+        kept = "whole" if c.bound is None else f"bounded at b_max = {c.bound}"
+        verdict = "fits in" if c.peak_rss <= limit else "does NOT fit in"
+        lines.append(f"{c.instances} instances of {c.context_tokens} tokens: peak {c.peak_rss / 2**30:.2f} GiB ({how}; records "
+                     f"{c.record_bytes / c.instances / MiB:.1f} MiB each, {kept}) — {verdict} {limit / 2**30:g} GiB")
     return lines

@@ -137,13 +137,16 @@ def bench_asktell_cmd(clients, generations, seconds, seed):
 @click.option("--batch-size", default=16, show_default=True, type=click.IntRange(min=1), help="Rows decoded per forward.")
 @click.option("--chunk-size", default=None, type=click.IntRange(min=1),
               help="Prefill chunk (tokens); default: one shot up to 2048 tokens, chunks of 512 beyond.")
+@click.option("--whole-records", is_flag=True, help="Keep every token's K/V (no b_max bound), for contrast.")
+@click.option("--fit", "fit_size", default="16GiB", show_default=True, help="Say which rows' peak fits in this memory size.")
 @seed_option()
 def bench_scale_cmd(model_spec, task_name, scorer_name, contexts, instances, counts, count_context, extrapolate_to, budgets,
-                    candidates, threads, batch_size, chunk_size, seed):
+                    candidates, threads, batch_size, chunk_size, whole_records, fit_size, seed):
     """Peak resident memory, prefill seconds per instance and evaluation seconds per candidate,
     against the context and the instance count; each cell measured in a fresh process."""
-    from evolalloc.bench.scale import budget_vs_context, parse_sizes, sweep, table
+    from evolalloc.bench.scale import budget_vs_context, fits, parse_sizes, sweep, table
     from evolalloc.bench.scale_cell import CellSettings
+    from evolalloc.core.record_settings import parse_size
 
     context_sizes = parse_sizes(contexts, "--contexts")
     count_sizes = parse_sizes(counts, "--counts")
@@ -153,15 +156,21 @@ def bench_scale_cmd(model_spec, task_name, scorer_name, contexts, instances, cou
         raise UserError("needs at least one budget", field="--budgets")
     if not (context_sizes or count_sizes):
         raise UserError("nothing to measure: give --contexts or --counts", field="--contexts")
+    try:
+        limit = parse_size(fit_size)
+    except ValueError as err:
+        raise UserError(str(err), field="--fit") from None
     _check_names(task_name, scorer_name)
     base = CellSettings(model=model_spec, task=task_name, scorer=scorer_name, context_tokens=count_context, instances=instances,
                         budgets=budget_sizes, candidates=candidates, threads=threads, batch_size=batch_size,
-                        chunk_size=chunk_size, seed=seed)
+                        chunk_size=chunk_size, seed=seed, bounded=not whole_records)
     cells = sweep(base, contexts=context_sizes, counts=count_sizes, count_context=count_context, extrapolate_to=targets,
                   log=lambda m: click.echo(m, err=True))
     click.echo(f"model: {model_spec}, task: {task_name}, scorer: {scorer_name}, {threads} torch thread(s) per cell, "
                f"prefill chunk {chunk_size or 'default'}; {candidates} random candidates per budget; one fresh process per measured cell")
-    for line in table(cells, budget_sizes) + budget_vs_context(cells, budget_sizes):
+    click.echo("records " + ("whole (--whole-records)" if whole_records else
+                             "bounded as a run bounds them: b_max = the largest budget any of the cell's candidates gives one unit"))
+    for line in table(cells, budget_sizes) + budget_vs_context(cells, budget_sizes) + fits(cells, limit):
         click.echo(line)
 
 

@@ -11,10 +11,13 @@ import re
 # float32 keeps every result identical to a full-precision record; the 16-bit ones halve the
 # records' memory at the cost of rounding the kept keys/values (the model still computes in its dtype).
 RECORD_DTYPES = ("float32", "bfloat16", "float16")
-# Why 1 GiB: the model (~0.6 GB for the bundled 135M in float32) plus the working set of a
-# decode batch plus 1 GiB of records keeps the README's main job under 3 GiB; beyond it records
-# go to the run folder and are memory-mapped one batch at a time.
-DEFAULT_RECORD_MEMORY = "1GiB"
+# Why 256 MiB: the README's main job peaks at the model (~0.6 GB mapped for the bundled 135M, ~0.3 GB
+# of runtime), one decode batch (16 rows of whole 1k-token records at the full-cache curation: ~0.75
+# GB), the small tensors of every spilled record (rankings, scores, logits: ~2.4 MB each at 1k) and
+# the records held in memory. With 1 GiB held it peaked at 4.35 GB; with 256 MiB the rest spill to
+# the run folder, are mapped one record at a time while a batch is gathered (runtime/compress.py)
+# and the job stays under 3 GiB. Results are identical either way (a spilled record is bit-exact).
+DEFAULT_RECORD_MEMORY = "256MiB"
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}

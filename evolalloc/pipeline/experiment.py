@@ -60,6 +60,7 @@ class Experiment:
         self.extra_scorers: list[Scorer] = []
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self._curves = None
+        self._split_bounds: dict[str, int] = {}  # a split's b_max, tighter than the run's (``bound_split``)
 
     def __enter__(self) -> "Experiment":
         return self
@@ -289,8 +290,38 @@ class Experiment:
                             spill_dir=spill, model_id=f"{self.recipe.model.spec}|{self.recipe.model.dtype}")
 
     def record_policy_for(self, split: str):
-        """The policy for ``split``'s records: drawn candidates stay whole (curation judges the full cache)."""
-        return self.record_policy.unbounded() if split.endswith(DRAWN) else self.record_policy
+        """The policy for ``split``'s records: drawn candidates stay whole (curation judges the full cache);
+        a split ``bound_split`` tightened is bounded at its own ``b_max``."""
+        if split.endswith(DRAWN):
+            return self.record_policy.unbounded()
+        root = self._parent or self
+        if split in root._split_bounds:
+            from dataclasses import replace
+
+            return replace(self.record_policy, bound=root._split_bounds[split])
+        return self.record_policy
+
+    def bound_split(self, split: str, allocations) -> int | None:
+        """Bound ``split``'s records (not made yet) by the most these allocations give one unit, when
+        that is below the run's ``b_max`` and none of them adapts per instance (an adaptive method
+        could move more to one head; it keeps the run's ``b_max`` cap). ``compare`` calls it with
+        every profile and baseline it scores on the held-out split, so those records keep only what
+        is read: every kept token, logit and score is what a record bounded at the run's ``b_max``
+        gives (``runtime/bounded.py``). Returns the bound set, or ``None`` (nothing changed)."""
+        from evolalloc.runtime.adaptive import Adapted
+
+        root = self._parent or self
+        run_bound = self.record_policy.bound
+        if run_bound is None or any(split in part._records for _, _, part in root.parts):
+            return None  # whole records asked for, or already made (and maybe spilled) at the run's bound
+        allocations = list(allocations)
+        if not allocations or any(isinstance(self.scorer_for(a), Adapted) for a in allocations):
+            return None
+        largest = max(int(a.budgets.max()) for a in allocations)
+        if largest >= run_bound:
+            return None
+        root._split_bounds[split] = largest
+        return largest
 
     @cached_property
     def keeper(self):
@@ -404,14 +435,14 @@ class Experiment:
                 self.keeper.forget(drawn)
                 by_uid = {record.uid: record for record in drawn}
                 keys = [s.key for s in self.scorers]
-                self._records[split] = [self.keeper.keep(by_uid[inst.uid], keys, self.record_policy.bound)
-                                        for inst in instances]
+                bound = self.record_policy_for(split).bound
+                self._records[split] = [self.keeper.keep(by_uid[inst.uid], keys, bound) for inst in instances]
             else:
                 self.ensure_scorer_trained()  # its ranking is in every record
                 self._records[split] = prefill_instances(
                     self.loaded, instances, self.scorers,
                     question_after_compression=self.recipe.task.question_after_compression, progress=self.progress,
-                    keeper=self.keeper, bounded=not split.endswith(DRAWN),
+                    keeper=self.keeper, bounded=not split.endswith(DRAWN), bound=self.record_policy_for(split).bound,
                 )
         return self._records[split]
 

@@ -105,6 +105,8 @@ def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float,
         # A method that adapts the searched profile (evolved+adakv) starts from it at each budget.
         base = profiles if BASELINES.get(name).adapts == EVOLVED else {}
         methods[name] = {budget: experiment.baseline(name, budget, base=base.get(budget)) for budget in profiles}
+    # The held-out records need keep only what these allocations read (issue 22: memory).
+    experiment.bound_split(HELDOUT, [a for per_budget in methods.values() for a in per_budget.values()])
     per_task: dict[str, dict[str, dict[float, dict[str, float]]]] = {}
     for label, _, part in experiment.parts:
         scores = per_task[label] = {}

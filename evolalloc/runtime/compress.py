@@ -16,6 +16,7 @@ from evolalloc.runtime.bounded import check_within_bound
 from evolalloc.runtime.cache import EvictedCache
 from evolalloc.runtime.prefill import PrefillRecord
 from evolalloc.runtime.scorers import Scorer
+from evolalloc.runtime.spill import release
 
 
 def validate_budgets(budgets, num_layers: int, num_kv_heads: int, scorer: Scorer | None = None) -> np.ndarray:
@@ -82,7 +83,7 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
     if not rows:
         raise ValueError("compress_batch needs at least one row")
     first = rows[0][0]
-    num_layers, num_kv_heads = first.num_layers, first.keys[0].shape[0]
+    num_layers, num_kv_heads = first.num_layers, first.kv_shapes()[0][0]  # shapes only: a spilled record stays unmapped
     clipped = []
     for record, budgets in rows:
         if scorer.key not in record.rankings:
@@ -104,32 +105,47 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
     # The cache lives where the model computes (first_logits' device), in its dtype; a record's
     # K/V may be stored elsewhere (pinned host memory, a spilled file) or narrower (record_dtype).
     device = first.first_logits.device
-    dtype = first.compute_dtype or first.keys[0].dtype
-    keys, values, valid = [], [], []
-    for layer in range(num_layers):
-        n = int(slots[layer])
-        # Buffers with room for what decoding appends, filled row by row (no second copy).
-        layer_keys = torch.empty(len(rows), num_kv_heads, n + room, first.keys[layer].shape[-1], dtype=dtype, device=device)
-        layer_values = torch.empty(len(rows), num_kv_heads, n + room, first.values[layer].shape[-1], dtype=dtype, device=device)
-        for row, ((record, _), (positions, _)) in enumerate(zip(rows, kept)):
+    dtype = first.compute_dtype or _stored_dtype(first.keys)
+    # Buffers with room for what decoding appends, filled row by row (no second copy): all of a
+    # row's layers are gathered, then a spilled row is unmapped before the next one is read, so
+    # a batch maps one spilled record at a time, not all of them (issue 22: peak memory).
+    keys = [torch.empty(len(rows), num_kv_heads, int(slots[layer]) + room, dim, dtype=dtype, device=device)
+            for layer, dim in enumerate(_head_dims(first.keys))]
+    values = [torch.empty(len(rows), num_kv_heads, int(slots[layer]) + room, dim, dtype=dtype, device=device)
+              for layer, dim in enumerate(_head_dims(first.values))]
+    for row, ((record, _), (positions, _)) in enumerate(zip(rows, kept)):
+        for layer in range(num_layers):
+            n = int(slots[layer])
             store = record.keys[layer].device
             # Padding slots may point past a bounded layer's store (layers hold different counts).
             pick = positions[layer, :, :n].clamp(max=record.keys[layer].shape[1] - 1).to(store)
             heads = torch.arange(num_kv_heads, device=store)[:, None]
-            layer_keys[row, :, :n] = record.keys[layer][heads, pick]
-            layer_values[row, :, :n] = record.values[layer][heads, pick]
+            keys[layer][row, :, :n] = record.keys[layer][heads, pick]
+            values[layer][row, :, :n] = record.values[layer][heads, pick]
+        release(record)  # a no-op for a record held in memory; a spilled one is mapped again on its next use
+    valid = []
+    for layer in range(num_layers):
+        n = int(slots[layer])
         mask = torch.stack([ok[layer, :, :n] for _, ok in kept])  # [B, Hkv, n]
         if bool(mask.all()):
             mask = None
         else:
             # Padding slots repeat a real token; zero them so nothing can depend on them
             # (a multiply: ~10x faster than masked_fill here, and keys/values are finite).
-            layer_keys[:, :, :n].mul_(mask[..., None])
-            layer_values[:, :, :n].mul_(mask[..., None])
-        keys.append(layer_keys)
-        values.append(layer_values)
+            keys[layer][:, :, :n].mul_(mask[..., None])
+            values[layer][:, :, :n].mul_(mask[..., None])
         valid.append(mask)
     return EvictedCache.adopt(keys, values, valid, used=[int(n) for n in slots])
+
+
+def _head_dims(layers) -> list[int]:
+    """Each layer's head dimension; from a spilled record's known shapes without mapping its file."""
+    known = getattr(layers, "shapes", None)
+    return [shape[-1] for shape in known] if known is not None else [t.shape[-1] for t in layers]
+
+
+def _stored_dtype(layers) -> torch.dtype:
+    return getattr(layers, "dtype", None) or layers[0].dtype
 
 
 def compress(record: PrefillRecord, budgets, scorer: Scorer, room: int = 0) -> EvictedCache:

@@ -30,18 +30,22 @@ def tokenize_instance(tokenizer, instance, question_after_compression: bool):
 
 
 def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False, progress=False,
-                      keeper: RecordKeeper | None = None, bounded: bool = True) -> list[PrefillRecord]:
+                      keeper: RecordKeeper | None = None, bounded: bool = True, bound: int | None = None) -> list[PrefillRecord]:
     """One prefill record per instance (the expensive step, done once per worker).
 
     ``keeper``: bounds each record at its policy's ``bound`` (unless ``bounded`` is false: records a
     full-cache judgment needs, e.g. curation's), stores it in the policy's
     dtype and spills it when the records outgrow their memory (``runtime/record_store.py``); a
     record spilled by an earlier process under the same content is re-used, not prefilled.
-    ``None``: full records in memory.
+    ``None``: full records in memory. ``bound``: this split's ``b_max`` when it differs from the
+    policy's (``Experiment.bound_split``); ``None``: the policy's.
     """
     records = []
     scorer_keys = [s.key for s in scorers]
-    bound = keeper.policy.bound if keeper is not None and bounded else None
+    if keeper is None or not bounded:
+        bound = None
+    elif bound is None:
+        bound = keeper.policy.bound
     for instance in tqdm(instances, desc="prefill", unit="prompt", disable=not progress):
         ids, question = tokenize_instance(loaded.tokenizer, instance, question_after_compression)
         limit = loaded.geometry.max_positions

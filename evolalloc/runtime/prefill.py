@@ -58,7 +58,13 @@ class PrefillRecord:
     @property
     def slots(self) -> int:
         """Token slots stored per head (the most of any layer): the prompt length, or fewer in a bounded record."""
-        return max(k.shape[1] for k in self.keys)
+        return max(shape[1] for shape in self.kv_shapes())
+
+    def kv_shapes(self) -> list[tuple[int, ...]]:
+        """Each layer's keys shape ``[Hkv, slots, D]``, read without touching the tensors (a spilled
+        record's ``keys`` know their shapes: asking them does not map the file)."""
+        known = getattr(self.keys, "shapes", None)
+        return list(known) if known is not None else [tuple(k.shape) for k in self.keys]
 
     @property
     def num_layers(self) -> int:

@@ -111,7 +111,7 @@ class MappedLayers:
 
     def __init__(self, mapping: _Mapping, kind: str, layers: int, shapes: list[tuple[int, ...]], dtype: torch.dtype):
         self.mapping, self.kind, self.layers = mapping, kind, layers
-        self._shapes, self._dtype = shapes, dtype
+        self.shapes, self.dtype = shapes, dtype  # per layer / stored, known without mapping the file
 
     def __len__(self) -> int:
         return self.layers

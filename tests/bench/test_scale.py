@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evolalloc.bench import scale
-from evolalloc.bench.scale import budget_vs_context, extrapolate, parse_sizes, sweep, table
-from evolalloc.bench.scale_cell import CellResult, CellSettings
+from evolalloc.bench.scale import budget_vs_context, extrapolate, fits, parse_sizes, sweep, table
+from evolalloc.bench.scale_cell import CellResult, CellSettings, cell_allocations, cell_bound, measure
 from evolalloc.core.errors import UserError
 from tests.clitools import run_cli
 
@@ -91,3 +91,36 @@ def test_a_cell_whose_process_fails_becomes_a_failed_row():
                             budgets=(32,), candidates=1)
     result = scale.run_cell(settings)
     assert result.error and "no such model path" in result.error
+
+
+def test_the_fit_lines_say_measured_or_extrapolated_and_whether_the_peak_fits():
+    measured = cell(8000, 2, record_mib=100.0)
+    measured.bound = 1024
+    lines = fits([measured, extrapolate(measured, 200), CellResult(8000, 4, error="killed")], 16 * 2**30)
+    assert len(lines) == 2  # a failed row says nothing
+    assert lines[0].startswith("2 instances of 8000 tokens: peak 1.07 GiB (measured; records 100.0 MiB each, bounded at b_max = 1024)")
+    assert lines[0].endswith("fits in 16 GiB")
+    # 1100 MiB measured + 198 x 100 MiB = 20900 MiB: above 16 GiB.
+    assert "(extrapolated from 2 measured: their peak + 198 more records" in lines[1]
+    assert lines[1].endswith("does NOT fit in 16 GiB")
+
+
+def test_a_cells_bound_is_the_largest_budget_any_of_its_candidates_gives_a_unit():
+    settings = CellSettings(model="m", task="passkey", scorer="snapkv", context_tokens=500, instances=2, budgets=(64, 256),
+                            candidates=3)
+    warm, per_budget = cell_allocations(settings, 30, 3, 36)
+    assert [len(per_budget[b]) for b in (64, 256)] == [3, 3] and len(warm) == 1
+    largest = max(int(a.max()) for a in [*warm, *per_budget[64], *per_budget[256]])
+    assert cell_bound(warm, per_budget) == largest
+    assert largest > 256  # random profiles spend unevenly: some layer gets more than the mean
+
+
+def test_a_real_cell_keeps_bounded_records_smaller_than_whole_ones_with_the_same_scores(tiny_model_dir):
+    base = dict(model=str(tiny_model_dir), task="passkey", scorer="snapkv", context_tokens=600, instances=2, budgets=(40,),
+                candidates=1, threads=1)
+    bounded = measure(CellSettings(**base))
+    whole = measure(CellSettings(**base, bounded=False))
+    assert whole.bound is None and whole.record_bytes == whole.whole_bytes
+    assert bounded.bound is not None and bounded.bound < bounded.prompt_tokens
+    assert bounded.whole_bytes == whole.whole_bytes and bounded.record_bytes < 0.6 * whole.record_bytes
+    assert bounded.generated_tokens == whole.generated_tokens  # the same answers' lengths from bounded records

@@ -34,14 +34,15 @@ def test_a_bad_record_memory_is_one_line_naming_the_field(tmp_path, tiny_model_d
         load_recipe(tiny_recipe(tmp_path, tiny_model_dir), overrides=[f"engine.record_memory={text}"])
 
 
-def run_scores(tmp_path, model_dir, name, **engine):
+def run_scores(tmp_path, model_dir, name, baselines=None, **engine):
     from evolalloc.config.recipe import load_recipe
     from evolalloc.config.run_folder import create_run_folder
     from evolalloc.pipeline.run import search_run
 
     recipe_path = tiny_recipe(tmp_path, model_dir, name=name, search_space={"name": "layer_groups", "group_size": 2,
                                                                             "ratio_bounds": [0.4, 1.5]},
-                              engine={"kind": "local", "threads": 1, "batch_size": 8, **engine})
+                              engine={"kind": "local", "threads": 1, "batch_size": 8, **engine},
+                              **({"baselines": baselines} if baselines else {}))
     recipe = load_recipe(recipe_path)
     run = create_run_folder(recipe, tmp_path / "runs")
     search_run(run, recipe, progress=False)
@@ -81,3 +82,32 @@ def test_records_spill_into_the_run_folder_once_it_exists(tmp_path, tiny_model_d
         assert experiment.keeper.policy is experiment.record_policy
     with Experiment(recipe, progress=False, bounded=False) as whole:  # `evaluate`: any budget, whole records
         assert whole.record_policy.bound is None
+
+
+def test_held_out_records_are_bounded_by_what_compare_scores_on_them(tmp_path, tiny_model_dir, monkeypatch):
+    """The held-out split keeps only the most any compared allocation gives one unit (below the
+    run's b_max), and the run reads the same scores as with records bounded at the run's b_max."""
+    from evolalloc.pipeline.experiment import Experiment
+
+    made = {}
+    real = Experiment.records
+
+    def records(self, split):
+        out = real(self, split)
+        made[split] = {r.bound for r in out}
+        return out
+
+    monkeypatch.setattr(Experiment, "records", records)
+    # No PyramidKV: its bottom layer would set both bounds. b_max = 1.5 x 48 = 72 here.
+    run, tight, profiles = run_scores(tmp_path, tiny_model_dir, "tight", ["uniform", "streaming"], record_memory="64GiB")
+    allocations = [json.loads(p.read_text())["budgets"] for p in run.glob("allocation-c*.json")]
+    (held_out_bound,) = made["heldout"]
+    (search_bound,) = made["search"]
+    assert search_bound == 72 and held_out_bound < search_bound  # tighter than the run's b_max
+    assert held_out_bound >= max(int(np.max(a)) for a in allocations)  # every compared unit still fits
+
+    monkeypatch.setattr(Experiment, "bound_split", lambda self, split, allocations: None)  # the run's b_max everywhere
+    made.clear()
+    _, loose, loose_profiles = run_scores(tmp_path, tiny_model_dir, "loose", ["uniform", "streaming"], record_memory="64GiB")
+    assert made["heldout"] == {search_bound}
+    assert tight == loose and profiles == loose_profiles

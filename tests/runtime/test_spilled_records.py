@@ -128,3 +128,27 @@ def test_a_spilled_record_kept_again_as_it_is_is_not_written_twice(tmp_path, rec
     assert len(list(tmp_path.glob("*.safetensors"))) == 1
     bounded = keeper.keep(spilled, KEYS, 30)  # kept for the search: bounded now, spilled under its own key
     assert bounded.bound == 30 and len(list(tmp_path.glob("*.safetensors"))) == 2
+
+
+def test_a_batch_maps_one_spilled_record_at_a_time_and_compresses_as_in_memory(tmp_path, record, monkeypatch):
+    from evolalloc.runtime import spill
+
+    keeper = RecordKeeper(RecordPolicy(bound=None, memory=0, spill_dir=str(tmp_path), model_id="tiny"))
+    others = [dataclasses.replace(record, uid=f"r{i}", prompt_ids=record.prompt_ids + i + 1) for i in range(3)]
+    spilled = [keeper.keep(r, KEYS, None) for r in [record, *others]]
+    assert all(isinstance(r.keys, MappedLayers) for r in spilled)
+    most = []
+    opened = spill._Mapping.tensor
+
+    def tensor(self, name):  # count the mappings alive while the batch is gathered
+        most.append(sum(1 for r in spilled if r.keys.mapping._tensors is not None) + (self._tensors is None))
+        return opened(self, name)
+
+    monkeypatch.setattr(spill._Mapping, "tensor", tensor)
+    budgets = np.array([[20, 40], [90, 8], [12, 12]])
+    cache = compress_batch([(r, budgets) for r in spilled], SCORERS[0])
+    assert max(most) == 1  # never two records mapped at once
+    assert all(r.keys.mapping._tensors is None for r in spilled)  # all unmapped once the batch is built
+    whole = compress_batch([(r, budgets) for r in [record, *others]], SCORERS[0])
+    for a, b in zip([*cache.keys, *cache.values], [*whole.keys, *whole.values]):
+        assert torch.equal(a, b)
