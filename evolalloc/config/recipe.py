@@ -249,6 +249,15 @@ def _resolve(recipe: Recipe, default_name: str) -> None:
         recipe.budget.expansions = [2 * recipe.budget.target, 4 * recipe.budget.target]
 
 
+
+def _check_labels(path: str, labels: list[str]) -> None:
+    """Each label of the list at ``path`` is a folder-safe name, used once."""
+    for i, label in enumerate(labels):
+        if not _NAME.match(label):
+            raise FieldProblem(f"{path}[{i}].label", f"must be letters, digits, '.', '_' or '-', got {label!r}")
+        if label in labels[:i]:
+            raise FieldProblem(f"{path}[{i}].label", f"{label!r} is used twice: give each task its own label")
+
 def _check(recipe: Recipe) -> None:
     """Cross-field rules and the rules on list items (the schema checks single fields)."""
     if not _NAME.match(recipe.name):
@@ -271,12 +280,7 @@ def _check(recipe: Recipe) -> None:
                                                 f"({path}.context_tokens); choose a smaller target")
         _check_curation(path, task)
     if recipe.tasks is not None:
-        labels = [task.label for task in recipe.tasks]
-        for i, label in enumerate(labels):
-            if not _NAME.match(label):
-                raise FieldProblem(f"tasks[{i}].label", f"must be letters, digits, '.', '_' or '-', got {label!r}")
-            if label in labels[:i]:
-                raise FieldProblem(f"tasks[{i}].label", f"{label!r} is used twice: give each task its own label")
+        _check_labels("tasks", [task.label for task in recipe.tasks])
         if recipe.engine.kind == "ray" and len(recipe.tasks) > 1:
             raise FieldProblem("engine.kind", "the ray engine evaluates one task; use engine.kind: local for several tasks")
     try:
@@ -357,12 +361,7 @@ def _check_scorer_training(recipe: Recipe) -> None:
             raise FieldProblem("scorer.train.tasks", "must list at least one task (or null: the recipe's own tasks)")
         if train.traces is None:
             raise FieldProblem("scorer.train.traces", "required with scorer.train.tasks: how many prompts the mixture traces")
-        labels = [entry.label for entry in train.tasks]
-        for i, label in enumerate(labels):
-            if not _NAME.match(label):
-                raise FieldProblem(f"scorer.train.tasks[{i}].label", f"must be letters, digits, '.', '_' or '-', got {label!r}")
-            if label in labels[:i]:
-                raise FieldProblem(f"scorer.train.tasks[{i}].label", f"{label!r} is used twice: give each task its own label")
+        _check_labels("scorer.train.tasks", [entry.label for entry in train.tasks])
     if recipe.scorer.name != "gates":
         return  # capacities are the gates' training budgets
     kept = int(recipe.scorer.params.get("sinks", 4)) + int(recipe.scorer.params.get("window", 16))
