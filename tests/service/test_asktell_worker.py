@@ -18,6 +18,14 @@ from evolalloc.search import run_search
 from .conftest import REPO, ServiceProcess, tiny_recipe_text
 
 
+def run_worker(service_url: str, study_id, recipe_file, *extra: str) -> subprocess.CompletedProcess:
+    """`evolalloc worker` against ``service_url``'s study, as a user runs it (a fresh process)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "evolalloc", "worker", "--service", service_url, "--study",
+                           str(study_id), "--recipe", str(recipe_file), *extra],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
 def study_body(config, spec: str) -> dict:
     return {"name": "tiny", "model": {"spec": spec}, "target": config.target,
             "search_space": {"name": config.search_space, "group_size": config.group_size,
@@ -39,10 +47,7 @@ def test_the_worker_command_finishes_a_study_with_the_local_searchs_scores(tmp_p
     try:
         client = Client(service.url)
         study = client.create_study(study_body(config, str(tiny_model_dir)))
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-        done = subprocess.run([sys.executable, "-m", "evolalloc", "worker", "--service", service.url, "--study",
-                               str(study["id"]), "--recipe", str(recipe_file), "--client-id", "w1"],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        done = run_worker(service.url, study["id"], recipe_file, "--client-id", "w1")
         assert done.returncode == 0, done.stderr[-3000:]
         finished = client.study(study["id"])
         assert finished["status"] == "finished" and finished["evaluations_done"] == len(local.history)
@@ -66,10 +71,7 @@ def test_the_worker_refuses_a_recipe_for_another_model_shape(tmp_path, tiny_mode
     service = ServiceProcess(tmp_path / "runs", max_jobs=0).start()
     try:
         study = Client(service.url).create_study({"geometry": {"num_layers": 6, "num_kv_heads": 2}, "target": 24})
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-        done = subprocess.run([sys.executable, "-m", "evolalloc", "worker", "--service", service.url, "--study",
-                               str(study["id"]), "--recipe", str(recipe_file)],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        done = run_worker(service.url, study["id"], recipe_file)
         assert done.returncode == 2
         assert "4 layers x 2 KV heads" in done.stderr and "6 x 2" in done.stderr
         assert Client(service.url).study(study["id"])["evaluations_done"] == 0

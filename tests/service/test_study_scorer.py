@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -16,7 +13,8 @@ from evolalloc.client import Client
 from evolalloc.service.client import ServiceError
 from tests.learned.test_gates_in_the_search import save_tiny_gates
 
-from .conftest import REPO, ServiceProcess, tiny_recipe_text
+from .conftest import ServiceProcess, tiny_recipe_text
+from .test_asktell_worker import run_worker
 
 SHA_A, SHA_B = "a" * 64, "b" * 64
 
@@ -39,10 +37,7 @@ def test_a_study_served_by_the_worker_with_gates_records_the_checkpoint_in_its_p
         study = client.create_study({"model": {"spec": str(tiny_model_dir)}, "target": 24, "scorer": "gates",
                                      "search_space": {"group_size": 2, "min_budget": 20},
                                      "optimizer": {"generations": 1, "popsize": 3}, "expansions": [48]})
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-        done = subprocess.run([sys.executable, "-m", "evolalloc", "worker", "--service", service.url, "--study",
-                               str(study["id"]), "--recipe", str(recipe_file), "--client-id", "w1"],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        done = run_worker(service.url, study["id"], recipe_file, "--client-id", "w1")
         assert done.returncode == 0, done.stderr[-3000:]
         finished = client.study(study["id"])
         assert finished["status"] == "finished" and len(finished["profile_ids"]) == 2  # the profile and its expansion
