@@ -1,4 +1,5 @@
-"""runs/ruler4k.yaml: RULER's niah_single at 4096-token prompts, a small search that fits the model."""
+"""runs/ruler4k.yaml: RULER's niah_single at 4096-token prompts over the bundled prose, a small search
+that fits the model."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ def test_the_ruler4k_recipe_searches_niah_single_at_4096_tokens_below_the_prompt
     recipe = load_recipe(RECIPE)
     assert recipe.name == "ruler4k"
     assert recipe.task.name == "niah_single" and recipe.task.context_tokens == 4096
+    # RULER-4k's 7-digit value, hidden in the bundled books rather than repeated filler sentences
+    assert recipe.task.params == {"needle_type": "number", "haystack": "prose"}
     assert recipe.budgets == [256, 512, 1024] and max(recipe.budgets) < recipe.task.context_tokens
     search = recipe.task.search
     assert search.curate.full_cache_solves and search.curate.draw >= search.n
