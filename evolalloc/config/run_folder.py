@@ -40,11 +40,21 @@ PLOT_FITNESS = "fitness-over-evaluations.png"
 PLOT_SCORE_VS_BUDGET = "score-vs-budget.png"
 
 
+PROFILE_PATTERN = "allocation-c*.json"  # the evolved profiles' names (``allocation_filename``)
+
+
 def allocation_filename(budget: float, method: str = "evolved") -> str:
     """``allocation-c128.json`` for the evolved profile, ``uniform-c128.json`` for a baseline."""
     label = int(budget) if float(budget).is_integer() else budget
     prefix = "allocation" if method == "evolved" else method
     return f"{prefix}-c{label}.json"
+
+
+def profile_files(run_dir: str | Path) -> list[Path]:
+    """Every evolved profile file in ``run_dir`` (``allocation-c*.json``), the run's own and any a user
+    carried further (``expand --to``), sorted by name. Only the name's shape is used: a caller takes
+    each profile's budget from the file itself, never from its name."""
+    return sorted(p for p in Path(run_dir).glob(PROFILE_PATTERN) if p.is_file())
 
 
 def missing_outputs(run_dir: str | Path, resolved: ResolvedRun) -> list[str]:

@@ -82,20 +82,20 @@ def compare_run(run_dir: Path, *, baselines: list[str] | None = None, progress: 
     """Re-run the held-out comparison of ``run_dir``'s shipped profiles against ``baselines``
     (default: its recipe's) and rewrite its ``comparison.json``.
 
-    The profiles are the written ones among the budgets the run resolved to (``run.json``), not
-    whatever ``allocation-c*.json`` happens to lie in the folder."""
-    from evolalloc.config.run_folder import CURATION_FILE, allocation_filename, load_resolved, load_run_recipe
+    The profiles: every ``allocation-c*.json`` in the folder (the run's own and any a user added
+    with ``expand --to``), each at the budget its file records (``target``), not its file name."""
+    from evolalloc.config.run_folder import CURATION_FILE, load_run_recipe, profile_files
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.pipeline.run import compare
 
-    files = {budget: Path(run_dir) / allocation_filename(budget) for budget in sorted(load_resolved(run_dir).budgets)}
-    files = {budget: path for budget, path in files.items() if path.is_file()}
+    files = profile_files(run_dir)
     if not files:
         raise WorkflowError(f"{run_dir} has no allocation-c*.json yet: finish the search first (evolalloc resume {run_dir})")
     recipe = load_run_recipe(run_dir)
     if baselines is not None:
         recipe.baselines = baselines
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE, run_dir=run_dir) as experiment:
-        profiles = {float(budget): load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
+        loaded = [load_allocation(path, expect_geometry=experiment.geometry) for path in files]
+        profiles = {float(a.target): a for a in sorted(loaded, key=lambda a: a.target)}
         compare(run_dir, recipe, experiment, profiles)

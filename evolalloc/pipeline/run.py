@@ -146,7 +146,6 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
     from evolalloc.config.run_folder import PLOT_FITNESS, PLOT_HEAD_BUDGETS, PLOT_LAYER_BUDGETS, PLOT_SCORE_VS_BUDGET
     from evolalloc.report.markdown import write_report
     from evolalloc.report.plots import plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget
-
     from evolalloc.config.resolved import resolve_run
 
     resolved = experiment.resolved if experiment is not None else resolve_run(recipe)
