@@ -34,7 +34,7 @@ from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.core.errors import UserError
 from evolalloc.report.comparison import compare_scores, save_comparison
-from evolalloc.report.summary import allocation_files
+from evolalloc.config.run_folder import profile_files
 from evolalloc.runtime.scorers import get_scorer
 
 HELDOUT = "heldout"
@@ -56,7 +56,8 @@ def run_profiles(runs: dict[str, Path]) -> dict[str, dict[float, Path]]:
     """``{label: {budget: allocation file}}``; ``UserError`` for a run without profiles."""
     out = {}
     for label, run in runs.items():
-        files = allocation_files(run) if run.is_dir() else {}
+        # each at the budget the file records, not the one its name suggests
+        files = dict(sorted((float(load_allocation(p).target), p) for p in profile_files(run))) if run.is_dir() else {}
         if not files:
             raise UserError("no allocation-c*.json: not a finished run folder", source=str(run), field="--run")
         out[label] = files

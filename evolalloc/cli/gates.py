@@ -12,9 +12,8 @@ import click
 
 from evolalloc.cli import main
 from evolalloc.cli.options import seed_option
-from evolalloc.cli.scorer import _MODEL, _THREADS, _csv, _setup
+from evolalloc.cli.scorer import _MODEL, _THREADS, _csv, _eval_inputs, _setup, _traces, _train_to_checkpoint
 from evolalloc.core.errors import UserError
-from evolalloc.core.paths import resolve_checkpoint
 
 
 
@@ -42,31 +41,22 @@ def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, pena
     """Train every head's gate and the shared readout; writes the checkpoint and a JSONL log beside it."""
     _setup(threads)
     from evolalloc.learned.gates_train import GatesTrainConfig, train_gates
-    from evolalloc.learned.traces import load_traces
     from evolalloc.runtime.gates import save_gates
 
-    try:
-        traces = load_traces(traces_dir)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    traces = _traces(traces_dir)
     if not capacities or min(capacities) <= sinks + window:
         raise UserError(f"--capacities must all exceed sinks + window ({sinks + window})", field="--capacities")
     config = GatesTrainConfig(steps=steps, lr=lr, hidden=hidden, horizon=horizon, capacities=capacities, penalty=penalty,
                               sinks=sinks, window=window, seed=seed)
-    out = resolve_checkpoint("gates", out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log_path = out.with_suffix(".log.jsonl")
-    gates_module, summary = train_gates(traces, config, log_path=log_path)
-    save_gates(out, gates_module, model=traces.index["model"], geometry=traces.index["geometry"], training=summary)
+    gates_module, summary, out, log_path = _train_to_checkpoint(
+        "gates", out_path, traces, lambda log: train_gates(traces, config, log_path=log), save_gates)
     click.echo(f"trained {gates_module.config.heads} gates + 1 shared projection in {summary['seconds']} s "
                f"(final training attention lost {summary['final_attention_lost']:.3f}, retained/capacity "
                f"{summary['final_used_over_capacity']:.2f}); wrote {out} and {log_path}")
 
 
 @gates.command("eval")
-@click.argument("checkpoint", type=click.Path(exists=True, dir_okay=False))
-@click.option("--traces", "traces_dir", required=True, type=click.Path(exists=True, file_okay=False), help="Held-out trace folder.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder for the tables, JSON and PNGs.")
+@_eval_inputs
 @_MODEL
 @click.option("--scorers", default="snapkv,tova,keydiff,knorm,streaming", show_default=True, callback=_csv(str),
               help="Heuristics to compare with (at uniform budgets).")

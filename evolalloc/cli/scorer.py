@@ -29,6 +29,37 @@ def _setup(threads: int):
     torch.set_num_threads(threads)
 
 
+def _eval_inputs(command):
+    """The checkpoint argument, ``--traces`` and ``--out`` of every held-out evaluation command."""
+    command = click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+                           help="Folder for the tables, JSON and plots.")(command)
+    command = click.option("--traces", "traces_dir", required=True, type=click.Path(exists=True, file_okay=False),
+                           help="Held-out trace folder.")(command)
+    return click.argument("checkpoint", type=click.Path(exists=True, dir_okay=False))(command)
+
+
+def _traces(traces_dir, **kwargs):
+    """The trace folder, or one ``UserError`` line saying what is wrong with it."""
+    from evolalloc.learned.traces import load_traces
+
+    try:
+        return load_traces(traces_dir, **kwargs)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _train_to_checkpoint(kind: str, out_path, traces, fit, save):
+    """Train with ``fit(log_path) -> (network, summary)`` and save it with ``save`` at ``out_path``
+    (default: the ``kind`` scorer's checkpoint under the cache), the JSONL log beside it, stamped
+    with the traces' model and geometry. Returns ``(network, summary, checkpoint, log)``."""
+    out = resolve_checkpoint(kind, out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log_path = out.with_suffix(".log.jsonl")
+    network, summary = fit(log_path)
+    save(out, network, model=traces.index["model"], geometry=traces.index["geometry"], training=summary)
+    return network, summary, out, log_path
+
+
 @main.group()
 def scorer() -> None:
     """The learned per-token scorer: trace -> train -> eval."""
@@ -82,29 +113,20 @@ def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_
 def train_cmd(traces_dir, out_path, steps, permutations, lr, warmup, hidden, depth, max_tokens, sinks, window, seed, threads):
     """Train one MLP per KV head with RLOO; writes the checkpoint and a JSONL log beside it."""
     _setup(threads)
-    from evolalloc.learned.traces import load_traces
     from evolalloc.learned.train import TrainConfig, train
     from evolalloc.runtime.policy import save_policy
 
-    try:
-        traces = load_traces(traces_dir)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    traces = _traces(traces_dir)
     config = TrainConfig(steps=steps, permutations=permutations, lr=lr, warmup=warmup, hidden=hidden, depth=depth,
                          max_tokens=max_tokens, sinks=sinks, window=window, seed=seed)
-    out_path = resolve_checkpoint("learned", out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path = out_path.with_suffix(".log.jsonl")
-    policy, summary = train(traces, config, log_path=log_path)
-    save_policy(out_path, policy, model=traces.index["model"], geometry=traces.index["geometry"], training=summary)
+    policy, summary, out_path, log_path = _train_to_checkpoint(
+        "learned", out_path, traces, lambda log: train(traces, config, log_path=log), save_policy)
     click.echo(f"trained {policy.config.heads} head policies in {summary['seconds']} s "
                f"(final training normalised cost {summary['final_train_cost']:.3f}); wrote {out_path} and {log_path}")
 
 
 @scorer.command("eval")
-@click.argument("checkpoint", type=click.Path(exists=True, dir_okay=False))
-@click.option("--traces", "traces_dir", required=True, type=click.Path(exists=True, file_okay=False), help="Held-out trace folder.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder for the table, JSON and PNG.")
+@_eval_inputs
 @_MODEL
 @click.option("--scorers", default="learned,snapkv,h2o,tova,keydiff,knorm,streaming,random", show_default=True, callback=_csv(str))
 @click.option("--task", default="passkey", show_default=True, help="Downstream task ('' to skip).")

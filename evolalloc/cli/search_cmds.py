@@ -44,7 +44,7 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, progress):
     prepared = prepare_run(loaded, runs_dir, name, progress=progress)  # writes nothing unless the run can start
     click.echo(f"run folder: {prepared.run_dir}")
     run_prepared(prepared, progress=progress)
-    click.echo(show_run(prepared.run_dir, prepared.recipe))
+    click.echo(show_run(prepared.run_dir, prepared.experiment.resolved))
 
 
 def _seeds(first: str | None, more: tuple[int, ...]) -> list[int] | None:

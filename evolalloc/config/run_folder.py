@@ -3,6 +3,7 @@
 A run folder (``runs/<name>/``) holds::
 
     recipe.yaml               the resolved recipe, written first
+    run.json                  what it resolved to (``config/resolved.py``), written with it: the report reads this
     study.db                  the Optuna trial store (unless storage is another URL)
     search_checkpoint.json    how far the search got (evolalloc.search.checkpoint; JSON, no pickle)
     allocation-c{N}.json      the evolved profile at the target and at each expansion (or curve budget)
@@ -23,11 +24,13 @@ from pathlib import Path
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.config.recipe import Recipe, load_recipe
+from evolalloc.config.resolved import ResolvedRun, parse_resolved, resolve_run, resolved_json
 from evolalloc.search.checkpoint import CHECKPOINT_NAME as CHECKPOINT_FILE
 from evolalloc.search.checkpoint import LEGACY_CHECKPOINT_NAME as LEGACY_CHECKPOINT_FILE  # older pickles; refused
 from evolalloc.search.checkpoint import STUDY_FILE
 
 RECIPE_FILE = "recipe.yaml"
+RUN_FILE = "run.json"
 COMPARISON_FILE = "comparison.json"
 CURATION_FILE = "curation.json"
 REPORT_FILE = "report.md"
@@ -37,6 +40,9 @@ PLOT_FITNESS = "fitness-over-evaluations.png"
 PLOT_SCORE_VS_BUDGET = "score-vs-budget.png"
 
 
+PROFILE_PATTERN = "allocation-c*.json"  # the evolved profiles' names (``allocation_filename``)
+
+
 def allocation_filename(budget: float, method: str = "evolved") -> str:
     """``allocation-c128.json`` for the evolved profile, ``uniform-c128.json`` for a baseline."""
     label = int(budget) if float(budget).is_integer() else budget
@@ -44,13 +50,20 @@ def allocation_filename(budget: float, method: str = "evolved") -> str:
     return f"{prefix}-c{label}.json"
 
 
-def missing_outputs(run_dir: str | Path, recipe: Recipe) -> list[str]:
-    """The files a finished run of ``recipe`` holds that ``run_dir`` lacks (empty: the run is finished).
+def profile_files(run_dir: str | Path) -> list[Path]:
+    """Every evolved profile file in ``run_dir`` (``allocation-c*.json``), the run's own and any a user
+    carried further (``expand --to``), sorted by name. Only the name's shape is used: a caller takes
+    each profile's budget from the file itself, never from its name."""
+    return sorted(p for p in Path(run_dir).glob(PROFILE_PATTERN) if p.is_file())
+
+
+def missing_outputs(run_dir: str | Path, resolved: ResolvedRun) -> list[str]:
+    """The files a finished run holds that ``run_dir`` lacks (empty: the run is finished).
 
     The profiles, the comparison and the report are written in that order, the report last.
     """
-    names = [allocation_filename(budget) for budget in recipe.budgets] + [COMPARISON_FILE, REPORT_FILE]
-    if recipe.budget.curve is not None:
+    names = [allocation_filename(budget) for budget in resolved.budgets] + [COMPARISON_FILE, REPORT_FILE]
+    if resolved.curve_grid:
         from evolalloc.core.curve import CURVE_FILE
 
         names.insert(0, CURVE_FILE)  # written before the profiles
@@ -80,7 +93,8 @@ def _taken(folder: Path) -> UserError:
 
 
 def create_run_folder(recipe: Recipe, runs_dir: str | Path = "runs", name: str | None = None) -> Path:
-    """Create ``runs_dir/<name or recipe.name>/`` and write the resolved ``recipe.yaml`` into it.
+    """Create ``runs_dir/<name or recipe.name>/`` and write the resolved ``recipe.yaml`` and what it
+    resolved to (``run.json``) into it.
 
     Refuses (``UserError``) a folder that already exists, even an empty one: a run folder is
     never overwritten or reused. ``mkdir`` without ``exist_ok`` is the claim, so two runs
@@ -98,6 +112,7 @@ def create_run_folder(recipe: Recipe, runs_dir: str | Path = "runs", name: str |
         raise UserError(f"cannot create the run folder: {err}", source=str(folder)) from None
     try:
         write_atomic(folder / RECIPE_FILE, recipe.to_yaml())
+        write_atomic(folder / RUN_FILE, resolved_json(resolve_run(recipe)))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -113,3 +128,12 @@ def load_run_recipe(run_dir: str | Path, *, check_names: bool = False) -> Recipe
     if not path.is_file():
         raise UserError(f"not a run folder: it holds no {RECIPE_FILE}", source=str(run_dir))
     return load_recipe(path, check_names=check_names)
+
+
+def load_resolved(run_dir: str | Path) -> ResolvedRun:
+    """What the run in ``run_dir`` resolved to: its ``run.json``. A folder made before that file
+    existed is resolved once from its ``recipe.yaml`` (the same values; nothing is written)."""
+    path = Path(run_dir) / RUN_FILE
+    if not path.is_file():
+        return resolve_run(load_run_recipe(run_dir))
+    return parse_resolved(path.read_text(), str(path))

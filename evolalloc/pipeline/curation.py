@@ -87,7 +87,7 @@ def curate(experiment, split: str, drawn: list, label: str) -> Curation:
     rules = section.curate
     geometry = experiment.geometry
     budgets = [np.full((geometry.num_layers, geometry.num_kv_heads), FULL_BUDGET, dtype=np.int64)]
-    target = float(experiment.recipe.budget.target)
+    target = float(experiment.resolved.target)
     if rules.reference_unsolved is not None:
         budgets.append(experiment.baseline(rules.reference_unsolved, target).budgets)
     # Curation judges with what every result is reported with: greedy answers, the task's metric.

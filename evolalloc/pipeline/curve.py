@@ -46,11 +46,12 @@ class BoundedEvaluator:
         return self.inner.evaluate([self.bound(b) for b in budgets])
 
 
-def check_anchors(recipe, config: SearchConfig, min_budget: int) -> None:
-    """``UserError`` (before any model weights) unless every anchor's search can be built."""
+def check_anchors(resolved, config: SearchConfig, min_budget: int) -> None:
+    """``UserError`` (before any model weights) unless every anchor's search can be built
+    (``resolved``: the run's ``ResolvedRun``)."""
     from evolalloc.core.errors import UserError
 
-    for budget in recipe.budget.curve.anchor_budgets(recipe.budget.target):
+    for budget in resolved.curve_anchors:
         if budget < min_budget:
             raise UserError(f"the anchor at c={budget} is below the {min_budget} tokens the scorer always keeps; "
                             "raise budget.curve.low", field="budget.curve.low")
@@ -69,7 +70,7 @@ def search_anchor(run_dir: Path, recipe, experiment, config: SearchConfig, budge
     folder = anchor_search_dir(run_dir, budget)
     label = folder.name
     anchor_config = dataclasses.replace(config, target=float(budget), study_name=f"{config.study_name}-curve-{label}")
-    evaluator = BoundedEvaluator(experiment.search_evaluator(), budget, recipe.granularity, lo, hi)
+    evaluator = BoundedEvaluator(experiment.search_evaluator(), budget, experiment.resolved.granularity, lo, hi)
     if has_checkpoint(folder):
         result = resume_search(folder, evaluator, config=anchor_config, progress=progress)
     else:
@@ -86,9 +87,9 @@ def ship_curve(run_dir: Path, recipe, experiment, pivot: Allocation, config: Sea
     """Search the other anchors, derive the grid, save ``allocation-c{N}.json`` per grid budget and
     ``profile-curve.json``; return the profiles by budget (the target first). ``pivot`` is the run's
     own search's profile at ``c``; ``allocate`` as for ``search_anchor``."""
-    curve = recipe.budget.curve
-    grid, anchors_at = curve.grid(recipe.budget.target), curve.anchor_budgets(recipe.budget.target)
-    c = float(recipe.budget.target)
+    run = experiment.resolved
+    grid, anchors_at = list(run.curve_grid), list(run.curve_anchors)
+    c = float(run.target)
     floor = experiment.min_budget()
     shape = pivot.budgets.shape
     upper = config.build_space().ratio_bounds[1]

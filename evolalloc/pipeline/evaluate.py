@@ -69,7 +69,7 @@ def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout"
             if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
                 chosen = experiment.baseline("uniform", experiment.geometry.max_positions)
             elif name in methods:
-                chosen = experiment.baseline(name, budget or recipe.budget.target)
+                chosen = experiment.baseline(name, budget or experiment.resolved.target)
             else:
                 chosen = load_allocation(name, expect_geometry=experiment.geometry)
             (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
@@ -80,19 +80,22 @@ def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout"
 
 def compare_run(run_dir: Path, *, baselines: list[str] | None = None, progress: bool = True) -> None:
     """Re-run the held-out comparison of ``run_dir``'s shipped profiles against ``baselines``
-    (default: its recipe's) and rewrite its ``comparison.json``."""
-    from evolalloc.config.run_folder import CURATION_FILE, load_run_recipe
+    (default: its recipe's) and rewrite its ``comparison.json``.
+
+    The profiles: every ``allocation-c*.json`` in the folder (the run's own and any a user added
+    with ``expand --to``), each at the budget its file records (``target``), not its file name."""
+    from evolalloc.config.run_folder import CURATION_FILE, load_run_recipe, profile_files
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.pipeline.run import compare
-    from evolalloc.report.summary import allocation_files
 
+    files = profile_files(run_dir)
+    if not files:
+        raise WorkflowError(f"{run_dir} has no allocation-c*.json yet: finish the search first (evolalloc resume {run_dir})")
     recipe = load_run_recipe(run_dir)
     if baselines is not None:
         recipe.baselines = baselines
-    files = allocation_files(run_dir)
-    if not files:
-        raise WorkflowError(f"{run_dir} has no allocation-c*.json yet: finish the search first (evolalloc resume {run_dir})")
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE, run_dir=run_dir) as experiment:
-        profiles = {budget: load_allocation(path, expect_geometry=experiment.geometry) for budget, path in files.items()}
+        loaded = [load_allocation(path, expect_geometry=experiment.geometry) for path in files]
+        profiles = {float(a.target): a for a in sorted(loaded, key=lambda a: a.target)}
         compare(run_dir, recipe, experiment, profiles)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
+from evolalloc.config.resolved import ResolvedRun, resolve_run
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.engine.base import ENGINES, Engine, Evaluator
@@ -90,10 +91,16 @@ class Experiment:
                             _parent=self, _label=entry.label))
                 for entry in self.recipe.task_entries]
 
+    @cached_property
+    def resolved(self) -> ResolvedRun:
+        """What the recipe resolved to (``config/resolved.py``), once: the budgets, the fitness
+        modes and the methods every later step takes from here."""
+        return resolve_run(self.recipe)
+
     @property
     def fitness_mode(self) -> str:
         """What the search climbs on this (single-task) experiment: the recipe's mode, else the task's."""
-        return self.recipe.fitness.mode or getattr(self.task, "default_fitness_mode", "generate")
+        return self.resolved.fitness_mode
 
     @property
     def engine(self) -> Engine:

@@ -42,9 +42,9 @@ def run_record_bound(recipe, experiment) -> int:
     """``b_max`` of the run ``recipe`` describes, on ``experiment``'s model (see the module docstring)."""
     from evolalloc.search import SearchConfig
 
-    targets = [float(c) for c in recipe.budgets]  # the target, its expansions or its curve's grid
+    targets = [float(c) for c in experiment.resolved.budgets]  # the target, its expansions or its curve's grid
     g = experiment.geometry
-    config = SearchConfig.from_sections(budget=recipe.budget, search_space=recipe.search_space, optimizer=recipe.optimizer,
+    config = SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space, optimizer=recipe.optimizer,
                                         num_layers=g.num_layers, num_kv_heads=g.num_kv_heads, min_budget=experiment.min_budget())
     upper = config.build_space().ratio_bounds[1]  # the search space resolves its default bound
 

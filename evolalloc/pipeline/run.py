@@ -18,7 +18,7 @@ from evolalloc.core.allocation_file import load_allocation, save_allocation
 from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.config.run_folder import (
-    COMPARISON_FILE, CURATION_FILE, REPORT_FILE, allocation_filename, load_run_recipe, missing_outputs,
+    COMPARISON_FILE, CURATION_FILE, REPORT_FILE, allocation_filename, load_resolved, load_run_recipe, missing_outputs,
 )
 from evolalloc.search import SearchConfig, resume_search, run_search
 from evolalloc.search.loop import open_search
@@ -29,7 +29,7 @@ HELDOUT = "heldout"
 def search_config(recipe, experiment: Experiment) -> SearchConfig:
     g = experiment.geometry
     # The study is named after the run, so several runs can share one database URL.
-    return SearchConfig.from_sections(budget=recipe.budget, search_space=recipe.search_space, optimizer=recipe.optimizer,
+    return SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space, optimizer=recipe.optimizer,
                                       num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
                                       min_budget=experiment.min_budget(), storage=recipe.storage, study_name=recipe.name)
 
@@ -43,13 +43,13 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
         geometry=experiment.geometry,
         scorer=experiment.scorer.name,
         scorer_params=experiment.scorer.params(),
-        target=recipe.budget.target if target is None else target,
-        granularity=recipe.granularity,
+        target=experiment.resolved.target if target is None else target,
+        granularity=experiment.resolved.granularity,
         budgets=result.best_budgets,
         provenance={
             "method": "evolved",
             "task": recipe.task_names,
-            "fitness_mode": "+".join(dict.fromkeys(part.fitness_mode for _, _, part in experiment.parts)),
+            "fitness_mode": experiment.resolved.fitness_mode,
             "fitness": result.best_fitness,
             "task_score": result.best_task_score,
             "lam": config.lam,
@@ -75,7 +75,8 @@ def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation, con
     ``budget.curve``, at every grid budget (``pipeline/curve.py``: more anchors searched); return them by budget."""
     from evolalloc.pipeline.expansion import expand_profile
 
-    if recipe.budget.curve is not None:
+    run = experiment.resolved
+    if run.curve_grid:
         from evolalloc.pipeline.curve import ship_curve
 
         def allocate(result, anchor_config, target):
@@ -83,10 +84,10 @@ def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation, con
 
         return ship_curve(run_dir, recipe, experiment, evolved, config, allocate, progress=progress)
 
-    rule = recipe.budget.expansion_rule
+    rule = run.expansion_rule
     evaluator = experiment.search_evaluator() if rule == "search" else None  # needs the search records: ship before release
-    profiles = {float(recipe.budget.target): evolved}
-    profiles.update(expand_profile(evolved, recipe.budget.expansions, rule, experiment.min_budget(), evaluator))
+    profiles = {float(run.target): evolved}
+    profiles.update(expand_profile(evolved, list(run.expansions), rule, experiment.min_budget(), evaluator))
     for budget, allocation in profiles.items():
         save_allocation(allocation, run_dir / allocation_filename(budget))
     return profiles
@@ -145,8 +146,10 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
     from evolalloc.config.run_folder import PLOT_FITNESS, PLOT_HEAD_BUDGETS, PLOT_LAYER_BUDGETS, PLOT_SCORE_VS_BUDGET
     from evolalloc.report.markdown import write_report
     from evolalloc.report.plots import plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget
+    from evolalloc.config.resolved import resolve_run
 
-    target = float(recipe.budget.target)
+    resolved = experiment.resolved if experiment is not None else resolve_run(recipe)
+    target = float(resolved.target)
     profiles = {name: per_budget[target] for name, per_budget in methods.items() if name == EVOLVED or BASELINES.get(name).in_budget_plot}
     plots = {
         "Budgets per layer at the target": plot_layer_budgets(profiles, run_dir / PLOT_LAYER_BUDGETS).name,
@@ -154,7 +157,7 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
         "Held-out score vs budget": plot_score_vs_budget(rows, run_dir / PLOT_SCORE_VS_BUDGET, anchors=[
             budget for budget, a in methods["evolved"].items() if a.provenance.get("curve", {}).get("role") == "anchor"]).name,
     }
-    if recipe.granularity == "head":
+    if resolved.granularity == "head":
         plots["Budgets per KV head at the target"] = plot_head_budgets(methods["evolved"][target], run_dir / PLOT_HEAD_BUDGETS).name
     best = {"fitness": result.best_fitness, "task_score": result.best_task_score,
             "optimizer": "/".join(result.implementation), "evaluations": len(result.history)}
@@ -162,7 +165,7 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
     from evolalloc.pipeline.curation import read_curations
 
     meta = comparison_meta(recipe, experiment) if experiment is not None else {"split": HELDOUT}
-    return write_report(run_dir, recipe, history=result.history, comparison=rows, allocations=allocations,
+    return write_report(run_dir, recipe, resolved=resolved, history=result.history, comparison=rows, allocations=allocations,
                         plots=plots, best=best, wall_seconds=wall_seconds, comparison_meta=meta,
                         curation=[c.line() for c in read_curations(run_dir / CURATION_FILE)],
                         scorer_checkpoint=methods["evolved"][target].provenance.get("scorer_checkpoint"))
@@ -215,7 +218,7 @@ def run_prepared(prepared, *, progress: bool = True) -> Path:
 
 def run_finished(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds every output of its recipe (profiles, comparison, report)."""
-    return not missing_outputs(run_dir, load_run_recipe(run_dir))
+    return not missing_outputs(run_dir, load_resolved(run_dir))
 
 
 class _OnFirstUse:
@@ -239,18 +242,19 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     (the search split is prefilled only if there is one); profiles already shipped are re-used.
     """
     run_dir = Path(run_dir)
-    recipe = load_run_recipe(run_dir)
-    missing = missing_outputs(run_dir, recipe)
+    missing = missing_outputs(run_dir, load_resolved(run_dir))
     if not missing:
         return run_dir / REPORT_FILE
     started = time.perf_counter()
     quiet_optuna()
+    recipe = load_run_recipe(run_dir)
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
         config = search_config(recipe, experiment)  # the geometry from the model's config: no weights yet
         opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
         result = opened.run(_OnFirstUse(experiment.search_evaluator), progress=progress)
         profiles = None
-        if not any(name in missing for name in map(allocation_filename, recipe.budgets)):
+        budgets = experiment.resolved.budgets
+        if not any(name in missing for name in map(allocation_filename, budgets)):
             profiles = {float(budget): load_allocation(run_dir / allocation_filename(budget), expect_geometry=experiment.geometry)
-                        for budget in recipe.budgets}
+                        for budget in budgets}
         return finish(run_dir, recipe, experiment, result, config, started, profiles, progress=progress)

@@ -71,7 +71,7 @@ def settings_of(experiment):
 
     recipe, train = experiment.recipe, experiment.recipe.scorer.train
     params = recipe.scorer.params
-    capacities = tuple(train.capacities) if train.capacities is not None else tuple(recipe.budgets)
+    capacities = tuple(train.capacities) if train.capacities is not None else experiment.resolved.budgets
     hidden = train.hidden if train.hidden is not None else {"gates": 32, "learned": 256}[recipe.scorer.name]
     return InRunSettings(scorer=recipe.scorer.name, steps=train.steps, seed=train.seed, future=train.future, splits_per_trace=train.splits_per_trace,
                          min_split=train.min_split, hidden=hidden, horizon=train.horizon, capacities=capacities,

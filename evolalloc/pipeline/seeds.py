@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 from typing import Callable, Sequence
 
-from evolalloc.config.run_folder import COMPARISON_FILE, allocation_filename, load_run_recipe
+from evolalloc.config.run_folder import COMPARISON_FILE, allocation_filename, load_resolved, load_run_recipe
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.report.comparison import load_comparison
@@ -162,7 +162,7 @@ def plot_seed_profiles(runs: dict[int, Path], path: Path) -> Path | None:
 
     profiles = {}
     for seed, run_dir in runs.items():
-        target = load_run_recipe(run_dir).budget.target
+        target = load_resolved(run_dir).target
         file = Path(run_dir) / allocation_filename(target)
         if file.is_file():
             profiles[f"seed {seed}"] = load_allocation(file)

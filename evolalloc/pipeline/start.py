@@ -112,10 +112,10 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
         experiment.scorers  # noqa: B018 - builds (and checks) the baselines' scorers too
     with blamed_on(recipe):
         config = search_config(recipe, experiment)  # the geometry from the model's config alone
-        if recipe.budget.curve is not None:
+        if experiment.resolved.curve_grid:
             from evolalloc.pipeline.curve import check_anchors
 
-            check_anchors(recipe, config, experiment.min_budget())
+            check_anchors(experiment.resolved, config, experiment.min_budget())
     curated = []
     for _, _, part in experiment.parts:
         for split in SPLITS:

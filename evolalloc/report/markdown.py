@@ -74,9 +74,10 @@ def checkpoint_words(record: Mapping | None) -> str:
             + (" ".join(part for part in how if part) or "(no training record)"))
 
 
-def searched_section(recipe: Mapping, scorer_checkpoint: Mapping | None = None) -> list[str]:
-    """A key/value table of the recipe, in words a reader of the report needs; ``scorer_checkpoint``:
-    the provenance of the trained scorer's checkpoint the profiles were searched with."""
+def searched_section(recipe: Mapping, resolved, scorer_checkpoint: Mapping | None = None) -> list[str]:
+    """A key/value table of the recipe, in words a reader of the report needs; the budgets from what
+    it resolved to (``config/resolved.py``); ``scorer_checkpoint``: the provenance of the trained
+    scorer's checkpoint the profiles were searched with."""
     budget, space, opt = recipe["budget"], recipe["search_space"], recipe["optimizer"]
     if recipe.get("tasks"):
         task_rows = [row for task in recipe["tasks"] for row in _task_rows(task, f"{task.get('label') or task['name']}: ")]
@@ -90,9 +91,9 @@ def searched_section(recipe: Mapping, scorer_checkpoint: Mapping | None = None) 
                          "generation scored by the task's metric)"),
         ("scorer", f"{recipe['scorer']['name']} {recipe['scorer']['params'] or ''}".strip()
                    + ("; " + checkpoint_words(scorer_checkpoint) if scorer_checkpoint else "")),
-        ("target budget c", f"{budget['target']} tokens per (layer, KV head)"),
-        ("expansions", (", ".join(map(str, budget["expansions"])) or "none")
-                       + f" ({budget.get('expansion_rule', 'proportional')} rule)") if not budget.get("curve") else
+        ("target budget c", f"{resolved.target} tokens per (layer, KV head)"),
+        ("expansions", (", ".join(map(str, resolved.expansions)) or "none")
+                       + f" ({resolved.expansion_rule} rule)") if not resolved.curve_grid else
         ("curve", f"{budget['curve']['points']} budgets from {budget['curve']['low']:g}c to {budget['curve']['high']:g}c, "
                   f"anchors {budget['curve']['anchors'] or 'the ends and c'} searched (profile-curve.json)"),
         ("search space", f"{space['name']}, group size {space['group_size']}"
@@ -211,11 +212,13 @@ def render_report(
     wall_seconds: float | None = None,
     curation: Sequence[str] = (),
     scorer_checkpoint: Mapping | None = None,
+    resolved=None,
 ) -> str:
     """The whole report as Markdown.
 
     Args:
-        recipe: the resolved recipe (``Recipe`` or its ``to_dict()``).
+        recipe: the run's ``Recipe``; ``resolved``: what it resolved to (``ResolvedRun``, made from
+            ``recipe`` when not given): the budgets come from it.
         history: trial records (dicts or ``TrialRecord``) in search order.
         comparison: rows from ``compare_scores``; ``comparison_meta`` a line of context.
         allocations: budget -> allocation file name, relative to the run folder.
@@ -225,20 +228,24 @@ def render_report(
         curation: one line per curated split (``Curation.line()``).
         scorer_checkpoint: the searched profile's ``scorer_checkpoint`` provenance, if any.
     """
+    if resolved is None:
+        from evolalloc.config.resolved import resolve_run
+
+        resolved = resolve_run(recipe)
     recipe = _as_dict(recipe)
     lines = [f"# evolalloc run `{recipe['name']}`", ""]
     if wall_seconds is not None:
         lines += [f"Wall time: {fmt_seconds(wall_seconds)}.", ""]
-    lines += searched_section(recipe, scorer_checkpoint) + [""]
+    lines += searched_section(recipe, resolved, scorer_checkpoint) + [""]
     lines += curation_section(curation)
     lines += progress_section(history, best) + [""]
     lines += comparison_section(comparison, comparison_meta) + [""]
     if allocations:
         lines += ["## Allocation files", ""]
         for budget, name in sorted(allocations.items()):
-            rule = recipe["budget"].get("expansion_rule", "proportional")
+            rule = resolved.expansion_rule
             how = ("rule picked on the search split, see `evolalloc show`" if rule == "search" else f"{rule} rule")
-            kind = "target" if float(budget) == float(recipe["budget"]["target"]) else f"expansion, {how}"
+            kind = "target" if budget == resolved.target else f"expansion, {how}"
             lines.append(f"- c = {float(budget):g} ({kind}): [{name}]({name})")
         lines.append("")
     if plots:

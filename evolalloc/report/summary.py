@@ -1,43 +1,29 @@
 """``show RUN``: a short text summary of a run folder.
 
-The run's resolved recipe says what it searched and at which budgets (given by a caller that holds
-it, else read once from ``recipe.yaml``); each profile the recipe's budgets name
-(``run_folder.allocation_filename``) is read once, and ``comparison.json`` once. It imports
+What the run resolved to (``config/resolved.py``: given by the caller that holds it, else read once
+from the folder's ``run.json``) says what it searched and at which budgets; each profile those
+budgets name (``run_folder.allocation_filename``) is read once, and ``comparison.json`` once. It imports
 neither the search loop nor torch, so it is instant, and it works on a run that is still going
 (some files are simply not there yet).
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.errors import UserError
 from evolalloc.config.run_folder import (
-    CHECKPOINT_FILE, COMPARISON_FILE, LEGACY_CHECKPOINT_FILE, REPORT_FILE, STUDY_FILE, allocation_filename, load_run_recipe,
+    CHECKPOINT_FILE, COMPARISON_FILE, LEGACY_CHECKPOINT_FILE, REPORT_FILE, STUDY_FILE, allocation_filename, load_resolved,
 )
 from evolalloc.report.comparison import REFERENCE, load_comparison, tasks_of
 from evolalloc.report.markdown import checkpoint_words, fmt_p
 
-_ALLOCATION = re.compile(r"^allocation-c(\d+(?:\.\d+)?)\.json$")
-
-
-def allocation_files(run_dir: str | Path) -> dict[float, Path]:
-    """The evolved profiles in a run folder, by budget, smallest first."""
-    found = {}
-    for path in Path(run_dir).iterdir():
-        match = _ALLOCATION.match(path.name)
-        if match:
-            found[float(match.group(1))] = path
-    return dict(sorted(found.items()))
-
-
-def run_profiles(run_dir: Path, recipe) -> dict[float, tuple[Path, object]]:
-    """``{budget: (path, Allocation or the UserError reading it)}`` for each budget of the recipe
+def run_profiles(run_dir: Path, resolved) -> dict[int, tuple[Path, object]]:
+    """``{budget: (path, Allocation or the UserError reading it)}`` for each budget of the run
     whose profile is written, smallest first: every file read once, here."""
     found = {}
-    for budget in sorted(float(b) for b in recipe.budgets):
+    for budget in sorted(resolved.budgets):
         path = run_dir / allocation_filename(budget)
         if path.is_file():
             try:
@@ -47,16 +33,14 @@ def run_profiles(run_dir: Path, recipe) -> dict[float, tuple[Path, object]]:
     return found
 
 
-def _searched_provenance(profiles: dict, recipe) -> dict:
+def _searched_provenance(profiles: dict, resolved) -> dict:
     """The searched profile's provenance (at the target), ``{}`` when it is missing or unreadable."""
-    _, alloc = profiles.get(float(recipe.budget.target), (None, None))
+    _, alloc = profiles.get(resolved.target, (None, None))
     return alloc.provenance if alloc is not None and not isinstance(alloc, UserError) else {}
 
 
-def _default_mode(profiles: dict, recipe) -> str:
-    """The mode a task default resolved to, as the searched profile recorded it."""
-    mode = _searched_provenance(profiles, recipe).get("fitness_mode")
-    return f"{mode} (the task's default)" if mode else "the task's default"
+def _mode_words(resolved) -> str:
+    return resolved.fitness_mode if resolved.fitness_mode_given else f"{resolved.fitness_mode} (the task's default)"
 
 
 def _profile_line(budget: float, path: Path, alloc) -> str:
@@ -114,32 +98,33 @@ def _status(run_dir: Path, profiles: dict) -> str:
     return "created, not searched yet"
 
 
-def show_run(run_dir: str | Path, recipe=None) -> str:
+def show_run(run_dir: str | Path, resolved=None) -> str:
     """A few lines on what the run searched, what it found and how it compared.
 
-    ``recipe``: the run's resolved recipe when the caller holds it (the command that just ran the
-    search); ``None`` reads the run folder's ``recipe.yaml``."""
+    ``resolved``: what the run resolved to (``ResolvedRun``) when the caller holds it (the command
+    that just ran the search); ``None`` reads the run folder's ``run.json`` (``load_resolved``)."""
     run_dir = Path(run_dir)
-    recipe = recipe if recipe is not None else load_run_recipe(run_dir)
-    profiles = run_profiles(run_dir, recipe)
+    run = resolved if resolved is not None else load_resolved(run_dir)
+    profiles = run_profiles(run_dir, run)
     lines = [
-        f"run {recipe.name} ({run_dir})",
+        f"run {run.name} ({run_dir})",
         f"  status: {_status(run_dir, profiles)}",
-        f"  model {recipe.model.spec}, "
-        + ", ".join(f"task {t.name}" + (f" as {t.label} (weight {t.weight:g})" if recipe.multi_task else "")
-                    + f" (~{t.context_tokens} tokens)" for t in recipe.task_entries)
-        + f", scorer {recipe.scorer.name}, fitness mode {recipe.fitness.mode or _default_mode(profiles, recipe)}",
-        f"  budgets {', '.join(map(str, recipe.budgets))} (target {recipe.budget.target}), "
-        f"{recipe.search_space.name} group size {recipe.search_space.group_size}, optimizer {recipe.optimizer.name} "
-        f"x {recipe.optimizer.generations_per_group} generations per group",
-        f"  trial store: {recipe.storage or (run_dir / STUDY_FILE)}",
+        f"  model {run.model}, "
+        + ", ".join(f"task {t.name}" + (f" as {t.label} (weight {t.weight:g})" if run.multi_task else "")
+                    + f" (~{t.context_tokens} tokens)" for t in run.tasks)
+        + f", scorer {run.scorer}, fitness mode {_mode_words(run)}",
+        f"  budgets {', '.join(map(str, run.budgets))} (target {run.target}), "
+        f"{run.search_space} group size {run.group_size}, optimizer {run.optimizer} "
+        f"x {run.generations_per_group} generations per group",
+        f"  trial store: {run.storage or (run_dir / STUDY_FILE)}",
     ]
-    checkpoint = _searched_provenance(profiles, recipe).get("scorer_checkpoint")
+    checkpoint = _searched_provenance(profiles, run).get("scorer_checkpoint")
     if checkpoint:
-        lines.insert(3, f"  scorer {recipe.scorer.name}: {checkpoint_words(checkpoint)}")
-    elif recipe.scorer.train is not None:
-        lines.insert(3, f"  scorer {recipe.scorer.name}: trained in the run ({recipe.scorer.train.steps} steps, seed "
-                        f"{recipe.scorer.train.seed}, search split); no profile yet")
+        lines.insert(3, f"  scorer {run.scorer}: {checkpoint_words(checkpoint)}")
+    elif run.scorer_training is not None:
+        steps, seed = run.scorer_training
+        lines.insert(3, f"  scorer {run.scorer}: trained in the run ({steps} steps, seed {seed}, search split); "
+                        "no profile yet")
     if profiles:
         lines.append("profiles:")
         lines += [_profile_line(budget, path, alloc) for budget, (path, alloc) in profiles.items()]

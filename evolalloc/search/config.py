@@ -24,6 +24,10 @@ from evolalloc.search.optimizers.base import POPSIZE_RANGE
 CACHE_SCOPES = ("group", "allocation")
 # cachescore: EvolKV as published; exact: every candidate completed to c * units before evaluation.
 BUDGET_RULES = ("cachescore", "exact")
+# A setting here <- the recipe's ``optimizer`` field it is read from (the names differ in two places).
+OPTIMIZER_FIELDS = {"optimizer": "name", "generations": "generations_per_group", "popsize": "popsize", "sigma0": "sigma0",
+                    "lam": "lam", "gamma": "gamma", "cache_scope": "cache_scope", "budget_rule": "budget_rule",
+                    "seed": "seed"}
 RANGES = {"generations": {"min": 1}, "popsize": POPSIZE_RANGE, "sigma0": {"min_exclusive": 0.0}, "seed": {"min": 0}}
 
 
@@ -80,34 +84,20 @@ class SearchConfig:
     optimizer_options: dict = field(default_factory=dict)
 
     @classmethod
-    def from_sections(cls, *, budget, search_space, optimizer, num_layers: int, num_kv_heads: int,
+    def from_sections(cls, *, target: float, search_space, optimizer, num_layers: int, num_kv_heads: int,
                       min_budget: int = 1, max_budget: int | None = None, storage: str | None = None,
                       study_name: str = "evolalloc") -> "SearchConfig":
-        """The search a recipe's ``budget``, ``search_space`` and ``optimizer`` sections describe
-        (any objects with those fields; ``evolalloc.config.schema`` defines the recipe's), for a
-        model of ``num_layers`` x ``num_kv_heads``. ``min_budget`` / ``max_budget`` depend on the
-        scorer and the prompts, so the caller gives them."""
+        """The search at budget ``target`` (a run's resolved ``c``) that a recipe's ``search_space``
+        and ``optimizer`` sections describe (any objects with those fields; ``evolalloc.config.schema``
+        defines the recipe's), for a model of ``num_layers`` x ``num_kv_heads``. ``min_budget`` /
+        ``max_budget`` depend on the scorer and the prompts, so the caller gives them."""
         return cls(
-            num_layers=num_layers,
-            num_kv_heads=num_kv_heads,
-            target=float(budget.target),
-            search_space=search_space.name,
-            group_size=search_space.group_size,
+            num_layers=num_layers, num_kv_heads=num_kv_heads, target=float(target),
+            search_space=search_space.name, group_size=search_space.group_size,
             ratio_bounds=tuple(search_space.ratio_bounds) if search_space.ratio_bounds else None,
-            min_budget=min_budget,
-            max_budget=max_budget,
-            optimizer=optimizer.name,
-            generations=optimizer.generations_per_group,
-            popsize=optimizer.popsize,
-            sigma0=optimizer.sigma0,
-            lam=optimizer.lam,
-            gamma=optimizer.gamma,
-            cache_scope=optimizer.cache_scope,
-            budget_rule=optimizer.budget_rule,
-            seed=optimizer.seed,
-            storage=storage,
-            study_name=study_name,
+            min_budget=min_budget, max_budget=max_budget, storage=storage, study_name=study_name,
             optimizer_options=dict(optimizer.options),
+            **{mine: getattr(optimizer, theirs) for mine, theirs in OPTIMIZER_FIELDS.items()},
         )
 
     def __post_init__(self):

@@ -64,16 +64,19 @@ def register_upload(session: Session, body: bytes) -> tuple[Profile, bool]:
 
 
 def register_run(session: Session, run_dir: Path, job_id: int, min_budget: int = 1) -> list[Profile]:
-    """Register every evolved profile of a finished run folder, with its comparison rows."""
-    from evolalloc.config.run_folder import COMPARISON_FILE
-    from evolalloc.report.summary import allocation_files
+    """Register every evolved profile of a finished run folder (at the budgets its ``run.json``
+    names), with its comparison rows."""
+    from evolalloc.config.run_folder import COMPARISON_FILE, allocation_filename, load_resolved
 
     rows = []
     comparison = run_dir / COMPARISON_FILE
     if comparison.exists():
         rows = json.loads(comparison.read_text(encoding="utf-8")).get("rows", [])
     profiles = []
-    for budget, path in allocation_files(run_dir).items():
+    for budget in sorted(load_resolved(run_dir).budgets):
+        path = run_dir / allocation_filename(budget)
+        if not path.is_file():
+            continue
         allocation = parse_allocation(path.read_text(encoding="utf-8"), source=str(path))
         at_budget = [row for row in rows if float(row["budget"]) == budget]
         profiles.append(register(session, allocation, source="job", job_id=job_id, comparison=at_budget,

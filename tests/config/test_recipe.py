@@ -7,7 +7,7 @@ import pytest
 from evolalloc.core.errors import UserError
 from evolalloc.config.recipe import load_recipe, recipe_from_dict
 from evolalloc.config.run_folder import (
-    RECIPE_FILE, allocation_filename, create_run_folder, load_run_recipe,
+    RECIPE_FILE, RUN_FILE, allocation_filename, create_run_folder, load_run_recipe,
 )
 
 RUNS = Path(__file__).resolve().parents[2] / "runs"
@@ -88,13 +88,18 @@ def test_the_resolved_yaml_loads_back_to_an_equal_recipe(tmp_path):
 
 
 def test_the_recipe_sections_build_the_search_config_the_loop_runs():
+    from evolalloc.config.resolved import resolve_run
     from evolalloc.search.config import SearchConfig
 
     recipe = load_recipe(QUICKSTART, ["search_space.ratio_bounds=[0.1, 3]", "optimizer.options={CMA_active: false}"],
                          check_names=False)
-    config = SearchConfig.from_sections(budget=recipe.budget, search_space=recipe.search_space, optimizer=recipe.optimizer,
+    config = SearchConfig.from_sections(target=resolve_run(recipe).target, search_space=recipe.search_space, optimizer=recipe.optimizer,
                                         num_layers=30, num_kv_heads=3, storage=recipe.storage, study_name=recipe.name)
     assert config.generations == recipe.optimizer.generations_per_group
+    opt = recipe.optimizer
+    assert (config.optimizer, config.popsize, config.sigma0, config.lam, config.gamma, config.cache_scope,
+            config.budget_rule, config.seed) == (opt.name, opt.popsize, opt.sigma0, opt.lam, opt.gamma,
+                                                 opt.cache_scope, opt.budget_rule, opt.seed)
     assert config.ratio_bounds == (0.1, 3.0) and config.target == 128.0
     assert config.optimizer_options == {"CMA_active": False}
     assert config.study_name == "passkey_snapkv" and config.storage is None
@@ -128,7 +133,7 @@ def test_a_new_run_folder_holds_the_resolved_recipe(tmp_path):
     recipe = load_recipe(QUICKSTART, check_names=False)
     folder = create_run_folder(recipe, runs_dir=tmp_path / "runs")
     assert folder == tmp_path / "runs" / "passkey_snapkv"
-    assert sorted(p.name for p in folder.iterdir()) == [RECIPE_FILE]
+    assert sorted(p.name for p in folder.iterdir()) == [RECIPE_FILE, RUN_FILE]
     assert load_run_recipe(folder) == recipe
 
 

@@ -6,7 +6,7 @@ from evolalloc.core.errors import UserError
 from evolalloc.core.allocation_file import save_allocation
 from evolalloc.config.run_folder import create_run_folder
 from evolalloc.report.comparison import save_comparison
-from evolalloc.report.summary import allocation_files, show_run
+from evolalloc.report.summary import show_run
 
 
 def test_a_fresh_run_is_reported_as_not_searched(recipe, tmp_path):
@@ -29,20 +29,14 @@ def test_a_finished_run_lists_its_profiles_and_comparison(recipe, profiles, rows
     assert f"report: {folder / 'report.md'}" in text
 
 
-def test_allocation_files_are_found_by_budget_in_order(tmp_path, profiles):
-    for c in (256, 64, 128):
-        save_allocation(profiles["evolved"].expand(c), tmp_path / f"allocation-c{c}.json")
-    (tmp_path / "uniform-c64.json").write_text("{}")
-    assert list(allocation_files(tmp_path)) == [64.0, 128.0, 256.0]
-
-
 def test_showing_a_folder_that_is_not_a_run_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="not a run folder"):
         show_run(tmp_path)
 
 
-def test_show_takes_the_budgets_from_the_recipe_and_opens_each_profile_once(recipe, profiles, tmp_path, monkeypatch):
+def test_show_takes_the_budgets_from_the_resolved_run_and_opens_each_profile_once(recipe, profiles, tmp_path, monkeypatch):
     import evolalloc.report.summary as summary
+    from evolalloc.config.resolved import resolve_run
 
     folder = create_run_folder(recipe, runs_dir=tmp_path)
     save_allocation(profiles["evolved"], folder / "allocation-c64.json")
@@ -52,9 +46,9 @@ def test_show_takes_the_budgets_from_the_recipe_and_opens_each_profile_once(reci
     opened = []
     real = summary.load_allocation
     monkeypatch.setattr(summary, "load_allocation", lambda path, **kw: opened.append(path.name) or real(path, **kw))
-    # The caller's recipe is used as it is: the run folder's recipe.yaml is not read again.
-    monkeypatch.setattr(summary, "load_run_recipe", lambda *a, **k: pytest.fail("recipe.yaml read again"))
-    text = show_run(folder, recipe)
+    # The caller's resolved run is used as it is: neither run.json nor recipe.yaml is read again.
+    monkeypatch.setattr(summary, "load_resolved", lambda *a, **k: pytest.fail("the run folder read again"))
+    text = show_run(folder, resolve_run(recipe))
     assert sorted(opened) == ["allocation-c128.json", "allocation-c64.json"]
     assert "c = 64 (allocation-c64.json)" in text and "c = 128 (allocation-c128.json)" in text
     assert "999" not in text
