@@ -15,6 +15,8 @@ receives it in its spec); ``RecordKeeper`` applies it record by record as they a
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -68,6 +70,10 @@ class RecordKeeper:
         return Path(self._temporary.name)
 
     def key(self, prompt_ids, question_ids, scorer_keys, bound: int | None) -> str:
+        # A bound at or past the prompt's length drops nothing (``bound_record``): such a record is
+        # the whole one, so it has the whole one's key (a curated split's drawn record is found again).
+        if bound is not None and bound >= len(prompt_ids):
+            bound = None
         return content_key(self.policy.model_id, prompt_ids, question_ids, scorer_keys, bound, self.policy.dtype)
 
     def path_for(self, key: str) -> Path:
@@ -100,7 +106,9 @@ class RecordKeeper:
         given = record
         if isinstance(given.keys, MappedLayers) and (bound is None or bound >= given.length or given.bound == bound) \
                 and given.keys[0].dtype == getattr(torch, self.policy.dtype):
-            return given  # already spilled as it should be kept (e.g. a curated split's drawn record)
+            # Already spilled as it should be kept (e.g. a curated split's drawn record): file it where
+            # a later process looks for it.
+            return self._refile(given, scorer_keys, bound)
         record = bound_record(record, bound) if bound is not None else record
         record = to_record_dtype(record, self.policy.dtype)
         if record is not given:
@@ -124,6 +132,35 @@ class RecordKeeper:
             return record
         self.spilled += 1
         return _small_to(spilled, device)
+
+    def _refile(self, record: PrefillRecord, scorer_keys, bound: int | None) -> PrefillRecord:
+        """A spilled ``record`` kept as it is, moved from the temporary folder into ``spill_dir``.
+
+        A curated split's drawn records are spilled before the run folder exists, into a temporary
+        folder; the kept ones are moved to the run folder's ``records/`` once it is the spill
+        folder, so ``resume`` finds them (same content, same key: see ``key``) and a hard kill
+        leaves them there, not in the temporary folder. The file's bytes are unchanged.
+        """
+        if self.policy.spill_dir is None or self._temporary is None:
+            return record
+        old = Path(record.keys.mapping.path)
+        if old.parent != Path(self._temporary.name):
+            return record  # already in a folder of the run
+        key = self.key(record.prompt_ids.tolist(), None if record.question_ids is None else record.question_ids.tolist(),
+                       scorer_keys, bound)
+        path = self.path_for(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(old, path)  # same file system: a rename
+        except OSError:  # another file system: copy beside the target, then rename (a kill leaves no half file)
+            partial = path.with_name(path.name + ".partial")
+            shutil.copyfile(old, partial)
+            os.replace(partial, path)
+            old.unlink(missing_ok=True)
+        # keys and values share one mapping, opened lazily: later batches map the moved file.
+        record.keys.mapping.release()
+        record.keys.mapping.path = path
+        return record
 
     def forget(self, records) -> None:
         """Records dropped by their owner: their memory no longer counts against the limit."""

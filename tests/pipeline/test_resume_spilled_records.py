@@ -69,9 +69,6 @@ def test_resume_after_a_kill_reuses_the_spilled_search_records_and_gives_the_sam
     assert outputs(run) == outputs(whole)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (found with runs/ruler4k.yaml): a curated split's records are "
-                   "spilled to a temporary folder before the run folder exists, under the whole-record key, so "
-                   "`resume` prefills the search prompts again")
 def test_resume_after_a_kill_reuses_the_records_of_a_curated_search_split(tmp_path, tiny_model_dir, monkeypatch, judged):
     import evolalloc.pipeline.run as run_module
     import evolalloc.runtime.instances as instances_module

@@ -130,6 +130,26 @@ def test_a_spilled_record_kept_again_as_it_is_is_not_written_twice(tmp_path, rec
     assert bounded.bound == 30 and len(list(tmp_path.glob("*.safetensors"))) == 2
 
 
+def test_a_record_spilled_before_the_run_folder_existed_is_moved_there_and_found_again(tmp_path, record):
+    # As a curated split: the drawn candidate is spilled whole to a temporary folder, then the run
+    # folder becomes the spill folder (``Experiment.record_curations``) and the candidate is kept.
+    keeper = RecordKeeper(RecordPolicy(bound=None, memory=0, model_id="tiny"))
+    drawn = keeper.keep(record, KEYS, None)
+    temporary = drawn.keys.mapping.path.parent
+    assert temporary != tmp_path and len(list(temporary.glob("*.safetensors"))) == 1
+    keeper.policy = dataclasses.replace(keeper.policy, spill_dir=str(tmp_path / "records"), bound=500)
+    kept = keeper.keep(drawn, KEYS, 500)  # the prompt (90 tokens) fits under the bound: kept whole
+    moved = list((tmp_path / "records").glob("*.safetensors"))
+    assert len(moved) == 1 and not list(temporary.glob("*.safetensors"))
+    assert_identical(record, kept)  # served from the moved file
+    ids, question = record.prompt_ids.tolist(), record.question_ids.tolist()
+    later = RecordKeeper(keeper.policy)  # `resume`, in a new process, asks for the run's bound
+    again = later.reuse(ids, question, KEYS, 500)
+    assert again is not None and later.reused == 1
+    assert_identical(record, again)
+    keeper.close()
+
+
 def test_a_batch_maps_one_spilled_record_at_a_time_and_compresses_as_in_memory(tmp_path, record, monkeypatch):
     from evolalloc.runtime import spill
 
