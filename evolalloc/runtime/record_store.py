@@ -10,7 +10,9 @@ receives it in its spec); ``RecordKeeper`` applies it record by record as they a
    batch), a CPU model's are written to ``spill_dir`` (a temporary folder if ``None``) as
    safetensors (``runtime/spill.py``) and memory-mapped per batch;
 4. on a later run over the same folder (``resume``), a spilled record whose content key
-   matches is re-used instead of prefilled; a foreign or corrupt file is rebuilt.
+   matches is re-used instead of prefilled; a foreign or corrupt file is rebuilt. A record
+   spilled to the temporary folder before the run folder existed (a curated split's drawn
+   candidate) is moved into ``spill_dir`` when it is kept (``RecordKeeper._refile``).
 """
 
 from __future__ import annotations
