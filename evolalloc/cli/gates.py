@@ -36,9 +36,11 @@ def gates() -> None:
 @click.option("--penalty", default=1.0, show_default=True, help="Weight of the global capacity hinge.")
 @click.option("--sinks", default=4, show_default=True)
 @click.option("--window", default=16, show_default=True)
+@click.option("--votes", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Query-aware gates: also read SnapKV's votes of the last N queries (traces made with --votes N); 0: keys/values only.")
 @seed_option()
 @_THREADS
-def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, penalty, sinks, window, seed, threads):
+def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, penalty, sinks, window, votes, seed, threads):
     """Train every head's gate and the shared readout; writes the checkpoint and a JSONL log beside it."""
     _setup(threads)
     from evolalloc.learned.gates_train import GatesTrainConfig, train_gates
@@ -52,11 +54,14 @@ def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, pena
     if not capacities or min(capacities) <= sinks + window:
         raise UserError(f"--capacities must all exceed sinks + window ({sinks + window})", field="--capacities")
     config = GatesTrainConfig(steps=steps, lr=lr, hidden=hidden, horizon=horizon, capacities=capacities, penalty=penalty,
-                              sinks=sinks, window=window, seed=seed)
+                              sinks=sinks, window=window, seed=seed, votes=votes)
     out = resolve_checkpoint("gates", out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     log_path = out.with_suffix(".log.jsonl")
-    gates_module, summary = train_gates(traces, config, log_path=log_path)
+    try:
+        gates_module, summary = train_gates(traces, config, log_path=log_path)
+    except ValueError as exc:  # e.g. --votes N on traces recorded without votes
+        raise UserError(str(exc), field="--votes" if config.votes else None) from None
     save_gates(out, gates_module, model=traces.index["model"], geometry=traces.index["geometry"], training=summary)
     click.echo(f"trained {gates_module.config.heads} gates + 1 shared projection in {summary['seconds']} s "
                f"(final training attention lost {summary['final_attention_lost']:.3f}, retained/capacity "
