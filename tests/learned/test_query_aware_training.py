@@ -118,3 +118,15 @@ def test_query_aware_training_with_the_question_after_compression_is_refused(tmp
     with pytest.raises(UserError, match="no question at compression") as info:
         load_recipe(path)
     assert info.value.field == "scorer.train.votes"
+
+
+def test_gates_train_with_votes_on_traces_without_is_one_line_and_exit_2(records, tmp_path):
+    from tests.clitools import run_cli
+
+    folder = write_folder(tmp_path / "v1", [{k: v for k, v in r.items() if k not in ("votes", "votes_window")}
+                                            for r in records], version=1)
+    result = run_cli("gates", "train", folder, "--votes", "16", "--steps", "2", "--capacities", "40", "--window", "8",
+                     "--out", tmp_path / "g.pt")
+    assert result.code == 2 and len(result.error_lines) == 1
+    assert "--votes" in result.stderr and "need traces with votes of window 16; these have none" in result.stderr
+    assert not (tmp_path / "g.pt").exists()
