@@ -44,13 +44,16 @@ def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, pena
     """Train every head's gate and the shared readout; writes the checkpoint and a JSONL log beside it."""
     _setup(threads)
     from evolalloc.learned.gates_train import GatesTrainConfig, train_gates
-    from evolalloc.learned.traces import load_traces
+    from evolalloc.learned.traces import load_traces, votes_window
     from evolalloc.runtime.gates import save_gates
 
     try:
         traces = load_traces(traces_dir)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    if votes and votes_window(traces) != votes:  # checked before anything is written
+        raise UserError(f"{traces_dir}: --votes {votes} needs traces recorded with `evolalloc scorer trace --votes {votes}`; "
+                        f"these have {votes_window(traces) or 'no'} votes", field="--votes")
     if not capacities or min(capacities) <= sinks + window:
         raise UserError(f"--capacities must all exceed sinks + window ({sinks + window})", field="--capacities")
     config = GatesTrainConfig(steps=steps, lr=lr, hidden=hidden, horizon=horizon, capacities=capacities, penalty=penalty,
@@ -58,10 +61,7 @@ def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, pena
     out = resolve_checkpoint("gates", out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     log_path = out.with_suffix(".log.jsonl")
-    try:
-        gates_module, summary = train_gates(traces, config, log_path=log_path)
-    except ValueError as exc:  # e.g. --votes N on traces recorded without votes
-        raise UserError(str(exc), field="--votes" if config.votes else None) from None
+    gates_module, summary = train_gates(traces, config, log_path=log_path)
     save_gates(out, gates_module, model=traces.index["model"], geometry=traces.index["geometry"], training=summary)
     click.echo(f"trained {gates_module.config.heads} gates + 1 shared projection in {summary['seconds']} s "
                f"(final training attention lost {summary['final_attention_lost']:.3f}, retained/capacity "

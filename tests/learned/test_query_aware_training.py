@@ -128,5 +128,5 @@ def test_gates_train_with_votes_on_traces_without_is_one_line_and_exit_2(records
     result = run_cli("gates", "train", folder, "--votes", "16", "--steps", "2", "--capacities", "40", "--window", "8",
                      "--out", tmp_path / "g.pt")
     assert result.code == 2 and len(result.error_lines) == 1
-    assert "--votes" in result.stderr and "need traces with votes of window 16; these have none" in result.stderr
+    assert "--votes" in result.stderr and "needs traces recorded with `evolalloc scorer trace --votes 16`; these have no votes" in result.stderr
     assert not (tmp_path / "g.pt").exists()
