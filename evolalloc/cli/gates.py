@@ -35,19 +35,25 @@ def gates() -> None:
 @click.option("--penalty", default=1.0, show_default=True, help="Weight of the global capacity hinge.")
 @click.option("--sinks", default=4, show_default=True)
 @click.option("--window", default=16, show_default=True)
+@click.option("--votes", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Query-aware gates: also read SnapKV's votes of the last N queries (traces made with --votes N); 0: keys/values only.")
 @seed_option()
 @_THREADS
-def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, penalty, sinks, window, seed, threads):
+def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, penalty, sinks, window, votes, seed, threads):
     """Train every head's gate and the shared readout; writes the checkpoint and a JSONL log beside it."""
     _setup(threads)
     from evolalloc.learned.gates_train import GatesTrainConfig, train_gates
+    from evolalloc.learned.traces import votes_window
     from evolalloc.runtime.gates import save_gates
 
     traces = _traces(traces_dir)
+    if votes and votes_window(traces) != votes:  # checked before anything is written
+        raise UserError(f"{traces_dir}: --votes {votes} needs traces recorded with `evolalloc scorer trace --votes {votes}`; "
+                        f"these have {votes_window(traces) or 'no'} votes", field="--votes")
     if not capacities or min(capacities) <= sinks + window:
         raise UserError(f"--capacities must all exceed sinks + window ({sinks + window})", field="--capacities")
     config = GatesTrainConfig(steps=steps, lr=lr, hidden=hidden, horizon=horizon, capacities=capacities, penalty=penalty,
-                              sinks=sinks, window=window, seed=seed)
+                              sinks=sinks, window=window, seed=seed, votes=votes)
     gates_module, summary, out, log_path = _train_to_checkpoint(
         "gates", out_path, traces, lambda log: train_gates(traces, config, log_path=log), save_gates)
     click.echo(f"trained {gates_module.config.heads} gates + 1 shared projection in {summary['seconds']} s "

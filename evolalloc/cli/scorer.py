@@ -74,9 +74,11 @@ def scorer() -> None:
 @click.option("--split", type=click.Choice(["search", "heldout"]), default=T.split, show_default=True, help="Task split to draw prompts from.")
 @click.option("--future", default=T.future, show_default=True, help="Future queries whose attention defines importance.")
 @click.option("--splits-per-trace", default=T.splits_per_trace, show_default=True, help="Split points per prompt (the prompt end is one).")
+@click.option("--votes", default=T.votes, show_default=True, type=click.IntRange(min=0),
+              help="Also record SnapKV's votes of the last N queries before each split (for query-aware gates); 0: none.")
 @seed_option(T.seed)
 @_THREADS
-def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_per_trace, seed, threads):
+def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_per_trace, votes, seed, threads):
     """Run the model over task prompts and store keys, values and future-attention importance."""
     _setup(threads)
     from evolalloc.learned.traces import TraceSettings, write_traces
@@ -85,7 +87,7 @@ def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_
 
     loaded = load_model(model_spec)
     settings = TraceSettings(tasks=tasks, lengths=lengths, count=count, split=split, seed=seed, future=future,
-                             splits_per_trace=splits_per_trace)
+                             splits_per_trace=splits_per_trace, votes=votes)
     try:
         folder = write_traces(loaded, out_dir, settings, identity=model_identity(model_spec, loaded.model))
     except ValueError as exc:

@@ -363,6 +363,8 @@ def _check_scorer_training(recipe: Recipe) -> None:
             raise FieldProblem("scorer.train.traces", "required with scorer.train.tasks: how many prompts the mixture traces")
         _check_labels("scorer.train.tasks", [entry.label for entry in train.tasks])
     if recipe.scorer.name != "gates":
+        if train.votes:
+            raise FieldProblem("scorer.train.votes", f"only gates read SnapKV votes; {recipe.scorer.name!r} does not")
         return  # capacities are the gates' training budgets
     kept = int(recipe.scorer.params.get("sinks", 4)) + int(recipe.scorer.params.get("window", 16))
     for i, capacity in enumerate(train.capacities if train.capacities is not None else recipe.budgets):
@@ -451,6 +453,9 @@ def _check_names(recipe: Recipe) -> None:
         raise FieldProblem("scorer.params", str(err)) from None
     # Every task of the recipe (``task``, or each entry of ``tasks``) shares the one scorer.
     asking = [i for i, entry in enumerate(recipe.task_entries) if entry.question_after_compression]
+    if recipe.scorer.train is not None and recipe.scorer.train.votes and asking:
+        raise FieldProblem("scorer.train.votes", "query-aware gates read what the question attends to; "
+                                                 "question_after_compression: true has no question at compression")
     if asking and not scorer.query_free:
         where = "task" if not recipe.multi_task else f"tasks[{asking[0]}]"
         query_free = [name for name, cls in SCORERS.load_all().items() if cls.query_free]

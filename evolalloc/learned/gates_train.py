@@ -21,7 +21,9 @@ Where it departs from the paper, because the traces hold keys, values and future
 no student forward: the quality term is the future attention mass lost to decay, a first-order
 stand-in for the KL between teacher and retention-gated student (exact when the output is
 linear in the attention weights); the gates read keys and values, not hidden states
-(``runtime.gates``); several capacities are trained at once so one gate set serves every
+(``runtime.gates``), and with ``votes = w`` also SnapKV's votes at the split (the traces'
+``votes``: the last ``w`` queries before ``n``), so they see what the prompt asks about;
+several capacities are trained at once so one gate set serves every
 budget; and no next-token loss (the LLM is frozen and unused at training time).
 """
 
@@ -38,9 +40,9 @@ import torch
 from tqdm.auto import tqdm
 
 from evolalloc.core.fileio import write_atomic
-from evolalloc.learned.traces import TraceSet
+from evolalloc.learned.traces import TraceSet, votes_window
 from evolalloc.learned.train import lr_factor  # the policy's schedule: warm-up, then cosine
-from evolalloc.runtime.gates import GatesConfig, RetentionGates
+from evolalloc.runtime.gates import GatesConfig, RetentionGates, vote_features
 
 
 @dataclass
@@ -58,10 +60,12 @@ class GatesTrainConfig:
     window: int = 16
     seed: int = 0
     log_every: int = 10
+    votes: int = 0  # query-aware gates: read the traces' SnapKV votes of this window (runtime.gates)
 
 
-def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: int):
-    """Features ``[G, m, 2D]``, importance ``[G, m]`` and ages ``n - i`` ``[m]`` of the rankable tokens."""
+def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: int, votes: bool = False):
+    """Features ``[G, m, 2D (+2 with votes)]``, importance ``[G, m]`` and ages ``n - i`` ``[m]`` of the
+    rankable tokens."""
     trace_idx, split_idx = item
     trace = traces.traces[trace_idx]
     n = int(trace["splits"][split_idx])
@@ -70,7 +74,10 @@ def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: in
     keys = trace["keys"][:, :, positions].reshape(layers * kv_heads, positions.numel(), -1)
     values = trace["values"][:, :, positions].reshape(layers * kv_heads, positions.numel(), -1)
     importance = trace["importance"][split_idx][:, :, positions].reshape(layers * kv_heads, -1).float()
-    return RetentionGates.features(keys, values), importance, (n - positions).float()
+    extra = None
+    if votes:  # features over the whole prefix (the pool reads neighbours), then the rankable part
+        extra = vote_features(trace["votes"][split_idx].reshape(layers * kv_heads, n))[:, positions]
+    return RetentionGates.features(keys, values, extra), importance, (n - positions).float()
 
 
 def gates_loss(gates: RetentionGates, features, importance, age, capacity: int, sinks: int, window: int, penalty: float):
@@ -94,11 +101,16 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     geometry = traces.index["geometry"]
-    gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"], config.hidden, config.horizon))
+    if config.votes and votes_window(traces) != config.votes:
+        raise ValueError(f"{traces.folder}: query-aware gates (votes={config.votes}) need traces with votes of window "
+                         f"{config.votes}; these have {votes_window(traces) or 'none'} (trace them again with votes)")
+    gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"], config.hidden,
+                                       config.horizon, config.votes))
+    with_votes = bool(config.votes)
     items = [it for it in traces.items if int(traces.traces[it[0]]["splits"][it[1]]) - config.sinks - config.window >= 2]
     if not items:
         raise ValueError("no trace split is longer than sinks + window + 2 tokens: nothing to gate")
-    gates.fit_standardisation(torch.cat([item_tensors(traces, it, config.sinks, config.window)[0] for it in items[:8]], dim=1))
+    gates.fit_standardisation(torch.cat([item_tensors(traces, it, config.sinks, config.window, with_votes)[0] for it in items[:8]], dim=1))
     optimizer = torch.optim.AdamW(gates.parameters(), lr=config.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, config))
     # Every step's (item, capacity) is drawn up front, in the order the loop used to draw them, so a
@@ -117,7 +129,7 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
                initial=first, total=config.steps)
     for step in bar:
         item, capacity = draws[step]
-        features, importance, age = item_tensors(traces, item, config.sinks, config.window)
+        features, importance, age = item_tensors(traces, item, config.sinks, config.window, with_votes)
         loss, quality, used = gates_loss(gates, features, importance, age, capacity, config.sinks, config.window, config.penalty)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

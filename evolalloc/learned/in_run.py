@@ -62,11 +62,15 @@ class InRunSettings:
     depth: int = 2
     permutations: int = 16
     max_tokens: int | None = None
+    votes: int = 0  # gates only: query-aware gates reading SnapKV votes of this window
 
     def key_fields(self) -> dict:
-        """What the trained weights depend on (``checkpoint_every`` does not: resuming is exact)."""
+        """What the trained weights depend on (``checkpoint_every`` does not: resuming is exact).
+        ``votes`` only when set, so query-free gates keep the keys (and cached weights) they had."""
         fields = asdict(self)
         fields.pop("checkpoint_every")
+        if not fields["votes"]:
+            fields.pop("votes")
         return fields
 
 
@@ -80,7 +84,7 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
     traces_dir = folder / "traces"
     trace_settings = TraceSettings(tasks=tuple(dict.fromkeys(task for task, _ in instances)), count=len(instances),
                                    split="search", seed=settings.seed, future=settings.future,
-                                   splits_per_trace=settings.splits_per_trace, min_split=settings.min_split)
+                                   splits_per_trace=settings.splits_per_trace, min_split=settings.min_split, votes=settings.votes)
     entries = []
     for i, (task, inst) in enumerate(tqdm(instances, desc="trace search split", unit="prompt", disable=not progress)):
         name = f"trace-{i:05d}.pt"
@@ -92,7 +96,7 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
         entries.append({"file": name, "uid": inst.uid, "task": task, "length": len(ids), "splits": splits})
         if (traces_dir / name).is_file():
             continue
-        record = trace_ids(loaded.model, ids, splits, settings.future)
+        record = trace_ids(loaded.model, ids, splits, settings.future, settings.votes)
         record.update(format=FORMAT, version=VERSION, uid=inst.uid, task=task, prompt_len=len(prompt))
         buffer = io.BytesIO()
         torch.save(record, buffer)
@@ -105,7 +109,8 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
                  "checkpoint_every": settings.checkpoint_every}
     if settings.scorer == "gates":
         config = GatesTrainConfig(steps=settings.steps, hidden=settings.hidden, horizon=settings.horizon,
-                                  capacities=settings.capacities, sinks=settings.sinks, window=settings.window, seed=settings.seed)
+                                  capacities=settings.capacities, sinks=settings.sinks, window=settings.window, seed=settings.seed,
+                                  votes=settings.votes)
         network, summary = train_gates(traces, config, **resumable)
         save = save_gates
     else:

@@ -18,6 +18,7 @@ class TraceSettings:
     future: int = 32
     splits_per_trace: int = 3
     min_split: int = 128
+    votes: int = 0  # SnapKV votes window recorded per split (query-aware gates); 0: none
 
 
 @dataclass

@@ -22,6 +22,17 @@ corpus settings, one entry per file) and one ``trace-NNNNN.pt`` per prompt, a ``
     splits       int64   [S]                      split points n (ascending)
     future       int64   [S]                      queries counted after each split (<= f)
     importance   list of S float32 [layers, Hkv, n]
+    votes_window int                              (v2) w of the votes below; 0: none recorded
+    votes        list of S float32 [layers, Hkv, n]   (v2, when votes_window > 0)
+
+``votes`` are SnapKV's votes at the split, what the query-aware gates read (``runtime.gates``):
+
+    votes[l, h, i] = mean_{q in group(h)}  sum_{j = n - w}^{n - 1}  A_q(j, i)
+
+— the attention the last ``w`` queries *before* ``n`` pay to token ``i`` (averaged over the
+query heads of the KV group, as ``LayerStats.per_kv_head`` does for SnapKV), exactly what the
+runtime's window attention gives a prompt that ends at ``n``. Version 1 traces (no votes) still
+load; training gates that read votes refuses them.
 
 At ~1k tokens on SmolLM2-135M (30 x 3 x 64) that is ~24 MB per trace, nearly all keys/values.
 The last split is always the prompt end (future = the answer), the others uniform in
@@ -42,7 +53,8 @@ from evolalloc.learned.settings import TraceSettings
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture, _attention_rows
 
 FORMAT = "evolalloc-trace"
-VERSION = 1
+VERSION = 2
+READABLE = (1, 2)  # v1: no votes
 _CHUNK = 128  # future queries per attention chunk (memory bound, see module docstring)
 
 
@@ -50,10 +62,11 @@ class TraceCapture(PrefillCapture):
     """A prefill capture (keys and values, no scorer statistics) that also measures each split's
     future-attention importance on the side."""
 
-    def __init__(self, splits: list[int], future: int):
+    def __init__(self, splits: list[int], future: int, votes: int = 0):
         super().__init__(CaptureSpec())
-        self.splits, self.future = splits, future
+        self.splits, self.future, self.votes_window = splits, future, votes
         self.importance: dict[int, list[torch.Tensor]] = {}
+        self.votes: dict[int, list[torch.Tensor]] = {}
 
     def record(self, layer_idx: int, query, key, value, scaling: float) -> None:
         """query ``[1, Hq, L, D]``, key/value ``[1, Hkv, L, D]`` of one full causal forward."""
@@ -73,6 +86,14 @@ class TraceCapture(PrefillCapture):
                 total += grouped.amax(dim=1).sum(dim=1)  # GQA: max over the group's query heads
             per_split.append(total.cpu())
         self.importance[layer_idx] = per_split
+        if self.votes_window:
+            self.votes[layer_idx] = [self._votes(query, expanded, scaling, n, kv_heads, group) for n in self.splits]
+
+    def _votes(self, query, expanded, scaling: float, n: int, kv_heads: int, group: int) -> torch.Tensor:
+        """SnapKV's votes at split ``n``: ``[Hkv, n]`` float32 (module docstring)."""
+        start = max(0, n - self.votes_window)
+        rows = _attention_rows(query[0, :, start:n], expanded[:, :n], scaling, start)  # [Hq, w, n]
+        return rows.sum(dim=1).view(kv_heads, group, n).mean(dim=1).cpu()
 
 
 def pick_splits(length: int, prompt_len: int, settings: TraceSettings, rng: random.Random) -> list[int]:
@@ -85,15 +106,16 @@ def pick_splits(length: int, prompt_len: int, settings: TraceSettings, rng: rand
 
 
 @torch.no_grad()
-def trace_ids(model, ids: list[int], splits: list[int], future: int) -> dict:
-    """Run one forward over ``ids`` and return the stored fields of a trace (without metadata)."""
+def trace_ids(model, ids: list[int], splits: list[int], future: int, votes: int = 0) -> dict:
+    """Run one forward over ``ids`` and return the stored fields of a trace (without metadata);
+    ``votes``: the window of the SnapKV votes to record per split (0: none)."""
     device = next(model.parameters()).device
     tensor = torch.tensor(ids, dtype=torch.long, device=device)[None]
-    capture = TraceCapture(splits, future)
+    capture = TraceCapture(splits, future, votes)
     model(input_ids=tensor, position_ids=torch.arange(len(ids), device=device)[None], use_cache=False,
           logits_to_keep=1, evolalloc_capture=capture)
     layers = model.config.num_hidden_layers
-    return {
+    record = {
         "ids": torch.tensor(ids, dtype=torch.int32),
         # Stored as float16 on the CPU (checked to fit in record()).
         "keys": torch.stack([capture.keys[i].to(torch.float16).cpu() for i in range(layers)]),
@@ -101,7 +123,11 @@ def trace_ids(model, ids: list[int], splits: list[int], future: int) -> dict:
         "splits": torch.tensor(splits, dtype=torch.int64),
         "future": torch.tensor([min(future, len(ids) - n) for n in splits], dtype=torch.int64),
         "importance": [torch.stack([capture.importance[i][s] for i in range(layers)]) for s in range(len(splits))],
+        "votes_window": votes,
     }
+    if votes:
+        record["votes"] = [torch.stack([capture.votes[i][s] for i in range(layers)]) for s in range(len(splits))]
+    return record
 
 
 def corpus(settings: TraceSettings, tokenizer) -> list[tuple[str, object]]:
@@ -132,7 +158,7 @@ def write_traces(loaded, out_dir: str | Path, settings: TraceSettings, *, identi
         answer = loaded.tokenizer.encode(inst.references[0], add_special_tokens=False) if inst.references else []
         ids = prompt + answer
         splits = pick_splits(len(ids), len(prompt), settings, rng)
-        record = trace_ids(loaded.model, ids, splits, settings.future)
+        record = trace_ids(loaded.model, ids, splits, settings.future, settings.votes)
         record.update(format=FORMAT, version=VERSION, uid=inst.uid, task=task_name, prompt_len=len(prompt))
         name = f"trace-{i:05d}.pt"
         torch.save(record, out / name)
@@ -164,7 +190,7 @@ def load_traces(folder: str | Path, *, geometry: dict | None = None) -> TraceSet
     if not index_path.is_file():
         raise ValueError(f"{folder} is not a trace folder (no index.json); make one with `evolalloc scorer trace`")
     index = json.loads(index_path.read_text())
-    if index.get("format") != FORMAT or index.get("version") != VERSION:
+    if index.get("format") != FORMAT or index.get("version") not in READABLE:
         raise ValueError(f"{index_path}: trace format {index.get('format')!r} v{index.get('version')!r}, expected {FORMAT!r} v{VERSION}")
     if geometry is not None:
         for key in ("num_layers", "num_kv_heads", "head_dim"):
@@ -174,3 +200,8 @@ def load_traces(folder: str | Path, *, geometry: dict | None = None) -> TraceSet
     if not traces:
         raise ValueError(f"{folder} holds no traces")
     return TraceSet(folder=folder, index=index, traces=traces)
+
+
+def votes_window(traces: TraceSet) -> int:
+    """The votes window every trace of the set recorded (0 when any has none: a v1 trace)."""
+    return min(int(trace.get("votes_window", 0)) for trace in traces.traces)

@@ -13,6 +13,15 @@ the traces hold), standardised per head with statistics fitted on the training t
 paper feeds the token's hidden state instead; a key/value gate needs no change to the model's
 forward and runs on any prefill record.
 
+Query-aware gates (``votes = w > 0``, not in the paper): two more features per token, SnapKV's
+votes — the attention the prompt's last ``w`` queries pay the token, summed over those queries
+and averaged over the KV group's query heads — as ``log(vote + eps)`` and the same after a
+max-pool over ``VOTE_POOL`` neighbouring tokens (SnapKV's smoothing: the tokens around a
+looked-at one, e.g. the rest of a needle's answer, get its vote). A key/value gate cannot tell a
+common-word needle from the other words; the votes say what the question looks at. The shared
+readout is unchanged, so the scores stay comparable across layers and heads (global top-k, the
+hybrid). ``votes = 0`` is the query-free gate above, unchanged.
+
 Score at compression (paper §4, "horizon weights" all 1): a token at position ``i`` of an
 ``n``-token prompt, with retention ``beta``, scores its predicted utility over the next ``W``
 steps, ``sum_{k=1..W} beta ** (n - i + k)``; we rank by its logarithm,
@@ -23,7 +32,7 @@ Checkpoint (``torch.save`` of a plain dict, loaded with ``weights_only=True``)::
     format: "evolalloc-gates", version: 1
     model: {"spec", "model_type", "fingerprint"}     # runtime.policy.model_identity
     geometry: ModelGeometry.to_dict()                # checked on load
-    config: {"hidden", "horizon"}
+    config: {"hidden", "horizon"}, and "votes" when > 0 (query-aware)
     training: free-form provenance
     state_dict: the module's tensors
 """
@@ -33,15 +42,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from evolalloc.runtime.per_head import HeadGeometry, NetworkFile, PerHeadNetwork
+
+
+VOTE_POOL = 7  # SnapKV's kernel
+VOTE_EPS = 1e-6  # floor of a vote before its log (a vote is an attention sum in [0, w])
 
 
 @dataclass(frozen=True)
 class GatesConfig(HeadGeometry):
     hidden: int = 32
     horizon: int = 32
+    votes: int = 0  # window of SnapKV votes read (query-aware gates); 0: key/value only
+
+    @property
+    def features(self) -> int:
+        return 2 * self.head_dim + (2 if self.votes else 0)
+
+
+def vote_features(votes: torch.Tensor) -> torch.Tensor:
+    """votes ``[h, L]`` (every position of the prompt, so the pool sees true neighbours) -> ``[h, L, 2]``:
+    ``log(vote + eps)`` and ``log(maxpool(vote) + eps)``, float32."""
+    votes = votes.float()
+    pooled = F.max_pool1d(votes[:, None, :], kernel_size=VOTE_POOL, stride=1, padding=VOTE_POOL // 2)[:, 0, :]
+    return torch.stack([torch.log(votes + VOTE_EPS), torch.log(pooled + VOTE_EPS)], dim=-1)
 
 
 class RetentionGates(PerHeadNetwork):
@@ -64,9 +91,11 @@ class RetentionGates(PerHeadNetwork):
             self.shared.bias.fill_(float(torch.logit(torch.tensor(initial_retention))))
 
     @staticmethod
-    def features(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """keys, values ``[h, m, D]`` -> ``[h, m, 2D]`` float32."""
-        return torch.cat([keys.float(), values.float()], dim=-1)
+    def features(keys: torch.Tensor, values: torch.Tensor, votes: torch.Tensor | None = None) -> torch.Tensor:
+        """keys, values ``[h, m, D]`` (and, for query-aware gates, ``vote_features`` ``[h, m, 2]``)
+        -> ``[h, m, 2D (+2)]`` float32."""
+        parts = [keys.float(), values.float()] + ([votes.float()] if votes is not None else [])
+        return torch.cat(parts, dim=-1)
 
     def log_retention(self, features: torch.Tensor, heads: slice | torch.Tensor | None = None) -> torch.Tensor:
         """features ``[h, m, F]`` of the selected heads -> ``log beta`` ``[h, m]`` (< 0)."""
@@ -88,4 +117,12 @@ def horizon_score(log_beta: torch.Tensor, age: torch.Tensor, horizon: int) -> to
 
 GATES_FILE = NetworkFile(what="gates", fmt="evolalloc-gates", version=1, train_hint="evolalloc gates train",
                          settings=("hidden", "horizon"), config_class=GatesConfig, network_class=RetentionGates)
-save_gates, load_gates = GATES_FILE.save, GATES_FILE.load
+# Query-aware gates store "votes" too; query-free ones are written exactly as before.
+_VOTES_FILE = NetworkFile(what="gates", fmt="evolalloc-gates", version=1, train_hint="evolalloc gates train",
+                          settings=("hidden", "horizon", "votes"), config_class=GatesConfig, network_class=RetentionGates)
+load_gates = GATES_FILE.load
+
+
+def save_gates(path, network: RetentionGates, **fields):
+    """Write a gates checkpoint atomically (``NetworkFile.save``)."""
+    return (_VOTES_FILE if network.config.votes else GATES_FILE).save(path, network, **fields)
