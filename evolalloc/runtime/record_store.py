@@ -117,7 +117,9 @@ class RecordKeeper:
         key = self.key(record.prompt_ids.tolist(), None if record.question_ids is None else record.question_ids.tolist(),
                        scorer_keys, bound)
         path = write_spilled(record, self.path_for(key), key)
-        spilled, why = open_spilled(path, key)
+        # Just written from the record in hand: format, key and size are checked, the digest is
+        # not hashed a second time (it is on the next process's ``reuse``).
+        spilled, why = open_spilled(path, key, verify=False)
         if spilled is None:  # the disk lied to us: keep it in memory rather than lose it
             self.notes.append(f"spilled record {path.name} did not read back ({why}); kept in memory")
             self.held += size
