@@ -31,3 +31,23 @@ def test_retention_follows_importance_after_training():
     top = importance.argsort(dim=-1, descending=True)[:, :10]
     bottom = importance.argsort(dim=-1)[:, :10]
     assert (retention.gather(1, top).mean(1) > retention.gather(1, bottom).mean(1)).all()
+
+
+def test_item_tensors_are_the_features_of_the_gathered_tokens_bit_for_bit():
+    """The sliced, convert-once features (issue 22) equal gathering the rankable tokens and
+    calling ``RetentionGates.features`` — so training on them is unchanged."""
+    from evolalloc.runtime.gates import RetentionGates
+
+    traces = toy_traces(2, seed=3, layers=3, kv_heads=2, dim=8)
+    for item in traces.items:
+        for sinks, window in ((0, 0), (4, 16)):
+            trace = traces.traces[item[0]]
+            n = int(trace["splits"][item[1]])
+            positions = torch.arange(sinks, n - window)
+            keys = trace["keys"][:, :, positions].reshape(6, positions.numel(), -1)
+            values = trace["values"][:, :, positions].reshape(6, positions.numel(), -1)
+            expected = RetentionGates.features(keys, values)
+            features, importance, age = item_tensors(traces, item, sinks, window)
+            assert features.dtype == torch.float32 and torch.equal(features, expected)
+            assert torch.equal(importance, trace["importance"][item[1]][:, :, positions].reshape(6, -1).float())
+            assert torch.equal(age, (n - positions).float())
