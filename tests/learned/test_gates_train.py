@@ -51,3 +51,38 @@ def test_item_tensors_are_the_features_of_the_gathered_tokens_bit_for_bit():
             assert features.dtype == torch.float32 and torch.equal(features, expected)
             assert torch.equal(importance, trace["importance"][item[1]][:, :, positions].reshape(6, -1).float())
             assert torch.equal(age, (n - positions).float())
+            assert features.is_contiguous() and importance.is_contiguous()  # the layout sums depend on
+
+
+def test_the_standardisation_sample_is_the_concatenation_of_the_items_features():
+    from evolalloc.learned.gates_train import _sample_features
+
+    traces = toy_traces(3, seed=4, layers=2, kv_heads=2, dim=8)
+    items = traces.items[:5]
+    expected = torch.cat([item_tensors(traces, it, 4, 16)[0] for it in items], dim=1)
+    assert torch.equal(_sample_features(traces, items, 4, 16), expected)
+
+
+def test_training_is_bit_identical_to_training_on_gathered_items(monkeypatch):
+    """The whole training with the sliced items equals the one on gathered copies (the code
+    before issue 22's change): same weights to the last bit, so a cached run's gates do not move."""
+    import evolalloc.learned.gates_train as gates_train
+    from evolalloc.runtime.gates import RetentionGates
+
+    def gathered(traces, item, sinks, window):
+        trace = traces.traces[item[0]]
+        n = int(trace["splits"][item[1]])
+        layers, kv_heads = trace["keys"].shape[:2]
+        positions = torch.arange(sinks, n - window)
+        keys = trace["keys"][:, :, positions].reshape(layers * kv_heads, positions.numel(), -1)
+        values = trace["values"][:, :, positions].reshape(layers * kv_heads, positions.numel(), -1)
+        importance = trace["importance"][item[1]][:, :, positions].reshape(layers * kv_heads, -1).float()
+        return RetentionGates.features(keys, values), importance, (n - positions).float()
+
+    traces = toy_traces(8, seed=7, layers=3, kv_heads=2, dim=16, length=200)
+    config = GatesTrainConfig(steps=60, capacities=(40, 64), sinks=4, window=16, hidden=8, seed=3)
+    sliced, _ = train_gates(traces, config, progress=False)
+    monkeypatch.setattr(gates_train, "item_tensors", gathered)
+    reference, _ = train_gates(traces, config, progress=False)
+    for name, tensor in reference.state_dict().items():
+        assert torch.equal(sliced.state_dict()[name], tensor), name
