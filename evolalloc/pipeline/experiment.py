@@ -443,6 +443,9 @@ class Experiment:
                     self.loaded, instances, self.scorers,
                     question_after_compression=self.recipe.task.question_after_compression, progress=self.progress,
                     keeper=self.keeper, bounded=not split.endswith(DRAWN), bound=self.record_policy_for(split).bound,
+                    # Drawn candidates are whole and judged once: spilled, so the memory held is
+                    # left to the bounded records of the search (issue 22: curation was the peak).
+                    hold=not split.endswith(DRAWN),
                 )
         return self._records[split]
 

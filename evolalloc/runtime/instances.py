@@ -30,7 +30,8 @@ def tokenize_instance(tokenizer, instance, question_after_compression: bool):
 
 
 def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False, progress=False,
-                      keeper: RecordKeeper | None = None, bounded: bool = True, bound: int | None = None) -> list[PrefillRecord]:
+                      keeper: RecordKeeper | None = None, bounded: bool = True, bound: int | None = None,
+                      hold: bool = True) -> list[PrefillRecord]:
     """One prefill record per instance (the expensive step, done once per worker).
 
     ``keeper``: bounds each record at its policy's ``bound`` (unless ``bounded`` is false: records a
@@ -38,7 +39,8 @@ def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer],
     dtype and spills it when the records outgrow their memory (``runtime/record_store.py``); a
     record spilled by an earlier process under the same content is re-used, not prefilled.
     ``None``: full records in memory. ``bound``: this split's ``b_max`` when it differs from the
-    policy's (``Experiment.bound_split``); ``None``: the policy's.
+    policy's (``Experiment.bound_split``); ``None``: the policy's. ``hold=False``: spill every
+    record even while the keeper has memory left (``RecordKeeper.keep``).
     """
     records = []
     scorer_keys = [s.key for s in scorers]
@@ -57,7 +59,7 @@ def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer],
                 records.append(found)
                 continue
         record = prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question)
-        records.append(keeper.keep(record, scorer_keys, bound) if keeper is not None else record)
+        records.append(keeper.keep(record, scorer_keys, bound, hold=hold) if keeper is not None else record)
     if keeper is not None:
         for note in keeper.notes:
             tqdm.write(note, file=sys.stderr)

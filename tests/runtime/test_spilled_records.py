@@ -105,6 +105,20 @@ def test_the_keeper_spills_what_outgrows_its_memory_and_reuses_it_later(tmp_path
     assert RecordKeeper(dataclasses.replace(policy, dtype="bfloat16")).reuse(ids, question, KEYS, 30) is None
 
 
+def test_a_record_not_to_hold_is_spilled_while_memory_is_left(tmp_path, record):
+    """``hold=False`` (curation's whole drawn candidates) spills with room to spare and leaves
+    that room to the records kept all run; without a memory limit nothing is spilled."""
+    keeper = RecordKeeper(RecordPolicy(bound=30, memory=1 << 30, spill_dir=str(tmp_path), model_id="tiny"))
+    whole = keeper.keep(record, KEYS, None, hold=False)
+    assert isinstance(whole.keys, MappedLayers) and keeper.spilled == 1 and keeper.held == 0
+    assert_identical(record, whole)
+    bounded = keeper.keep(whole, KEYS, 30)  # the kept candidate, bounded for the search: held
+    assert not isinstance(bounded.keys, MappedLayers) and keeper.held == bounded.nbytes()
+    assert_identical(bound_record(record, 30), bounded)
+    unlimited = RecordKeeper(RecordPolicy(bound=30, memory=None, spill_dir=str(tmp_path / "none"), model_id="tiny"))
+    assert unlimited.keep(record, KEYS, None, hold=False) is record and unlimited.spilled == 0
+
+
 def test_a_corrupt_spilled_record_is_rebuilt_not_used(tmp_path, record):
     policy = RecordPolicy(bound=30, memory=0, spill_dir=str(tmp_path), model_id="tiny")
     RecordKeeper(policy).keep(record, KEYS, 30)
