@@ -12,6 +12,7 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
+from evolalloc.runtime.heap import give_back
 from evolalloc.runtime.model import LoadedModel
 from evolalloc.runtime.positions import positions_beyond
 from evolalloc.runtime.prefill import PrefillRecord, prefill
@@ -64,4 +65,7 @@ def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer],
         for note in keeper.notes:
             tqdm.write(note, file=sys.stderr)
         keeper.notes.clear()
+    # The prefills' activations (and records spilled since) were freed but stay resident in the
+    # allocator: give them back before these records are evaluated (runtime/heap.py).
+    give_back()
     return records
