@@ -32,9 +32,11 @@ def _trim():
     return function
 
 
-def give_back() -> bool:
-    """Collect Python's garbage, then return the allocator's free pages; whether it could."""
-    gc.collect()
+def give_back(collect: bool = True) -> bool:
+    """Collect Python's garbage (unless ``collect`` is false: tensors freed by reference counting
+    need no collection), then return the allocator's free pages; whether it could."""
+    if collect:
+        gc.collect()
     trim = _trim()
     if trim is None:
         return False

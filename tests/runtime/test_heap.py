@@ -35,3 +35,16 @@ def test_freed_tensors_stop_being_resident_after_give_back():
     after = resident_anonymous_mb()
     assert freed - after > 150, (before_free, freed, after)  # most of the 240 MB went back
     assert torch.equal(kept, torch.arange(1000, dtype=torch.float32)) and bool((pin == 1).all())
+
+
+def test_give_back_without_collecting_still_trims():
+    if ctypes.util.find_library("c") is None:
+        pytest.skip("no C library to trim")
+    large = torch.empty(16 << 20, dtype=torch.uint8).fill_(1)
+    del large
+    many = [torch.ones(1 << 20, dtype=torch.float32) for _ in range(60)]
+    pin = torch.ones(1 << 18, dtype=torch.float32)
+    del many
+    freed = resident_anonymous_mb()
+    assert give_back(collect=False)
+    assert freed - resident_anonymous_mb() > 150 and bool((pin == 1).all())
