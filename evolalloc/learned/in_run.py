@@ -104,7 +104,8 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
     index = {"format": FORMAT, "version": VERSION, "model": identity, "geometry": loaded.geometry.to_dict(),
              "settings": asdict(trace_settings), "traces": entries}
     write_atomic(traces_dir / "index.json", json.dumps(index, indent=1))
-    traces = load_traces(traces_dir, geometry=loaded.geometry.to_dict())
+    # Gates read one (trace, split) item per step: their traces are mapped one at a time.
+    traces = load_traces(traces_dir, geometry=loaded.geometry.to_dict(), lazy=settings.scorer == "gates")
     resumable = {"log_path": folder / "train.log.jsonl", "progress": progress, "state_path": folder / STATE,
                  "checkpoint_every": settings.checkpoint_every}
     if settings.scorer == "gates":

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -171,11 +172,11 @@ def write_traces(loaded, out_dir: str | Path, settings: TraceSettings, *, identi
 
 @dataclass
 class TraceSet:
-    """A loaded trace folder: its index and the traces (kept in memory, float16 K/V)."""
+    """A loaded trace folder: its index and the traces (float16 K/V; in memory, or ``LazyTraces``)."""
 
     folder: Path
     index: dict
-    traces: list[dict] = field(default_factory=list)
+    traces: Sequence[dict] = field(default_factory=list)
 
     @property
     def items(self) -> list[tuple[int, int]]:
@@ -183,8 +184,32 @@ class TraceSet:
         return [(t, s) for t, trace in enumerate(self.traces) for s in range(len(trace["splits"]))]
 
 
-def load_traces(folder: str | Path, *, geometry: dict | None = None) -> TraceSet:
-    """Read a trace folder; ``ValueError`` if it is missing, of another version or geometry."""
+class LazyTraces(Sequence):
+    """A trace folder's traces, each read when asked for and memory-mapped (``torch.load(mmap=True)``),
+    the last one kept: a list of trace dicts to its users, but the process holds one trace's pages,
+    not every trace's K/V (~24 MB per 1k-token prompt; 36 of them were most of the gate training's
+    memory in the main job, issue 22). The values are the file's, so training on them is the same."""
+
+    def __init__(self, folder: Path, files: list[str]):
+        self.folder, self.files = folder, files
+        self._last: tuple[int, dict] | None = None
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = range(len(self))[index]
+        if self._last is None or self._last[0] != index:
+            self._last = None  # drop (unmap) the previous trace before mapping the next
+            self._last = (index, torch.load(self.folder / self.files[index], map_location="cpu", weights_only=True, mmap=True))
+        return self._last[1]
+
+
+def load_traces(folder: str | Path, *, geometry: dict | None = None, lazy: bool = False) -> TraceSet:
+    """Read a trace folder; ``ValueError`` if it is missing, of another version or geometry.
+    ``lazy``: the traces are read one at a time when used (``LazyTraces``), not all at once."""
     folder = Path(folder)
     index_path = folder / "index.json"
     if not index_path.is_file():
@@ -196,7 +221,10 @@ def load_traces(folder: str | Path, *, geometry: dict | None = None) -> TraceSet
         for key in ("num_layers", "num_kv_heads", "head_dim"):
             if index["geometry"][key] != geometry[key]:
                 raise ValueError(f"{folder}: traces have {key}={index['geometry'][key]}, the model/policy has {geometry[key]}")
-    traces = [torch.load(folder / e["file"], map_location="cpu", weights_only=True) for e in index["traces"]]
+    if lazy:
+        traces = LazyTraces(folder, [e["file"] for e in index["traces"]])
+    else:
+        traces = [torch.load(folder / e["file"], map_location="cpu", weights_only=True) for e in index["traces"]]
     if not traces:
         raise ValueError(f"{folder} holds no traces")
     return TraceSet(folder=folder, index=index, traces=traces)

@@ -200,8 +200,11 @@ class Experiment:
 
     def ensure_scorer_trained(self) -> None:
         """Train the run's scorer now if the recipe asks for it and it is not trained yet (cached)."""
-        if self.trained_scorer is not None:
+        if self.trained_scorer is not None and not self.trained_scorer.checkpoint.is_file():
             self.trained_scorer.ensure(progress=self.progress)
+            from evolalloc.runtime.heap import give_back
+
+            give_back()  # the training's traces (~24 MB per prompt at 1k tokens), freed but still resident
 
     def check_checkpoints(self) -> None:
         """Refuse (``UserError`` naming the recipe field) a scorer checkpoint that is missing, unreadable
@@ -444,12 +447,19 @@ class Experiment:
                 keys = [s.key for s in self.scorers]
                 bound = self.record_policy_for(split).bound
                 self._records[split] = [self.keeper.keep(by_uid[inst.uid], keys, bound) for inst in instances]
+                del drawn, by_uid
+                from evolalloc.runtime.heap import give_back
+
+                give_back()  # the drawn records not kept, and the whole ones that were bounded
             else:
                 self.ensure_scorer_trained()  # its ranking is in every record
                 self._records[split] = prefill_instances(
                     self.loaded, instances, self.scorers,
                     question_after_compression=self.recipe.task.question_after_compression, progress=self.progress,
                     keeper=self.keeper, bounded=not split.endswith(DRAWN), bound=self.record_policy_for(split).bound,
+                    # Drawn candidates are whole and judged once: spilled, so the memory held is
+                    # left to the bounded records of the search (issue 22: curation was the peak).
+                    hold=not split.endswith(DRAWN),
                 )
         return self._records[split]
 
@@ -457,6 +467,9 @@ class Experiment:
         """Forget a split's prefill records (the search split's, once the search is over)."""
         for _, _, part in self.parts:
             self.keeper.forget(part._records.pop(split, None) or [])
+        from evolalloc.runtime.heap import give_back
+
+        give_back()
 
     def evaluator(self, split: str, scorer: Scorer | None = None, mode: str | None = "generate") -> Evaluator:
         """An evaluator of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine.

@@ -12,11 +12,17 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
+from evolalloc.runtime.heap import give_back
 from evolalloc.runtime.model import LoadedModel
 from evolalloc.runtime.positions import positions_beyond
 from evolalloc.runtime.prefill import PrefillRecord, prefill
 from evolalloc.runtime.record_store import RecordKeeper
 from evolalloc.runtime.scorers import Scorer
+
+
+#: Prefills between two returns of freed memory to the system (``runtime/heap.py``): a prefill
+#: frees ~0.1 GB of activations at 1k tokens, and the trim costs a walk of the heap.
+_TRIM_EVERY = 8
 
 
 def tokenize_instance(tokenizer, instance, question_after_compression: bool):
@@ -30,7 +36,8 @@ def tokenize_instance(tokenizer, instance, question_after_compression: bool):
 
 
 def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False, progress=False,
-                      keeper: RecordKeeper | None = None, bounded: bool = True, bound: int | None = None) -> list[PrefillRecord]:
+                      keeper: RecordKeeper | None = None, bounded: bool = True, bound: int | None = None,
+                      hold: bool = True) -> list[PrefillRecord]:
     """One prefill record per instance (the expensive step, done once per worker).
 
     ``keeper``: bounds each record at its policy's ``bound`` (unless ``bounded`` is false: records a
@@ -38,7 +45,8 @@ def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer],
     dtype and spills it when the records outgrow their memory (``runtime/record_store.py``); a
     record spilled by an earlier process under the same content is re-used, not prefilled.
     ``None``: full records in memory. ``bound``: this split's ``b_max`` when it differs from the
-    policy's (``Experiment.bound_split``); ``None``: the policy's.
+    policy's (``Experiment.bound_split``); ``None``: the policy's. ``hold=False``: spill every
+    record even while the keeper has memory left (``RecordKeeper.keep``).
     """
     records = []
     scorer_keys = [s.key for s in scorers]
@@ -57,9 +65,14 @@ def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer],
                 records.append(found)
                 continue
         record = prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question)
-        records.append(keeper.keep(record, scorer_keys, bound) if keeper is not None else record)
+        records.append(keeper.keep(record, scorer_keys, bound, hold=hold) if keeper is not None else record)
+        if len(records) % _TRIM_EVERY == 0:
+            give_back(collect=False)  # freed activations pile up in the allocator over many prefills
     if keeper is not None:
         for note in keeper.notes:
             tqdm.write(note, file=sys.stderr)
         keeper.notes.clear()
+    # The prefills' activations (and records spilled since) were freed but stay resident in the
+    # allocator: give them back before these records are evaluated (runtime/heap.py).
+    give_back()
     return records

@@ -103,8 +103,13 @@ class RecordKeeper:
         self.spilled += 1
         return _small_to(record, device)
 
-    def keep(self, record: PrefillRecord, scorer_keys, bound: int | None) -> PrefillRecord:
-        """``record`` bounded at ``bound`` (``None``: whole), in the policy's dtype, placed."""
+    def keep(self, record: PrefillRecord, scorer_keys, bound: int | None, *, hold: bool = True) -> PrefillRecord:
+        """``record`` bounded at ``bound`` (``None``: whole), in the policy's dtype, placed.
+
+        ``hold=False``: spill it even when memory is left (with a memory limit; without one it is
+        held as always). For whole records that are read once and then dropped — curation's drawn
+        candidates: holding them would leave no room for the records used all run long, and it is
+        at curation, with a batch of whole rows being decoded, that the main job's memory peaked."""
         given = record
         if isinstance(given.keys, MappedLayers) and (bound is None or bound >= given.length or given.bound == bound) \
                 and given.keys[0].dtype == getattr(torch, self.policy.dtype):
@@ -117,7 +122,7 @@ class RecordKeeper:
             release(given)  # a spilled record read whole to be bounded: let its pages go
         size = record.nbytes()
         limit = self.policy.memory
-        if limit is None or self.held + size <= limit:
+        if limit is None or (hold and self.held + size <= limit):
             self.held += size
             return record
         device = record.first_logits.device
@@ -127,7 +132,9 @@ class RecordKeeper:
         key = self.key(record.prompt_ids.tolist(), None if record.question_ids is None else record.question_ids.tolist(),
                        scorer_keys, bound)
         path = write_spilled(record, self.path_for(key), key)
-        spilled, why = open_spilled(path, key)
+        # Just written from the record in hand: format, key and size are checked, the digest is
+        # not hashed a second time (it is on the next process's ``reuse``).
+        spilled, why = open_spilled(path, key, verify=False)
         if spilled is None:  # the disk lied to us: keep it in memory rather than lose it
             self.notes.append(f"spilled record {path.name} did not read back ({why}); kept in memory")
             self.held += size

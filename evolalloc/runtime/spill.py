@@ -143,11 +143,16 @@ def _read_header(path: Path) -> tuple[dict, int]:
     return header, 8 + size
 
 
-def open_spilled(path: str | Path, key: str) -> tuple[PrefillRecord | None, str]:
+def open_spilled(path: str | Path, key: str, *, verify: bool = True) -> tuple[PrefillRecord | None, str]:
     """The record spilled at ``path`` under content ``key``, or ``(None, why not)``.
 
     Checks the format, the key (a foreign file: another model, prompt, scorer set, bound or
     dtype) and the digest of every tensor byte (a corrupt file), before anything is used.
+    ``verify=False`` skips the digest (not the format, key and size checks): only for a file
+    this process has just written from the record it holds (``RecordKeeper.keep``), where
+    hashing it again would read every byte back for nothing (issue 22: the main job spills
+    ~150 records; a second SHA-256 pass over each was ~1/3 of the spilling time). A file found
+    on disk (``resume``) is always verified.
     """
     path = Path(path)
     if not path.is_file():
@@ -164,30 +169,36 @@ def open_spilled(path: str | Path, key: str) -> tuple[PrefillRecord | None, str]
         try:
             if any(offset + e["data_offsets"][1] > len(whole) for e in header.values()):
                 return None, "corrupt (truncated)"
+            if not verify:
+                return _mapped_record(path, header, offset, meta), "written"
             chunks = ((name, whole[offset + e["data_offsets"][0] : offset + e["data_offsets"][1]]) for name, e in header.items())
             if _digest(chunks) != meta.get("digest"):
                 return None, "corrupt (its bytes do not match its digest)"
         finally:
             whole.close()
-        layers = int(meta["layers"])
-        mapping = _Mapping(path, header, offset)
-        small = {name: mapping.tensor(name).clone() for name in header if not name.startswith(("keys.", "values."))}
-        mapping.release()
-        dtype = _DTYPES[header["keys.0"]["dtype"]]
-        record = PrefillRecord(
-            uid=meta["uid"], length=int(meta["length"]),
-            keys=MappedLayers(mapping, "keys", layers, [tuple(header[f"keys.{i}"]["shape"]) for i in range(layers)], dtype),
-            values=MappedLayers(mapping, "values", layers, [tuple(header[f"values.{i}"]["shape"]) for i in range(layers)], dtype),
-            first_logits=small["first_logits"],
-            rankings={name.removeprefix("rankings."): t for name, t in small.items() if name.startswith("rankings.")},
-            scores={name.removeprefix("scores."): t for name, t in small.items() if name.startswith("scores.")},
-            question_ids=small.get("question_ids"), dispersion=small.get("dispersion"), prompt_ids=small.get("prompt_ids"),
-            bound=int(meta["bound"]) if meta.get("bound") else None,
-            compute_dtype=getattr(torch, meta["compute_dtype"]) if meta.get("compute_dtype") else None,
-        )
-        return record, "re-used"
+        return _mapped_record(path, header, offset, meta), "re-used"
     except (OSError, ValueError, KeyError, TypeError, struct.error, json.JSONDecodeError) as err:
         return None, f"corrupt ({type(err).__name__}: {err})"
+
+
+def _mapped_record(path: Path, header: dict, offset: int, meta: dict) -> PrefillRecord:
+    """The record of a checked file: small tensors read into memory, K/V mapped on demand."""
+    layers = int(meta["layers"])
+    mapping = _Mapping(path, header, offset)
+    small = {name: mapping.tensor(name).clone() for name in header if not name.startswith(("keys.", "values."))}
+    mapping.release()
+    dtype = _DTYPES[header["keys.0"]["dtype"]]
+    return PrefillRecord(
+        uid=meta["uid"], length=int(meta["length"]),
+        keys=MappedLayers(mapping, "keys", layers, [tuple(header[f"keys.{i}"]["shape"]) for i in range(layers)], dtype),
+        values=MappedLayers(mapping, "values", layers, [tuple(header[f"values.{i}"]["shape"]) for i in range(layers)], dtype),
+        first_logits=small["first_logits"],
+        rankings={name.removeprefix("rankings."): t for name, t in small.items() if name.startswith("rankings.")},
+        scores={name.removeprefix("scores."): t for name, t in small.items() if name.startswith("scores.")},
+        question_ids=small.get("question_ids"), dispersion=small.get("dispersion"), prompt_ids=small.get("prompt_ids"),
+        bound=int(meta["bound"]) if meta.get("bound") else None,
+        compute_dtype=getattr(torch, meta["compute_dtype"]) if meta.get("compute_dtype") else None,
+    )
 
 
 def release(record: PrefillRecord) -> None:

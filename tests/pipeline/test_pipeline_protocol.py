@@ -94,6 +94,28 @@ def test_curation_keeps_what_the_full_cache_solves_and_uniform_does_not_and_reco
     assert all(record is drawn[record.uid] for record in experiment.records("search"))
 
 
+def test_drawn_candidates_are_spilled_and_leave_the_held_memory_to_the_kept_records(tmp_path, tiny_model_dir, judged):
+    """Curation's whole drawn records are read once: they spill to the run folder even with memory
+    left (issue 22: held records came on top of the batch of whole rows at the job's peak), so
+    that memory is left to the kept ones (bounded below their length they are held, see
+    tests/runtime/test_spilled_records.py)."""
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.runtime.spill import MappedLayers
+
+    recipe = load(tmp_path, base_recipe(tiny_model_dir, task=curated(search={"n": 2, "curate": {"full_cache_solves": True, "draw": 6}}),
+                                        engine={"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "1GiB"}))
+    experiment = Experiment(recipe, progress=False, curation_file=tmp_path / "run" / "curation.json")
+    drawn = experiment.records("search:drawn")
+    assert all(isinstance(r.keys, MappedLayers) for r in drawn) and experiment.keeper.held == 0
+    assert len(list((tmp_path / "run" / "records").glob("*.safetensors"))) == 6
+    kept = experiment.records("search")
+    assert [index_of(r.uid) for r in kept] == [0, 2]
+    # These short prompts fit under b_max: the kept records are the spilled drawn ones, not copies.
+    by_uid = {r.uid: r for r in drawn}
+    assert all(r is by_uid[r.uid] for r in kept) and experiment.keeper.held == 0
+    experiment.close()
+
+
 def test_a_stored_curation_is_reused_without_judging_again(tmp_path, tiny_model_dir, judged):
     from evolalloc.pipeline.experiment import Experiment
 

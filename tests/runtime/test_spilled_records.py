@@ -70,6 +70,23 @@ def test_a_corrupt_or_foreign_file_is_refused(tmp_path, record):
     assert open_spilled(path, "k1")[0] is None
 
 
+def test_only_a_file_just_written_skips_the_digest(tmp_path, record):
+    """``verify=False`` (the keeper, right after writing) still checks format, key and size but
+    not the bytes' digest; the default (a file found on disk, e.g. on resume) hashes them."""
+    path = write_spilled(record, tmp_path / "r.safetensors", key="k1")
+    fresh, why = open_spilled(path, "k1", verify=False)
+    assert why == "written" and isinstance(fresh.keys, MappedLayers)
+    assert_identical(record, fresh)
+    assert open_spilled(path, "another", verify=False)[0] is None
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF
+    path.write_bytes(bytes(data))
+    assert open_spilled(path, "k1")[0] is None  # found on disk: refused
+    assert open_spilled(path, "k1", verify=False)[0] is not None  # what the flag trades away
+    path.write_bytes(bytes(data[:100]))
+    assert open_spilled(path, "k1", verify=False)[0] is None  # truncated: refused either way
+
+
 def test_the_keeper_spills_what_outgrows_its_memory_and_reuses_it_later(tmp_path, llama, record):
     policy = RecordPolicy(bound=30, memory=0, spill_dir=str(tmp_path), model_id="tiny")
     keeper = RecordKeeper(policy)
@@ -86,6 +103,20 @@ def test_the_keeper_spills_what_outgrows_its_memory_and_reuses_it_later(tmp_path
     # Another bound, dtype or prompt is another content: not re-used.
     assert later.reuse(ids, question, KEYS, 31) is None
     assert RecordKeeper(dataclasses.replace(policy, dtype="bfloat16")).reuse(ids, question, KEYS, 30) is None
+
+
+def test_a_record_not_to_hold_is_spilled_while_memory_is_left(tmp_path, record):
+    """``hold=False`` (curation's whole drawn candidates) spills with room to spare and leaves
+    that room to the records kept all run; without a memory limit nothing is spilled."""
+    keeper = RecordKeeper(RecordPolicy(bound=30, memory=1 << 30, spill_dir=str(tmp_path), model_id="tiny"))
+    whole = keeper.keep(record, KEYS, None, hold=False)
+    assert isinstance(whole.keys, MappedLayers) and keeper.spilled == 1 and keeper.held == 0
+    assert_identical(record, whole)
+    bounded = keeper.keep(whole, KEYS, 30)  # the kept candidate, bounded for the search: held
+    assert not isinstance(bounded.keys, MappedLayers) and keeper.held == bounded.nbytes()
+    assert_identical(bound_record(record, 30), bounded)
+    unlimited = RecordKeeper(RecordPolicy(bound=30, memory=None, spill_dir=str(tmp_path / "none"), model_id="tiny"))
+    assert unlimited.keep(record, KEYS, None, hold=False) is record and unlimited.spilled == 0
 
 
 def test_a_corrupt_spilled_record_is_rebuilt_not_used(tmp_path, record):
