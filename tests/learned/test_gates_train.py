@@ -69,7 +69,7 @@ def test_training_is_bit_identical_to_training_on_gathered_items(monkeypatch):
     import evolalloc.learned.gates_train as gates_train
     from evolalloc.runtime.gates import RetentionGates
 
-    def gathered(traces, item, sinks, window):
+    def gathered(traces, item, sinks, window, votes=False):
         trace = traces.traces[item[0]]
         n = int(trace["splits"][item[1]])
         layers, kv_heads = trace["keys"].shape[:2]
