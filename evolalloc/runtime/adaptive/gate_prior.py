@@ -43,5 +43,5 @@ class GatePrior(BudgetAdapter):
         prior = torch.as_tensor(prior_of(budgets), dtype=scores.dtype, device=scores.device)
         # Adding a per-row constant keeps each row non-increasing, as top_with_floor needs.
         shifted = scores + prior[:, :, None]
-        counts = top_with_floor(shifted.reshape(layers * heads, -1), max(1, scorer.always_kept), int(budgets.sum()))
+        counts = top_with_floor(shifted.reshape(layers * heads, -1), scorer.min_budget, int(budgets.sum()))
         return counts.reshape(layers, heads).astype(np.int64)
