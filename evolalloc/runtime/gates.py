@@ -39,7 +39,7 @@ Checkpoint (``torch.save`` of a plain dict, loaded with ``weights_only=True``)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -118,8 +118,7 @@ def horizon_score(log_beta: torch.Tensor, age: torch.Tensor, horizon: int) -> to
 GATES_FILE = NetworkFile(what="gates", fmt="evolalloc-gates", version=1, train_hint="evolalloc gates train",
                          settings=("hidden", "horizon"), config_class=GatesConfig, network_class=RetentionGates)
 # Query-aware gates store "votes" too; query-free ones are written exactly as before.
-_VOTES_FILE = NetworkFile(what="gates", fmt="evolalloc-gates", version=1, train_hint="evolalloc gates train",
-                          settings=("hidden", "horizon", "votes"), config_class=GatesConfig, network_class=RetentionGates)
+_VOTES_FILE = replace(GATES_FILE, settings=(*GATES_FILE.settings, "votes"))
 load_gates = GATES_FILE.load
 
 

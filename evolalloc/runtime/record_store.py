@@ -78,6 +78,11 @@ class RecordKeeper:
             bound = None
         return content_key(self.policy.model_id, prompt_ids, question_ids, scorer_keys, bound, self.policy.dtype)
 
+    def record_key(self, record: PrefillRecord, scorer_keys, bound: int | None) -> str:
+        """``key`` of a record in hand (its prompt and question ids)."""
+        question = None if record.question_ids is None else record.question_ids.tolist()
+        return self.key(record.prompt_ids.tolist(), question, scorer_keys, bound)
+
     def path_for(self, key: str) -> Path:
         return self._folder() / f"{key[:32]}.safetensors"
 
@@ -129,8 +134,7 @@ class RecordKeeper:
         if device.type == "cuda":
             return pin_on_host(record)  # a GPU's records beyond the limit: pinned host memory, not disk
         # Keyed by the bound asked for (a prompt shorter than it stays whole, yet must be found again).
-        key = self.key(record.prompt_ids.tolist(), None if record.question_ids is None else record.question_ids.tolist(),
-                       scorer_keys, bound)
+        key = self.record_key(record, scorer_keys, bound)
         path = write_spilled(record, self.path_for(key), key)
         # Just written from the record in hand: format, key and size are checked, the digest is
         # not hashed a second time (it is on the next process's ``reuse``).
@@ -155,8 +159,7 @@ class RecordKeeper:
         old = Path(record.keys.mapping.path)
         if old.parent != Path(self._temporary.name):
             return record  # already in a folder of the run
-        key = self.key(record.prompt_ids.tolist(), None if record.question_ids is None else record.question_ids.tolist(),
-                       scorer_keys, bound)
+        key = self.record_key(record, scorer_keys, bound)
         path = self.path_for(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
