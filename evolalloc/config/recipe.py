@@ -365,7 +365,11 @@ def _check_scorer_training(recipe: Recipe) -> None:
     if recipe.scorer.name != "gates":
         if train.votes:
             raise FieldProblem("scorer.train.votes", f"only gates read SnapKV votes; {recipe.scorer.name!r} does not")
+        if train.anchored:
+            raise FieldProblem("scorer.train.anchored", f"only gates can be anchored at SnapKV; {recipe.scorer.name!r} cannot")
         return  # capacities are the gates' training budgets
+    if train.anchored and not train.votes:
+        raise FieldProblem("scorer.train.anchored", "anchored gates start from SnapKV's votes: set scorer.train.votes (e.g. 32)")
     kept = int(recipe.scorer.params.get("sinks", 4)) + int(recipe.scorer.params.get("window", 16))
     for i, capacity in enumerate(train.capacities if train.capacities is not None else recipe.budgets):
         if capacity <= kept:

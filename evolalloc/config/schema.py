@@ -149,6 +149,8 @@ class ScorerTrainSection:
     horizon: int = _rule(32, min=1, help="gates: steps of future utility a gate score sums")
     votes: int = _rule(0, min=0, help="gates: also read SnapKV's votes of the prompt's last N queries (query-aware "
                                       "gates, docs/hybrid.md); 0 = key/value only")
+    anchored: bool = _rule(False, help="gates: score = learned per-head scale and offset of log(SnapKV's smoothed vote) "
+                                       "plus a residual, starting at SnapKV's ranking (needs votes; docs/hybrid.md)")
     capacities: list[int] | None = _rule(None, help="gates: per-head budgets trained for, one drawn per step; "
                                                     "null = the recipe's budgets (target and expansions)")
     depth: int = _rule(2, min=1, help="learned: hidden layers of each head's MLP")

@@ -25,6 +25,16 @@ linear in the attention weights); the gates read keys and values, not hidden sta
 ``votes``: the last ``w`` queries before ``n``), so they see what the prompt asks about;
 several capacities are trained at once so one gate set serves every
 budget; and no next-token loss (the LLM is frozen and unused at training time).
+
+Anchored gates (``anchored``, ``runtime.gates``) output a score, not a retention, so their loss is
+a soft global top-k at the step's capacity instead:
+
+    t         = the K-th largest score over all heads,  K = (c - always_kept) * G
+    r_(g,i)   = sigmoid(s_(g,i) - t)                     soft "kept by the global top-k"
+    loss      = quality(r) + penalty * relu(sum r - K) / K
+
+``t`` moves with the scores (a shift of every score changes nothing), and the penalty stops the
+soft tails from keeping more than ``K`` in all. They read the traces' ``snap_votes``.
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ from tqdm.auto import tqdm
 from evolalloc.core.fileio import write_atomic
 from evolalloc.learned.traces import TraceSet, votes_window
 from evolalloc.learned.train import lr_factor  # the policy's schedule: warm-up, then cosine
-from evolalloc.runtime.gates import GatesConfig, RetentionGates, vote_features
+from evolalloc.runtime.gates import GatesConfig, RetentionGates, anchor_of, vote_features
 
 
 @dataclass
@@ -61,6 +71,7 @@ class GatesTrainConfig:
     seed: int = 0
     log_every: int = 10
     votes: int = 0  # query-aware gates: read the traces' SnapKV votes of this window (runtime.gates)
+    anchored: bool = False  # anchored gates: SnapKV's vote + learned per-head map + residual (needs votes)
 
 
 def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: int, votes: bool = False):
@@ -87,6 +98,15 @@ def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: in
     # (training would drift by ~1e-8 and no longer equal earlier runs bit for bit).
     importance = trace["importance"][split_idx][:, :, sinks : n - window].float().contiguous().view(layers * kv_heads, -1)
     return features.view(layers * kv_heads, positions.numel(), -1), importance, (n - positions).float()
+
+
+def item_anchor(traces: TraceSet, item: tuple[int, int], sinks: int, window: int) -> torch.Tensor:
+    """``anchor_of`` SnapKV's smoothed votes of the item's rankable tokens ``[G, m]`` (anchored gates)."""
+    trace_idx, split_idx = item
+    trace = traces.traces[trace_idx]
+    n = int(trace["splits"][split_idx])
+    snap = trace["snap_votes"][split_idx][:, :, sinks : n - window]
+    return anchor_of(snap.reshape(-1, snap.shape[-1]))
 
 
 def _sample_features(traces: TraceSet, items, sinks: int, window: int, votes: bool = False) -> torch.Tensor:
@@ -116,6 +136,19 @@ def gates_loss(gates: RetentionGates, features, importance, age, capacity: int, 
     return loss, quality, used / allowed
 
 
+def anchored_loss(gates: RetentionGates, features, anchor, importance, capacity: int, sinks: int, window: int, penalty: float):
+    """``(loss, quality, used / K)`` of anchored gates for one item: a soft global top-k of
+    ``K = (capacity - sinks - window) * G`` over the scores ``[G, m]`` (module docstring)."""
+    scores = gates.anchored_score(features, anchor)  # [G, m]
+    allowed = min(max(1, capacity - sinks - window) * features.shape[0], scores.numel())
+    threshold = torch.topk(scores.reshape(-1), allowed).values[-1]
+    kept = torch.sigmoid(scores - threshold)
+    quality = (importance * (1 - kept)).sum() / importance.sum().clamp_min(1e-12)
+    used = kept.sum()
+    loss = quality + penalty * torch.relu(used - allowed) / allowed
+    return loss, quality, used / allowed
+
+
 def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | Path | None = None, progress: bool = True,
                 state_path: str | Path | None = None, checkpoint_every: int = 0):
     """Train the gates of the traces' model; returns ``(gates, summary)``.
@@ -130,8 +163,11 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     if config.votes and votes_window(traces) != config.votes:
         raise ValueError(f"{traces.folder}: query-aware gates (votes={config.votes}) need traces with votes of window "
                          f"{config.votes}; these have {votes_window(traces) or 'none'} (trace them again with votes)")
+    if config.anchored and not all("snap_votes" in trace for trace in traces.traces):
+        raise ValueError(f"{traces.folder}: anchored gates need traces with SnapKV's smoothed votes (snap_votes); "
+                         "these were traced before they were recorded (trace them again with votes)")
     gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"], config.hidden,
-                                       config.horizon, config.votes))
+                                       config.horizon, config.votes, config.anchored))
     with_votes = bool(config.votes)
     items = [it for it in traces.items if int(traces.traces[it[0]]["splits"][it[1]]) - config.sinks - config.window >= 2]
     if not items:
@@ -156,7 +192,13 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     for step in bar:
         item, capacity = draws[step]
         features, importance, age = item_tensors(traces, item, config.sinks, config.window, with_votes)
-        loss, quality, used = gates_loss(gates, features, importance, age, capacity, config.sinks, config.window, config.penalty)
+        if config.anchored:
+            anchor = item_anchor(traces, item, config.sinks, config.window)
+            loss, quality, used = anchored_loss(gates, features, anchor, importance, capacity, config.sinks, config.window,
+                                                config.penalty)
+        else:
+            loss, quality, used = gates_loss(gates, features, importance, age, capacity, config.sinks, config.window,
+                                             config.penalty)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(gates.parameters(), config.clip)

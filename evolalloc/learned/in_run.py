@@ -63,14 +63,17 @@ class InRunSettings:
     permutations: int = 16
     max_tokens: int | None = None
     votes: int = 0  # gates only: query-aware gates reading SnapKV votes of this window
+    anchored: bool = False  # gates only: anchored at SnapKV's vote (runtime.gates; needs votes)
 
     def key_fields(self) -> dict:
         """What the trained weights depend on (``checkpoint_every`` does not: resuming is exact).
-        ``votes`` only when set, so query-free gates keep the keys (and cached weights) they had."""
+        ``votes`` and ``anchored`` only when set, so earlier gates keep the keys (and cached weights)
+        they had."""
         fields = asdict(self)
         fields.pop("checkpoint_every")
-        if not fields["votes"]:
-            fields.pop("votes")
+        for optional in ("votes", "anchored"):
+            if not fields[optional]:
+                fields.pop(optional)
         return fields
 
 
@@ -111,7 +114,7 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
     if settings.scorer == "gates":
         config = GatesTrainConfig(steps=settings.steps, hidden=settings.hidden, horizon=settings.horizon,
                                   capacities=settings.capacities, sinks=settings.sinks, window=settings.window, seed=settings.seed,
-                                  votes=settings.votes)
+                                  votes=settings.votes, anchored=settings.anchored)
         network, summary = train_gates(traces, config, **resumable)
         save = save_gates
     else:

@@ -24,6 +24,7 @@ corpus settings, one entry per file) and one ``trace-NNNNN.pt`` per prompt, a ``
     importance   list of S float32 [layers, Hkv, n]
     votes_window int                              (v2) w of the votes below; 0: none recorded
     votes        list of S float32 [layers, Hkv, n]   (v2, when votes_window > 0)
+    snap_votes   list of S float32 [layers, Hkv, n]   (v2, when votes_window > 0; absent in older files)
 
 ``votes`` are SnapKV's votes at the split, what the query-aware gates read (``runtime.gates``):
 
@@ -31,7 +32,9 @@ corpus settings, one entry per file) and one ``trace-NNNNN.pt`` per prompt, a ``
 
 — the attention the last ``w`` queries *before* ``n`` pay to token ``i`` (averaged over the
 query heads of the KV group, as ``LayerStats.per_kv_head`` does for SnapKV), exactly what the
-runtime's window attention gives a prompt that ends at ``n``. Version 1 traces (no votes) still
+runtime's window attention gives a prompt that ends at ``n``. ``snap_votes`` are the same votes
+smoothed as the ``snapkv`` scorer smooths them (``runtime.gates.snap_votes``: max-pooled per query
+head, then the group mean), what anchored gates start from. Version 1 traces (no votes) still
 load; training gates that read votes refuses them.
 
 At ~1k tokens on SmolLM2-135M (30 x 3 x 64) that is ~24 MB per trace, nearly all keys/values.
@@ -52,6 +55,7 @@ from tqdm.auto import tqdm
 
 from evolalloc.learned.settings import TraceSettings
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture, _attention_rows
+from evolalloc.runtime.gates import snap_votes
 
 FORMAT = "evolalloc-trace"
 VERSION = 2
@@ -68,6 +72,7 @@ class TraceCapture(PrefillCapture):
         self.splits, self.future, self.votes_window = splits, future, votes
         self.importance: dict[int, list[torch.Tensor]] = {}
         self.votes: dict[int, list[torch.Tensor]] = {}
+        self.snap_votes: dict[int, list[torch.Tensor]] = {}
 
     def record(self, layer_idx: int, query, key, value, scaling: float) -> None:
         """query ``[1, Hq, L, D]``, key/value ``[1, Hkv, L, D]`` of one full causal forward."""
@@ -88,13 +93,17 @@ class TraceCapture(PrefillCapture):
             per_split.append(total.cpu())
         self.importance[layer_idx] = per_split
         if self.votes_window:
-            self.votes[layer_idx] = [self._votes(query, expanded, scaling, n, kv_heads, group) for n in self.splits]
+            both = [self._votes(query, expanded, scaling, n, kv_heads, group) for n in self.splits]
+            self.votes[layer_idx] = [plain for plain, _ in both]
+            self.snap_votes[layer_idx] = [smoothed for _, smoothed in both]
 
-    def _votes(self, query, expanded, scaling: float, n: int, kv_heads: int, group: int) -> torch.Tensor:
-        """SnapKV's votes at split ``n``: ``[Hkv, n]`` float32 (module docstring)."""
+    def _votes(self, query, expanded, scaling: float, n: int, kv_heads: int, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """SnapKV's votes at split ``n`` and the same smoothed as SnapKV does: two ``[Hkv, n]`` float32
+        (module docstring)."""
         start = max(0, n - self.votes_window)
         rows = _attention_rows(query[0, :, start:n], expanded[:, :n], scaling, start)  # [Hq, w, n]
-        return rows.sum(dim=1).view(kv_heads, group, n).mean(dim=1).cpu()
+        per_query_head = rows.sum(dim=1)  # [Hq, n]
+        return per_query_head.view(kv_heads, group, n).mean(dim=1).cpu(), snap_votes(per_query_head, kv_heads).cpu()
 
 
 def pick_splits(length: int, prompt_len: int, settings: TraceSettings, rng: random.Random) -> list[int]:
@@ -128,6 +137,7 @@ def trace_ids(model, ids: list[int], splits: list[int], future: int, votes: int 
     }
     if votes:
         record["votes"] = [torch.stack([capture.votes[i][s] for i in range(layers)]) for s in range(len(splits))]
+        record["snap_votes"] = [torch.stack([capture.snap_votes[i][s] for i in range(layers)]) for s in range(len(splits))]
     return record
 
 

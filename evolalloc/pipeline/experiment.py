@@ -238,7 +238,10 @@ class Experiment:
         baseline = make_baseline(name)
         declared = baseline.scorer
         if declared is not None and declared[0] == self.scorer.name and "checkpoint" in declared[1]:
-            baseline = make_baseline(name, checkpoint=self.scorer.params()["checkpoint"])
+            params = self.scorer.params()
+            # The run's always-kept tokens too, for a method that has them (gates: sinks, window).
+            kept = {k: params[k] for k in ("sinks", "window") if k in params and hasattr(baseline, k)}
+            baseline = make_baseline(name, checkpoint=params["checkpoint"], **kept)
         return baseline
 
     def with_scorer_provenance(self, allocation: Allocation) -> Allocation:

@@ -104,7 +104,7 @@ def _global_gates(experiment: Experiment, scorer: Scorer, budgets: list[int], re
     c·L·H entries per input (``runtime.adaptive.global_topk``) instead of c per head."""
     # The recipe's scorer is gates: the method reads the run's checkpoint (a trained one too).
     checkpoint = scorer.params()["checkpoint"]
-    method = make_baseline(GATES, checkpoint=checkpoint)
+    method = make_baseline(GATES, checkpoint=checkpoint, sinks=scorer.sinks, window=scorer.window)
     usable = [c for c in budgets if c >= method.min_target]
     allocations = [method.allocation(experiment.geometry, c, model=experiment.recipe.model.spec, scorer=scorer.name,
                                      scorer_params=scorer.params(), reserved=scorer.always_kept) for c in usable]

@@ -23,14 +23,19 @@ class GlobalGates(Uniform):
     default = False
     in_budget_plot = False  # its real budgets are per instance; `evolalloc gates eval` plots their mean
     checkpoint: str = ""  # "": the gates scorer's default checkpoint (core.paths)
+    sinks: int = 4  # the gates scorer's always-kept tokens (a run's own, e.g. anchored gates' 0 and 32)
+    window: int = 16
 
     @property
     def scorer(self):
-        return ("gates", {"checkpoint": str(resolve_checkpoint("gates", self.checkpoint))})
+        params = {"checkpoint": str(resolve_checkpoint("gates", self.checkpoint))}
+        # Only when not the scorer's defaults, so the allocation files of default gates stay as they were.
+        params.update({k: v for k, v in (("sinks", self.sinks), ("window", self.window)) if v != {"sinks": 4, "window": 16}[k]})
+        return ("gates", params)
 
     @property
     def min_target(self) -> float:
-        return 20  # the gates scorer's 4 sinks + 16 window tokens per head
+        return self.sinks + self.window  # the gates scorer's always-kept tokens per head
 
     @property
     def adapter(self):

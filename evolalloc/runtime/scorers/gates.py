@@ -6,7 +6,9 @@ gates also read SnapKV's votes of the prompt's last ``w`` queries, the capture a
 for that window (``LayerStats.window_attention``, as SnapKV's does), and a path that records no
 window attention is refused. The scores are on one scale across layers and heads, which is what
 the ``gates`` method's global top-k (``runtime.adaptive.global_topk``) needs; with a per-head
-budget this is an ordinary per-head ranking. Train a checkpoint with ``evolalloc gates train``
+budget this is an ordinary per-head ranking. Anchored gates (``anchored`` in the checkpoint) score
+SnapKV's smoothed vote through a learned per-head affine map plus a residual; untrained, they rank
+each head as ``snapkv`` with ``window = votes`` does. Train a checkpoint with ``evolalloc gates train``
 or ``scorer.train`` in a recipe.
 """
 
@@ -53,7 +55,7 @@ class Gates(CheckpointScorer):
         return CaptureSpec(window_queries=self.votes)
 
     def score(self, stats: LayerStats) -> torch.Tensor:
-        from evolalloc.runtime.gates import horizon_score, vote_features
+        from evolalloc.runtime.gates import anchor_of, horizon_score, snap_votes, vote_features
 
         gates = self.loaded().network
         config = gates.config
@@ -72,6 +74,10 @@ class Gates(CheckpointScorer):
             votes = vote_features(stats.per_kv_head(per_query_head))  # [Hkv, L, 2]
         with torch.no_grad():
             gates.to(stats.keys.device)
+            if config.anchored:  # a score on one scale across heads, not a retention: no horizon
+                anchor = anchor_of(snap_votes(per_query_head, heads))  # [Hkv, L]
+                return gates.anchored_score(gates.features(stats.keys, stats.values, votes), anchor,
+                                            gates.layer_heads(stats.layer_idx))
             log_beta = gates.log_retention(gates.features(stats.keys, stats.values, votes), gates.layer_heads(stats.layer_idx))
             age = length - torch.arange(length, device=stats.keys.device)
             return horizon_score(log_beta, age, self.horizon or config.horizon)
