@@ -365,9 +365,12 @@ def _check_scorer_training(recipe: Recipe) -> None:
     if recipe.scorer.name != "gates":
         if train.votes:
             raise FieldProblem("scorer.train.votes", f"only gates read SnapKV votes; {recipe.scorer.name!r} does not")
-        if train.anchored:
-            raise FieldProblem("scorer.train.anchored", f"only gates can be anchored at SnapKV; {recipe.scorer.name!r} cannot")
+        if train.anchored or not train.residual:
+            field = "scorer.train.anchored" if train.anchored else "scorer.train.residual"
+            raise FieldProblem(field, f"only gates can be anchored at SnapKV; {recipe.scorer.name!r} cannot")
         return  # capacities are the gates' training budgets
+    if not train.residual and not train.anchored:
+        raise FieldProblem("scorer.train.residual", "false is a setting of anchored gates (set scorer.train.anchored: true)")
     if train.anchored and not train.votes:
         raise FieldProblem("scorer.train.anchored", "anchored gates start from SnapKV's votes: set scorer.train.votes (e.g. 32)")
     kept = int(recipe.scorer.params.get("sinks", 4)) + int(recipe.scorer.params.get("window", 16))

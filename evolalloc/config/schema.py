@@ -151,6 +151,8 @@ class ScorerTrainSection:
                                       "gates, docs/hybrid.md); 0 = key/value only")
     anchored: bool = _rule(False, help="gates: score = learned per-head scale and offset of log(SnapKV's smoothed vote) "
                                        "plus a residual, starting at SnapKV's ranking (needs votes; docs/hybrid.md)")
+    residual: bool = _rule(True, help="anchored gates: false trains only the per-head scale and offset (each head ranks "
+                                      "exactly as SnapKV; what is learned is how heads compare in a global top-k)")
     capacities: list[int] | None = _rule(None, help="gates: per-head budgets trained for, one drawn per step; "
                                                     "null = the recipe's budgets (target and expansions)")
     depth: int = _rule(2, min=1, help="learned: hidden layers of each head's MLP")

@@ -34,7 +34,9 @@ a soft global top-k at the step's capacity instead:
     loss      = quality(r) + penalty * relu(sum r - K) / K
 
 ``t`` moves with the scores (a shift of every score changes nothing), and the penalty stops the
-soft tails from keeping more than ``K`` in all. They read the traces' ``snap_votes``.
+soft tails from keeping more than ``K`` in all. They read the traces' ``snap_votes``. With
+``residual = False`` only the per-head scale and offset train (the residual stays exactly 0): each
+head ranks as SnapKV does, and what is learned is how heads compare in one global top-k.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class GatesTrainConfig:
     log_every: int = 10
     votes: int = 0  # query-aware gates: read the traces' SnapKV votes of this window (runtime.gates)
     anchored: bool = False  # anchored gates: SnapKV's vote + learned per-head map + residual (needs votes)
+    residual: bool = True  # anchored gates: False trains the per-head scale and offset only
 
 
 def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: int, votes: bool = False):
@@ -173,7 +176,11 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     if not items:
         raise ValueError("no trace split is longer than sinks + window + 2 tokens: nothing to gate")
     gates.fit_standardisation(_sample_features(traces, items[:8], config.sinks, config.window, with_votes))
-    optimizer = torch.optim.AdamW(gates.parameters(), lr=config.lr, weight_decay=0.0)
+    if not config.residual and not config.anchored:
+        raise ValueError("residual = False is a setting of anchored gates (the others are all residual)")
+    # Calibration only: the residual's zero readout never moves, so it stays exactly 0.
+    trained = gates.parameters() if config.residual else [gates.log_scale, gates.offset]
+    optimizer = torch.optim.AdamW(trained, lr=config.lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, config))
     # Every step's (item, capacity) is drawn up front, in the order the loop used to draw them, so a
     # resumed run makes the draws the uninterrupted one would have made from its step on.
@@ -201,7 +208,7 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
                                              config.penalty)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(gates.parameters(), config.clip)
+        torch.nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], config.clip)
         optimizer.step()
         schedule.step()
         qualities.append(float(quality.detach()))

@@ -64,6 +64,7 @@ class InRunSettings:
     max_tokens: int | None = None
     votes: int = 0  # gates only: query-aware gates reading SnapKV votes of this window
     anchored: bool = False  # gates only: anchored at SnapKV's vote (runtime.gates; needs votes)
+    residual: bool = True  # anchored gates only: False trains the per-head scale and offset alone
 
     def key_fields(self) -> dict:
         """What the trained weights depend on (``checkpoint_every`` does not: resuming is exact).
@@ -74,6 +75,8 @@ class InRunSettings:
         for optional in ("votes", "anchored"):
             if not fields[optional]:
                 fields.pop(optional)
+        if fields["residual"]:
+            fields.pop("residual")
         return fields
 
 
@@ -114,7 +117,7 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
     if settings.scorer == "gates":
         config = GatesTrainConfig(steps=settings.steps, hidden=settings.hidden, horizon=settings.horizon,
                                   capacities=settings.capacities, sinks=settings.sinks, window=settings.window, seed=settings.seed,
-                                  votes=settings.votes, anchored=settings.anchored)
+                                  votes=settings.votes, anchored=settings.anchored, residual=settings.residual)
         network, summary = train_gates(traces, config, **resumable)
         save = save_gates
     else:

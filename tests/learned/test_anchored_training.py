@@ -56,6 +56,17 @@ def test_anchored_training_is_deterministic_moves_the_calibration_and_lowers_the
     assert total_loss(traces, first) < total_loss(traces, untrained)
 
 
+def test_calibration_only_training_moves_scale_and_offset_and_leaves_the_residual_exactly_zero(records, tmp_path):
+    traces = load_traces(write_folder(tmp_path / "t", records))
+    gates, summary = train_gates(traces, config(residual=False), progress=False)
+    assert summary["residual"] is False
+    assert torch.equal(gates.shared.weight, torch.zeros_like(gates.shared.weight)) and float(gates.shared.bias.detach()) == 0.0
+    assert gates.log_scale.abs().max() > 0 and gates.offset.abs().max() > 0
+    assert total_loss(traces, gates) < total_loss(traces, train_gates(traces, config(steps=1), progress=False)[0])
+    with pytest.raises(ValueError, match="residual = False is a setting of anchored gates"):
+        train_gates(traces, config(residual=False, anchored=False), progress=False)
+
+
 def total_loss(traces, gates) -> float:
     c = config()
     with torch.no_grad():
@@ -98,6 +109,8 @@ def test_in_run_anchored_training_is_cached_deterministic_and_its_own_key(tmp_pa
     assert train(recipe)[0] == second  # the same key: the cached checkpoint
     with pytest.raises(AssertionError, match="trained again"):  # anchored: false is another key
         train(anchored_recipe(tmp_path, tiny_model_dir, anchored=False))
+    with pytest.raises(AssertionError, match="trained again"):  # and so is residual: false
+        train(anchored_recipe(tmp_path, tiny_model_dir, residual=False))
 
 
 def test_anchored_without_votes_is_one_recipe_error(tmp_path, tiny_model_dir):
@@ -107,3 +120,6 @@ def test_anchored_without_votes_is_one_recipe_error(tmp_path, tiny_model_dir):
     with pytest.raises(UserError, match="set scorer.train.votes") as info:
         load_recipe(anchored_recipe(tmp_path, tiny_model_dir, votes=0))
     assert info.value.field == "scorer.train.anchored" and "\n" not in str(info.value)
+    with pytest.raises(UserError, match="false is a setting of anchored gates") as info:
+        load_recipe(anchored_recipe(tmp_path, tiny_model_dir, anchored=False, residual=False))
+    assert info.value.field == "scorer.train.residual"
