@@ -43,6 +43,7 @@ from evolalloc.config.run_folder import CURATION_FILE  # noqa: F401 - the run fo
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 
+DRAWN = ":drawn"  # the pseudo-split of a curated split's candidates: "search:drawn"
 SOLVED = 1.0 - 1e-9
 # A budget no prompt reaches: budgets are clipped to each record's length, so this is the full cache.
 FULL_BUDGET = 1 << 30
@@ -99,8 +100,6 @@ def curate(experiment, split: str, drawn: list, label: str) -> Curation:
     section = experiment.split_section(split)
     rules = section.curate
     geometry = experiment.geometry
-    from evolalloc.pipeline.experiment import drawn_slice
-
     budgets = [np.full((geometry.num_layers, geometry.num_kv_heads), FULL_BUDGET, dtype=np.int64)]
     target = float(experiment.resolved.target)
     if rules.reference_unsolved is not None:
@@ -128,6 +127,17 @@ def curate(experiment, split: str, drawn: list, label: str) -> Curation:
         reference_budget=target if rules.reference_unsolved else None, reference_solved=reference_solved,
         draw=len(drawn),
     )
+
+
+def is_drawn(split: str) -> bool:
+    """Whether ``split`` is a curated split's drawn candidates (all of them, or a slice being judged)."""
+    return DRAWN in split
+
+
+def drawn_slice(split: str, start: int, stop: int, total: int) -> str:
+    """The pseudo-split of drawn candidates ``start:stop`` of ``total`` (judged a slice at a time);
+    all of them is plainly ``"<split>:drawn"``."""
+    return f"{split}{DRAWN}" if (start, stop) == (0, total) else f"{split}{DRAWN}[{start}:{stop}]"
 
 
 def slice_size(engine, total: int) -> int:

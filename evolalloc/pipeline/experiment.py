@@ -24,23 +24,12 @@ from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.engine.base import ENGINES, Engine, Evaluator
 from evolalloc.engine.workload import Workload
+from evolalloc.pipeline.curation import DRAWN, drawn_slice, is_drawn  # noqa: F401 - DRAWN, drawn_slice: the names callers use
 from evolalloc.runtime.instances import prefill_instances
 from evolalloc.core.errors import UserError
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
 
-DRAWN = ":drawn"
-
-
-def is_drawn(split: str) -> bool:
-    """Whether ``split`` is a curated split's drawn candidates (all of them, or a slice being judged)."""
-    return DRAWN in split
-
-
-def drawn_slice(split: str, start: int, stop: int, total: int) -> str:
-    """The pseudo-split of drawn candidates ``start:stop`` of ``total`` (curation judges them a slice
-    at a time); all of them is plainly ``"<split>:drawn"``."""
-    return f"{split}{DRAWN}" if (start, stop) == (0, total) else f"{split}{DRAWN}[{start}:{stop}]"
 RECORDS_FOLDER = "records"  # spilled prefill records, inside the run folder
 
 
