@@ -471,7 +471,7 @@ class Experiment:
                 self._records[split] = prefill_instances(
                     self.loaded, instances, self.scorers,
                     question_after_compression=self.recipe.task.question_after_compression, progress=self.progress,
-                    keeper=self.keeper, bounded=not is_drawn(split), bound=self.record_policy_for(split).bound,
+                    keeper=self.keeper, bound=self.record_policy_for(split).bound,  # None for drawn ones: whole
                     # Drawn candidates are whole and judged once: spilled, so the memory held is
                     # left to the bounded records of the search (issue 22: curation was the peak).
                     hold=not is_drawn(split),
