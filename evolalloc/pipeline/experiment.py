@@ -462,6 +462,8 @@ class Experiment:
                 keys = [s.key for s in self.scorers]
                 bound = self.record_policy_for(split).bound
                 self._records[split] = [self.keeper.keep(by_uid[inst.uid], keys, bound) for inst in instances]
+                # A whole drawn file bounded into a new record is read no more: out of the temporary folder now.
+                self.keeper.delete_temporary([by_uid[r.uid] for r in self._records[split] if r is not by_uid[r.uid]])
                 del drawn, by_uid
                 from evolalloc.runtime.heap import give_back
 

@@ -185,6 +185,10 @@ class RecordKeeper:
         spilled one's file in the temporary folder deleted now rather than when the run ends, so a
         run killed after curation leaves no whole records behind there (~46 MB each at 1k tokens)."""
         self.forget(records)
+        self.delete_temporary(records)
+
+    def delete_temporary(self, records) -> None:
+        """Delete the temporary-folder files of spilled records no one reads any more (unmapped first)."""
         temporary = Path(self._temporary.name) if self._temporary is not None else None
         for record in records:
             if isinstance(record.keys, MappedLayers):

@@ -79,8 +79,10 @@ def test_candidates_not_kept_leave_the_temporary_folder_once_curation_decides(tm
     from pathlib import Path
 
     from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.runtime.spill import MappedLayers
 
-    recipe = load(tmp_path, base_recipe(tiny_model_dir, task=curated(search={"n": 2, "curate": {"full_cache_solves": True, "draw": 6}}),
+    recipe = load(tmp_path, base_recipe(tiny_model_dir, task=curated(search={"n": 2, "curate": {"full_cache_solves": True, "draw": 6}},
+                                                                       context_tokens=400),  # longer than b_max
                                         engine={"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "1GiB"}))
     experiment = Experiment(recipe, progress=False)  # no curation file: no run folder yet
     experiment.instances("search")
@@ -89,5 +91,9 @@ def test_candidates_not_kept_leave_the_temporary_folder_once_curation_decides(tm
     assert len(list(folder.glob("*.safetensors"))) == 2  # 6 judged, 4 deleted
     kept = experiment.records("search")  # the kept ones still read back from their files
     assert [index_of(r.uid) for r in kept] == [0, 2] and all(r.keys[0].numel() for r in kept)
+    # Bounded below their length, the kept records are new ones: the whole drawn files go too.
+    assert all(r.bound is not None and r.bound < r.length for r in kept)
+    in_folder = {Path(r.keys.mapping.path).name for r in kept if isinstance(r.keys, MappedLayers)}
+    assert {p.name for p in folder.glob("*.safetensors")} == in_folder
     experiment.close()
     assert not folder.exists()
