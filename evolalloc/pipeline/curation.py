@@ -9,6 +9,15 @@ task's real metric) and keeps, in draw order, those it solves — and, when
 ones uniform at the target ``c`` does *not* already solve. The first ``n`` kept are the split;
 fewer are used (and reported) when the draws run out.
 
+The candidates are judged a slice at a time, in draw order, and judging stops once ``n`` are
+kept: the kept ones are the first ``n`` of the whole draw either way, so the rest would only cost
+prefills (the main job's 32nd kept prompt is its 46th of 56). ``drawn`` in ``curation.json``
+counts the candidates judged; ``draw`` (in its ``criteria``) is the most it may draw. On the
+in-process engine a slice is ``engine.batch_size`` candidates, so each is decoded in the very
+batches the whole draw would be (with one budget judged; ``reference_unsolved`` judges two, whose
+rows the engine batches together); a Ray engine starts its workers per split, so it judges the
+whole draw in one go.
+
 "Solves" means the instance's common score is 1 (within 1e-9): exact for the 0/1 metrics of the
 needle tasks; strict for graded metrics (F1, ROUGE), where it keeps only perfect answers.
 
@@ -34,6 +43,7 @@ from evolalloc.config.run_folder import CURATION_FILE  # noqa: F401 - the run fo
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 
+DRAWN = ":drawn"  # the pseudo-split of a curated split's candidates: "search:drawn"
 SOLVED = 1.0 - 1e-9
 # A budget no prompt reaches: budgets are clipped to each record's length, so this is the full cache.
 FULL_BUDGET = 1 << 30
@@ -53,10 +63,14 @@ class Curation:
     reference: str | None = None
     reference_budget: float | None = None
     reference_solved: int | None = None  # of the instances the full cache solved
+    draw: int | None = None  # the most it could draw; ``drawn`` is fewer when judging stopped at ``wanted`` kept
 
     def line(self) -> str:
         """One line for the console and the report."""
-        text = f"curation {self.task}/{self.split}: drew {self.drawn}, the full cache solved {self.full_cache_solved}"
+        text = f"curation {self.task}/{self.split}: drew {self.drawn}"
+        if self.draw is not None and self.draw > self.drawn:
+            text += f" of up to {self.draw} (stopped at {self.wanted} kept)"
+        text += f", the full cache solved {self.full_cache_solved}"
         if self.reference is not None:
             text += f", {self.reference} at c = {self.reference_budget:g} also solved {self.reference_solved} of those"
         text += f"; kept {self.kept} (wanted {self.wanted})"
@@ -90,21 +104,46 @@ def curate(experiment, split: str, drawn: list, label: str) -> Curation:
     target = float(experiment.resolved.target)
     if rules.reference_unsolved is not None:
         budgets.append(experiment.baseline(rules.reference_unsolved, target).budgets)
-    # Curation judges with what every result is reported with: greedy answers, the task's metric.
-    results = experiment.evaluator(f"{split}:drawn", mode="generate").evaluate(budgets)
-    scores = []
-    for what, result in zip(("the full cache", rules.reference_unsolved), results):
-        if not result.ok:
-            raise RuntimeError(f"curating {label}/{split}: evaluating {what} failed: {result.error}")
-        by_uid = {o.uid: o.score for o in result.instances}
-        scores.append([by_uid[inst.uid] for inst in drawn])
-    kept, full_solved, reference_solved = select(
-        [inst.uid for inst in drawn], scores[0], scores[1] if len(scores) > 1 else None, section.n)
+    size = slice_size(experiment.recipe.engine, len(drawn))
+    scores: list[list[float]] = [[] for _ in budgets]
+    judged = 0
+    while judged < len(drawn):
+        stop = min(judged + size, len(drawn))
+        # Curation judges with what every result is reported with: greedy answers, the task's metric.
+        results = experiment.evaluator(drawn_slice(split, judged, stop, len(drawn)), mode="generate").evaluate(budgets)
+        for what, result, column in zip(("the full cache", rules.reference_unsolved), results, scores):
+            if not result.ok:
+                raise RuntimeError(f"curating {label}/{split}: evaluating {what} failed: {result.error}")
+            by_uid = {o.uid: o.score for o in result.instances}
+            column.extend(by_uid[inst.uid] for inst in drawn[judged:stop])
+        judged = stop
+        kept, full_solved, reference_solved = select(
+            [inst.uid for inst in drawn[:judged]], scores[0], scores[1] if len(scores) > 1 else None, section.n)
+        if len(kept) >= section.n:
+            break  # the first n kept of the whole draw: judging more could not change them
     return Curation(
-        task=label, split=split, wanted=section.n, drawn=len(drawn), full_cache_solved=full_solved, kept=len(kept),
+        task=label, split=split, wanted=section.n, drawn=judged, full_cache_solved=full_solved, kept=len(kept),
         kept_uids=[drawn[i].uid for i in kept], reference=rules.reference_unsolved,
         reference_budget=target if rules.reference_unsolved else None, reference_solved=reference_solved,
+        draw=len(drawn),
     )
+
+
+def is_drawn(split: str) -> bool:
+    """Whether ``split`` is a curated split's drawn candidates (all of them, or a slice being judged)."""
+    return DRAWN in split
+
+
+def drawn_slice(split: str, start: int, stop: int, total: int) -> str:
+    """The pseudo-split of drawn candidates ``start:stop`` of ``total`` (judged a slice at a time);
+    all of them is plainly ``"<split>:drawn"``."""
+    return f"{split}{DRAWN}" if (start, stop) == (0, total) else f"{split}{DRAWN}[{start}:{stop}]"
+
+
+def slice_size(engine, total: int) -> int:
+    """How many drawn candidates curation judges at a time: ``engine.batch_size`` in process (the
+    batches the whole draw would be decoded in), all of them on an engine that starts workers per split."""
+    return max(1, engine.batch_size) if engine.kind == "local" else total
 
 
 def criteria(section) -> dict:

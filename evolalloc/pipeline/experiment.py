@@ -24,12 +24,12 @@ from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.engine.base import ENGINES, Engine, Evaluator
 from evolalloc.engine.workload import Workload
+from evolalloc.pipeline.curation import DRAWN, drawn_slice, is_drawn  # noqa: F401 - DRAWN, drawn_slice: the names callers use
 from evolalloc.runtime.instances import prefill_instances
 from evolalloc.core.errors import UserError
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
 
-DRAWN = ":drawn"
 RECORDS_FOLDER = "records"  # spilled prefill records, inside the run folder
 
 
@@ -305,7 +305,7 @@ class Experiment:
     def record_policy_for(self, split: str):
         """The policy for ``split``'s records: drawn candidates stay whole (curation judges the full cache);
         a split ``bound_split`` tightened is bounded at its own ``b_max``."""
-        if split.endswith(DRAWN):
+        if is_drawn(split):
             return self.record_policy.unbounded()
         root = self._parent or self
         if split in root._split_bounds:
@@ -347,7 +347,7 @@ class Experiment:
 
     def split_section(self, split: str):
         """The recipe section (``n``, ``seed``, ``curate``) of ``split`` ("search" or "heldout")."""
-        base = split.removesuffix(DRAWN)
+        base = split.partition(DRAWN)[0]
         return self.recipe.task.search if base == "search" else self.recipe.task.heldout
 
     def instances(self, split: str):
@@ -360,7 +360,11 @@ class Experiment:
             return [inst for _, _, part in self.parts for inst in part.instances(split)]
         if split not in self._instances:
             section = self.split_section(split)
-            if split.endswith(DRAWN):
+            base, _, piece = split.partition(DRAWN)
+            if piece:  # a slice "[start:stop]" of the drawn candidates, judged by curation
+                start, stop = (int(i) for i in piece.strip("[]").split(":"))
+                self._instances[split] = self.instances(base + DRAWN)[start:stop]
+            elif is_drawn(split):
                 self._instances[split] = self._generate(split.removesuffix(DRAWN), section.curate.draw or 2 * section.n)
             elif section.curate.active:
                 self._instances[split] = self._curated(split)
@@ -390,6 +394,7 @@ class Experiment:
         if record is None:
             record = curate(self, split, drawn, self.label)
             save_curation(self.curation_file, record, section)
+            self._discard_unkept(split, set(record.kept_uids))
         by_uid = {inst.uid: inst for inst in drawn}
         missing = [uid for uid in record.kept_uids if uid not in by_uid]
         if missing:
@@ -401,6 +406,14 @@ class Experiment:
             raise UserError(f"curation kept no instance of the {split} split ({record.line()})",
                             source=self.recipe.source, field=f"task.{split}.curate")
         return [by_uid[uid] for uid in record.kept_uids]
+
+    def _discard_unkept(self, split: str, kept: set[str]) -> None:
+        """Drop the judged candidates of ``split`` that curation did not keep, now (their spilled
+        files too, ``RecordKeeper.discard``); the kept ones' records stay for the split."""
+        for name in [name for name in self._records if is_drawn(name) and name.partition(DRAWN)[0] == split]:
+            records = self._records[name]
+            self.keeper.discard([r for r in records if r.uid not in kept])
+            self._records[name] = [r for r in records if r.uid in kept]
 
     def record_curations(self, path: str | Path) -> None:
         """Write every curation made so far into ``path`` (the run folder's ``curation.json``, once it
@@ -442,7 +455,9 @@ class Experiment:
         if split not in self._records:
             instances = self.instances(split)
             # Drop the drawn candidates' records once the kept ones are picked: ~46 MB each at 1k tokens.
-            drawn = self._records.pop(split + DRAWN, None)
+            # Curation may have judged them a slice at a time: every slice of this split's drawn ones.
+            slices = [name for name in self._records if name.partition(DRAWN)[0] == split and is_drawn(name)]
+            drawn = [record for name in slices for record in self._records.pop(name)] if slices else None
             if drawn is not None:
                 # The drawn records are whole (curation judged the full cache on them): bound the kept ones now.
                 self.keeper.forget(drawn)
@@ -450,6 +465,8 @@ class Experiment:
                 keys = [s.key for s in self.scorers]
                 bound = self.record_policy_for(split).bound
                 self._records[split] = [self.keeper.keep(by_uid[inst.uid], keys, bound) for inst in instances]
+                # A whole drawn file bounded into a new record is read no more: out of the temporary folder now.
+                self.keeper.delete_temporary([by_uid[r.uid] for r in self._records[split] if r is not by_uid[r.uid]])
                 del drawn, by_uid
                 from evolalloc.runtime.heap import give_back
 
@@ -459,10 +476,10 @@ class Experiment:
                 self._records[split] = prefill_instances(
                     self.loaded, instances, self.scorers,
                     question_after_compression=self.recipe.task.question_after_compression, progress=self.progress,
-                    keeper=self.keeper, bounded=not split.endswith(DRAWN), bound=self.record_policy_for(split).bound,
+                    keeper=self.keeper, bound=self.record_policy_for(split).bound,  # None for drawn ones: whole
                     # Drawn candidates are whole and judged once: spilled, so the memory held is
                     # left to the bounded records of the search (issue 22: curation was the peak).
-                    hold=not split.endswith(DRAWN),
+                    hold=not is_drawn(split),
                 )
         return self._records[split]
 

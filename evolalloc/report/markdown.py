@@ -44,7 +44,7 @@ def _curate_words(split: Mapping) -> str:
     if not (curate.get("full_cache_solves") or curate.get("reference_unsolved")):
         return ""
     words = ["full cache solves"] + ([f"{curate['reference_unsolved']} at c does not"] if curate.get("reference_unsolved") else [])
-    return f", curated: {' and '.join(words)}, from {curate.get('draw') or 2 * split['n']} drawn"
+    return f", curated: {' and '.join(words)}, from up to {curate.get('draw') or 2 * split['n']} drawn"
 
 
 def _task_rows(task: Mapping, prefix: str = "") -> list[tuple[str, str]]:

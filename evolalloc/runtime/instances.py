@@ -20,6 +20,9 @@ from evolalloc.runtime.record_store import RecordKeeper
 from evolalloc.runtime.scorers import Scorer
 
 
+#: ``bound`` left to the keeper's policy (``prefill_instances``): a Ray worker's policy is its split's.
+POLICY_BOUND = "policy"
+
 #: Prefills between two returns of freed memory to the system (``runtime/heap.py``): a prefill
 #: frees ~0.1 GB of activations at 1k tokens, and the trim costs a walk of the heap.
 _TRIM_EVERY = 8
@@ -36,23 +39,22 @@ def tokenize_instance(tokenizer, instance, question_after_compression: bool):
 
 
 def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False, progress=False,
-                      keeper: RecordKeeper | None = None, bounded: bool = True, bound: int | None = None,
+                      keeper: RecordKeeper | None = None, bound: int | None | str = POLICY_BOUND,
                       hold: bool = True) -> list[PrefillRecord]:
     """One prefill record per instance (the expensive step, done once per worker).
 
-    ``keeper``: bounds each record at its policy's ``bound`` (unless ``bounded`` is false: records a
-    full-cache judgment needs, e.g. curation's), stores it in the policy's
-    dtype and spills it when the records outgrow their memory (``runtime/record_store.py``); a
-    record spilled by an earlier process under the same content is re-used, not prefilled.
-    ``None``: full records in memory. ``bound``: this split's ``b_max`` when it differs from the
-    policy's (``Experiment.bound_split``); ``None``: the policy's. ``hold=False``: spill every
-    record even while the keeper has memory left (``RecordKeeper.keep``).
+    ``keeper``: bounds each record at ``bound``, stores it in the policy's dtype and spills it when
+    the records outgrow their memory (``runtime/record_store.py``); a record spilled by an earlier
+    process under the same content is re-used, not prefilled. ``None``: full records in memory.
+    ``bound``: the ``b_max`` to keep, ``None`` for whole records (as an unbounded ``RecordPolicy``
+    says it: a full-cache judgment's, e.g. curation's); by default the keeper policy's own.
+    ``hold=False``: spill every record even while the keeper has memory left (``RecordKeeper.keep``).
     """
     records = []
     scorer_keys = [s.key for s in scorers]
-    if keeper is None or not bounded:
+    if keeper is None:
         bound = None
-    elif bound is None:
+    elif bound == POLICY_BOUND:
         bound = keeper.policy.bound
     for instance in tqdm(instances, desc="prefill", unit="prompt", disable=not progress):
         ids, question = tokenize_instance(loaded.tokenizer, instance, question_after_compression)

@@ -180,6 +180,23 @@ class RecordKeeper:
             if not isinstance(record.keys, MappedLayers):
                 self.held = max(0, self.held - record.nbytes())
 
+    def discard(self, records) -> None:
+        """Records dropped for good (curation's drawn candidates it did not keep): forgotten, and a
+        spilled one's file in the temporary folder deleted now rather than when the run ends, so a
+        run killed after curation leaves no whole records behind there (~46 MB each at 1k tokens)."""
+        self.forget(records)
+        self.delete_temporary(records)
+
+    def delete_temporary(self, records) -> None:
+        """Delete the temporary-folder files of spilled records no one reads any more (unmapped first)."""
+        temporary = Path(self._temporary.name) if self._temporary is not None else None
+        for record in records:
+            if isinstance(record.keys, MappedLayers):
+                release(record)
+                path = Path(record.keys.mapping.path)
+                if temporary is not None and path.parent == temporary:
+                    path.unlink(missing_ok=True)
+
     def close(self) -> None:
         if self._temporary is not None:
             self._temporary.cleanup()

@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from evolalloc.engine.local import LocalEvaluator, prefill_instances
+from evolalloc.runtime.instances import POLICY_BOUND
 from evolalloc.runtime.record_store import RecordKeeper, RecordPolicy
 from evolalloc.runtime.spill import MappedLayers
 from tests.engine.conftest import allocations, make_instances, make_spec
@@ -45,6 +46,16 @@ def test_bounded_spilled_records_score_like_full_ones_and_larger_budgets_prefill
     assert [comparable(r) for r in evaluator.evaluate(allocations())] == full_results[mode]
     said = capsys.readouterr()
     assert "above the records' b_max = 30" in said.out + said.err
+
+
+def test_bound_none_is_whole_records_as_for_an_unbounded_policy(tiny_loaded, snapkv, instances):
+    """One spelling of "whole records": ``bound=None`` to ``prefill_instances`` means what an
+    unbounded policy's ``bound=None`` means; left out, the keeper policy's bound applies."""
+    policy = RecordPolicy(bound=B_MAX, model_id="tiny")
+    assert all(r.bound == B_MAX for r in prefill_instances(tiny_loaded, instances, [snapkv], keeper=RecordKeeper(policy)))
+    for keeper, bound in ((RecordKeeper(policy), None), (RecordKeeper(policy.unbounded()), POLICY_BOUND)):
+        records = prefill_instances(tiny_loaded, instances, [snapkv], keeper=keeper, bound=bound)
+        assert all(r.bound is None and r.keys[0].shape[-2] == r.length > B_MAX for r in records)
 
 
 def test_ray_shards_spill_into_the_folder_and_a_new_pool_reuses_it(
