@@ -93,8 +93,9 @@ def snap_votes(per_query_head: torch.Tensor, kv_heads: int) -> torch.Tensor:
     them: window attention summed over its queries ``[Hq, L]`` -> max-pooled per query head ->
     averaged over each KV group ``[Hkv, L]``, float32. Pooling before the group mean is what
     SnapKV does; ``vote_features`` pools after it, so the two differ under GQA."""
-    votes = per_query_head.float()
-    pooled = F.max_pool1d(votes[:, None, :], kernel_size=VOTE_POOL, stride=1, padding=VOTE_POOL // 2)[:, 0, :]
+    from evolalloc.runtime.scorers.snapkv import smooth_votes  # SnapKV's own smoothing, one definition
+
+    pooled = smooth_votes(per_query_head.float(), VOTE_POOL)
     return pooled.view(kv_heads, -1, pooled.shape[-1]).mean(dim=1)
 
 

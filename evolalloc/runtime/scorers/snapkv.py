@@ -43,10 +43,17 @@ class SnapKV(Scorer):
     def score(self, stats: LayerStats) -> torch.Tensor:
         attention = stats.window_attention[:, -self.window :, :]  # [Hq, w, L]
         votes = attention.sum(dim=1)  # [Hq, L]
-        pool = F.max_pool1d if self.pooling == "max" else F.avg_pool1d
-        pad = self.kernel // 2
         prefix = votes.shape[-1] if self.pool_window else max(votes.shape[-1] - self.window, 0)
-        smoothed = votes.clone()
-        if prefix:
-            smoothed[:, :prefix] = pool(votes[:, None, :prefix], kernel_size=self.kernel, stride=1, padding=pad)[:, 0, :]
-        return stats.per_kv_head(smoothed)
+        return stats.per_kv_head(smooth_votes(votes, self.kernel, self.pooling, prefix))
+
+
+def smooth_votes(votes: torch.Tensor, kernel: int, pooling: str = "max", prefix: int | None = None) -> torch.Tensor:
+    """SnapKV's smoothing: votes ``[Hq, L]`` pooled per query head over ``kernel`` tokens (the
+    first ``prefix`` of them; all by default) -> ``[Hq, L]``. The anchored gates
+    (``runtime.gates.snap_votes``) read exactly this."""
+    prefix = votes.shape[-1] if prefix is None else prefix
+    pool = F.max_pool1d if pooling == "max" else F.avg_pool1d
+    smoothed = votes.clone()
+    if prefix:
+        smoothed[:, :prefix] = pool(votes[:, None, :prefix], kernel_size=kernel, stride=1, padding=kernel // 2)[:, 0, :]
+    return smoothed
