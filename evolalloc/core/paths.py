@@ -13,6 +13,10 @@ from pathlib import Path
 
 #: Scorers that rank with a trained network, and their checkpoint's file under the cache directory.
 CHECKPOINT_FILES = {"gates": "gates/gates.pt", "learned": "learned/policy.pt"}
+#: What a checkpointed scorer always keeps per head unless its params say otherwise: the first
+#: ``sinks`` and the last ``window`` tokens (left out of its training). Read by the scorers and by
+#: the ``gates`` baseline, which writes only non-default values into its allocations.
+CHECKPOINT_ALWAYS_KEPT = {"sinks": 4, "window": 16}
 
 
 def cache_dir() -> Path:

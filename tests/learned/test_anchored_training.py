@@ -10,7 +10,7 @@ from evolalloc.learned.gates_train import GatesTrainConfig, anchored_loss, item_
 from evolalloc.learned.traces import load_traces, trace_ids
 from evolalloc.runtime.scorers import get_scorer
 from evolalloc.runtime.scorers.base import LayerStats
-from tests.learned.test_in_run_training import train, weights
+from tests.learned.test_in_run_training import train, trained_twice_then_cached
 from tests.learned.test_query_aware_training import write_folder
 from tests.pipeline.test_pipeline import tiny_recipe
 from tests.runtime.conftest import random_prompt, tiny_model
@@ -90,23 +90,11 @@ def anchored_recipe(tmp_path, model_dir, **train_changes):
 
 
 def test_in_run_anchored_training_is_cached_deterministic_and_its_own_key(tmp_path, tiny_model_dir, monkeypatch):
-    from evolalloc.learned import in_run
-
     recipe = anchored_recipe(tmp_path, tiny_model_dir)
-    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "a"))
-    first, experiment = train(recipe)
+    first, experiment = trained_twice_then_cached(recipe, tmp_path, monkeypatch)
     assert torch.load(first, weights_only=True)["config"]["anchored"] is True
     baseline = experiment.make_baseline("gates")  # the global method ranks with the run's always-kept tokens
     assert baseline.scorer[1]["sinks"] == 0 and baseline.scorer[1]["window"] == 8 and baseline.min_target == 8
-    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "b"))
-    second, _ = train(recipe)
-    assert first != second and weights(first) == weights(second)
-
-    def no_training(*args, **kwargs):
-        raise AssertionError("trained again")
-
-    monkeypatch.setattr(in_run, "train_gates", no_training)
-    assert train(recipe)[0] == second  # the same key: the cached checkpoint
     with pytest.raises(AssertionError, match="trained again"):  # anchored: false is another key
         train(anchored_recipe(tmp_path, tiny_model_dir, anchored=False))
     with pytest.raises(AssertionError, match="trained again"):  # and so is residual: false

@@ -44,6 +44,26 @@ def train(recipe_path, *, progress=False):
         return Path(experiment.scorer.checkpoint), experiment
 
 
+def trained_twice_then_cached(recipe, tmp_path, monkeypatch):
+    """Train ``recipe`` in two fresh caches (the same weights: deterministic), then once more in the
+    second with training forbidden (the cached checkpoint). Returns ``(checkpoint, experiment)`` of the
+    first; afterwards ``in_run.train_gates`` raises "trained again", so a caller can show another key."""
+    from evolalloc.learned import in_run
+
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "a"))
+    first, experiment = train(recipe)
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "b"))
+    second, _ = train(recipe)
+    assert first != second and weights(first) == weights(second)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(in_run, "train_gates", no_training)
+    assert train(recipe)[0] == second  # the same key: the cached checkpoint, nothing traced or trained
+    return first, experiment
+
+
 def test_training_reads_only_the_search_split_and_a_second_experiment_reuses_it(tmp_path, tiny_model_dir, monkeypatch):
     import json
 

@@ -9,7 +9,7 @@ import torch
 
 from evolalloc.learned.gates_train import GatesTrainConfig, train_gates
 from evolalloc.learned.traces import FORMAT, load_traces, trace_ids, votes_window
-from tests.learned.test_in_run_training import recipe_with_training, train, weights
+from tests.learned.test_in_run_training import recipe_with_training, train, trained_twice_then_cached
 from tests.runtime.conftest import random_prompt, tiny_model
 
 GEOMETRY = {"num_layers": 3, "num_query_heads": 4, "num_kv_heads": 2, "head_dim": 16}
@@ -76,23 +76,10 @@ def test_query_free_training_ignores_recorded_votes_and_query_aware_training_ref
 
 
 def test_in_run_query_aware_training_is_cached_and_deterministic(tmp_path, tiny_model_dir, monkeypatch):
-    from evolalloc.learned import in_run
-
     recipe = recipe_with_training(tmp_path, tiny_model_dir, votes=8, steps=20)
-    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "a"))
-    first, experiment = train(recipe)
+    first, experiment = trained_twice_then_cached(recipe, tmp_path, monkeypatch)
     assert torch.load(first, weights_only=True)["config"]["votes"] == 8
     assert experiment.scorer.capture.window_queries == 8  # the run's records carry the window its gates read
-    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "b"))
-    second, _ = train(recipe)
-    assert first != second and weights(first) == weights(second)
-
-    def no_training(*args, **kwargs):
-        raise AssertionError("trained again")
-
-    monkeypatch.setattr(in_run, "train_gates", no_training)
-    again, _ = train(recipe)  # the same key: the cached checkpoint, nothing traced or trained
-    assert again == second
     plain = recipe_with_training(tmp_path, tiny_model_dir, steps=20)  # votes = 0 is another key
     with pytest.raises(AssertionError, match="trained again"):
         train(plain)

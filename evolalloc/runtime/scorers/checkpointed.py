@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from evolalloc.core.paths import resolve_checkpoint
+from evolalloc.core.paths import CHECKPOINT_ALWAYS_KEPT, resolve_checkpoint
 from evolalloc.runtime.scorers.base import Scorer
 
 # (kind, resolved path, mtime) -> the loaded checkpoint; one per file version, shared by every instance.
@@ -25,8 +25,8 @@ class CheckpointScorer(Scorer):
     always kept (they were left out of training), as for every scorer."""
 
     checkpoint: str = ""  # "": the default checkpoint under the cache directory (core.paths)
-    sinks: int = 4
-    window: int = 16
+    sinks: int = CHECKPOINT_ALWAYS_KEPT["sinks"]
+    window: int = CHECKPOINT_ALWAYS_KEPT["window"]
 
     #: which default checkpoint ``""`` means (``core.paths.resolve_checkpoint``)
     checkpoint_kind: ClassVar[str] = ""
