@@ -314,6 +314,9 @@ def _check(recipe: Recipe) -> None:
     if space.scorers is not None and recipe.scorer.name not in space.scorers:
         raise FieldProblem("search_space.name", f"search space {recipe.search_space.name!r} only works with scorer "
                                                 f"{' or '.join(space.scorers)}; got scorer.name {recipe.scorer.name!r}")
+    if recipe.search_space.floor_fraction is not None and "floor_fraction" not in space.params:
+        raise FieldProblem("search_space.floor_fraction", f"only the gate_floors search space takes it, not "
+                                                          f"{recipe.search_space.name!r}")
     for i, name in enumerate(recipe.baselines):
         if space.adapter is not None and BASELINES.get(name).adapts == EVOLVED:  # e.g. evolved+adakv on the hybrid
             raise FieldProblem(f"baselines[{i}]", f"{name!r} adapts the searched budgets, but {recipe.search_space.name!r}'s "

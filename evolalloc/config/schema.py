@@ -211,6 +211,8 @@ class SearchSpaceSection:
                                            "hybrid's gate_prior / gate_prior_heads (a searched prior on the gates' scores)")
     group_size: int = _rule(8, **GROUP_SIZE_RANGE, help="n_g: units optimised together, bottom-up")
     ratio_bounds: list[float] | None = _rule(None, length=2, help="[lo, hi] bounds on k_i / c; null = automatic")
+    floor_fraction: float | None = _rule(None, min=0.0, max=1.0, help="gate_floors only: the share of each head's budget "
+                                                                     "it keeps before the global top-k; null = 0.5")
 
 
 @dataclass

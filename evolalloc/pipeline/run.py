@@ -64,6 +64,7 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
             "optimizer_version": result.implementation[1],
             # The hybrid's budgets are a prior that an adapter reads per input (searchspaces.gate_prior).
             **({"adapter": space.adapter} if space.adapter else {}),
+            **({"adapter_params": space.adapter_params} if space.adapter_params else {}),  # gate_floors' floor_fraction
         },
     )
     return experiment.with_scorer_provenance(best.complete(min_budget=experiment.min_budget()))
