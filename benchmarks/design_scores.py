@@ -16,7 +16,8 @@ budget of the runs' profiles:
 - ``uniform``, ``pyramid``: SnapKV's rankings (kernel 7, window 32), EvolKV's baselines;
 - ``uniform-gates``: uniform budgets over the trained gates' per-head rankings;
 - ``gates``: the gates' one global top-k (the same checkpoint);
-- each ``--run LABEL=RUN``: that run's ``allocation-c*.json`` files, each with its own scorer.
+- each ``--run LABEL=RUN``: that run's ``allocation-c*.json`` files, each with its own scorer (and
+  adapter: a ``topup`` expansion is scored with ``gate_floors``, its c profile statically).
 
 The gates checkpoint is the one the ``--gates-from`` run's profiles recorded (trained in that run
 from its search split, or loaded), so the unsearched gates rows use exactly the searched rows'
@@ -35,6 +36,7 @@ from evolalloc.core.baselines import make_baseline
 from evolalloc.core.errors import UserError
 from evolalloc.report.comparison import compare_scores, save_comparison
 from evolalloc.config.run_folder import profile_files
+from evolalloc.pipeline.run import by_scorer
 from evolalloc.runtime.scorers import get_scorer
 
 HELDOUT = "heldout"
@@ -133,9 +135,12 @@ def score(args):
         full_scores = _per_uid(result, "full")
         scores["full"] = {b: dict(full_scores) for b in budgets}
         for method, per_budget in rows.items():
-            scorer = experiment.scorer_for(next(iter(per_budget.values())))
-            results = experiment.evaluator(HELDOUT, scorer).evaluate([a.budgets for a in per_budget.values()])
-            scores[method] = {b: _per_uid(r, method) for b, r in zip(per_budget, results)}
+            scores[method] = {}
+            # One evaluation per scorer: a topup expansion selects with another adapter than its c profile.
+            for scorer, group in by_scorer(experiment, per_budget):
+                results = experiment.evaluator(HELDOUT, scorer).evaluate([a.budgets for a in group.values()])
+                scores[method].update({b: _per_uid(r, method) for b, r in zip(group, results)})
+            scores[method] = dict(sorted(scores[method].items()))
             print(f"scored {method}: " + ", ".join(f"c={b:g} {sum(s.values()) / len(s):.3f}"
                                                  for b, s in scores[method].items()), flush=True)
         label = experiment.label

@@ -52,6 +52,13 @@ class SearchSpace:
     adapter: str | None = None
     #: The scorers this space's budgets mean something for (``None``: any scorer).
     scorers: tuple[str, ...] | None = None
+    #: The space's own settings (recipe ``search_space.<name>``) its ``__init__`` takes.
+    params: tuple[str, ...] = ()
+
+    @property
+    def adapter_params(self) -> dict:
+        """The ``adapter``'s parameters a profile of this space records (``provenance.adapter_params``)."""
+        return {}
 
     def __init__(
         self,

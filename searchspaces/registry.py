@@ -48,9 +48,17 @@ def get_search_space(
     min_budget: int = 1,
     max_budget: int | None = None,
     exact_total: bool = False,
+    **params,
 ) -> SearchSpace:
-    """Build the search space ``name``; ``ValueError`` listing the valid names if unknown."""
-    return SEARCH_SPACES.get(name)(
+    """Build the search space ``name``; ``ValueError`` listing the valid names if unknown.
+
+    ``params``: the space's own settings (``gate_floors``' ``floor_fraction``); ``ValueError`` for
+    one the space does not take."""
+    cls = SEARCH_SPACES.get(name)
+    unknown = sorted(set(params) - set(getattr(cls, "params", ())))
+    if unknown:
+        raise ValueError(f"search space {name!r} takes no {', '.join(unknown)}")
+    return cls(
         num_layers=num_layers,
         num_kv_heads=num_kv_heads,
         target=target,
@@ -59,4 +67,5 @@ def get_search_space(
         min_budget=min_budget,
         max_budget=max_budget,
         exact_total=exact_total,
+        **params,
     )

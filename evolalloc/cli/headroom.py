@@ -15,9 +15,11 @@ from evolalloc.cli.search_cmds import progress_option, set_option
 @click.argument("recipe", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--scorers", default=None, help="Scorers, comma-separated (default: the recipe's), e.g. snapkv,gates.")
 @click.option("--budgets", default="8,16,32,64,128,256", show_default=True, help="Uniform budgets c, comma-separated.")
+@click.option("--floors", default="", help="With the gates scorer: also the floors blend (gate_floors) over uniform "
+                                            "budgets at these floor fractions, comma-separated, e.g. 0.25,0.5,0.75.")
 @set_option
 @progress_option
-def bench_headroom_cmd(recipe, scorers, budgets, overrides, progress):
+def bench_headroom_cmd(recipe, scorers, budgets, floors, overrides, progress):
     """Where a search has room: on the recipe's SEARCH split only (the held-out split is never
     read), the score of uniform budgets with each scorer at every c, next to the full cache."""
     from evolalloc.config.recipe import load_recipe
@@ -29,8 +31,14 @@ def bench_headroom_cmd(recipe, scorers, budgets, overrides, progress):
         grid = sorted({int(b) for b in budgets.split(",") if b.strip()})
     except ValueError:
         raise UserError(f"must be whole numbers separated by commas; got {budgets!r}", field="--budgets") from None
+    try:
+        fractions = [float(f) for f in floors.split(",") if f.strip()]
+    except ValueError:
+        raise UserError(f"must be numbers separated by commas; got {floors!r}", field="--floors") from None
+    if any(not 0 <= f <= 1 for f in fractions):
+        raise UserError(f"floor fractions must be in [0, 1]; got {floors!r}", field="--floors")
     loaded = load_recipe(recipe, overrides)
     names = [s.strip() for s in (scorers or loaded.scorer.name).split(",") if s.strip()]
-    result = measure_headroom(loaded, names, grid, progress=progress)
+    result = measure_headroom(loaded, names, grid, progress=progress, floors=fractions)
     for line in result.lines():
         click.echo(line)

@@ -135,11 +135,12 @@ def compare(run, baselines, progress):
 @click.argument("allocation", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--to", "targets", type=float, multiple=True, required=True, help="New target average budget (repeatable).")
 @click.option("--min-budget", default=1, show_default=True, help="No budget goes below this (nor below the tokens the scorer always keeps).")
-@click.option("--rule", type=click.Choice(["proportional", "additive"]), default="proportional", show_default=True,
-              help="proportional: every budget times c'/c (EvolKV); additive: every unit gains c'-c tokens.")
+@click.option("--rule", type=click.Choice(["proportional", "additive", "topup"]), default="proportional", show_default=True,
+              help="proportional: every budget times c'/c (EvolKV); additive: every unit gains c'-c tokens; topup "
+                   "(gates only): the profile as per-head floors, the c'-c extra tokens per unit to the gates' global top-k.")
 @click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: beside ALLOCATION.")
 def expand(allocation, targets, min_budget, rule, out_dir):
-    """Carry a profile to larger budgets by EvolKV's proportional rule or the additive one (no new search).
+    """Carry a profile to larger budgets by EvolKV's proportional rule, the additive one or topup (no new search).
 
     Only larger budgets: a profile searched at c says nothing about where a smaller cache
     should go (the always-kept tokens take a larger share of it); search at that budget instead.
@@ -148,8 +149,14 @@ def expand(allocation, targets, min_budget, rule, out_dir):
     from evolalloc.core.allocation_file import load_allocation, save_allocation
     from evolalloc.config.run_folder import allocation_filename
 
+    from evolalloc.core.errors import UserError
+    from evolalloc.core.topup import TOPUP, topup_problem
+
     source = load_allocation(allocation)
     floor = max(min_budget, expansion_floor(source, str(allocation)))
+    problem = topup_problem(source.scorer, source.provenance.get("adapter")) if rule == TOPUP else None
+    if problem:
+        raise UserError(problem, source=str(allocation), field="--rule")
     paths = []
     for target in targets:
         check_expansion(source, target, floor, where=str(allocation), field="--to")

@@ -26,6 +26,7 @@ from evolalloc.registry import UnknownNameError
 
 from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
 from evolalloc.core.errors import UserError
+from evolalloc.core.topup import TOPUP, topup_problem
 from evolalloc.core.record_settings import parse_size
 from evolalloc.config.schema import (
     FieldProblem, RecipeData, TRAINABLE_SCORERS, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
@@ -314,6 +315,13 @@ def _check(recipe: Recipe) -> None:
     if space.scorers is not None and recipe.scorer.name not in space.scorers:
         raise FieldProblem("search_space.name", f"search space {recipe.search_space.name!r} only works with scorer "
                                                 f"{' or '.join(space.scorers)}; got scorer.name {recipe.scorer.name!r}")
+    if recipe.budget.expansion_rule == TOPUP:  # the gates' global top-k places the extra tokens
+        problem = topup_problem(recipe.scorer.name, space.adapter)
+        if problem:
+            raise FieldProblem("budget.expansion_rule", problem)
+    if recipe.search_space.floor_fraction is not None and "floor_fraction" not in space.params:
+        raise FieldProblem("search_space.floor_fraction", f"only the gate_floors search space takes it, not "
+                                                          f"{recipe.search_space.name!r}")
     for i, name in enumerate(recipe.baselines):
         if space.adapter is not None and BASELINES.get(name).adapts == EVOLVED:  # e.g. evolved+adakv on the hybrid
             raise FieldProblem(f"baselines[{i}]", f"{name!r} adapts the searched budgets, but {recipe.search_space.name!r}'s "

@@ -199,8 +199,9 @@ class BudgetSection:
     expansions: list[int] | None = _rule(None, help="larger budgets the profile is carried to; null = [2c, 4c]")
     expansion_rule: str = _rule(
         "proportional", choices=EXPANSION_CHOICES,
-        help="proportional (EvolKV: every budget times c'/c), additive (every unit gains c'-c tokens) or search "
-             "(both scored on the search split at c', the better one shipped; held-out data is never used)")
+        help="proportional (EvolKV: every budget times c'/c), additive (every unit gains c'-c tokens), topup (gates "
+             "only: the profile as per-head floors, the extra tokens to the gates' global top-k per input) or search "
+             "(each applicable rule scored on the search split at c', the best one shipped; held-out data is never used)")
     curve: CurveSection | None = _rule(None, help="a profile for every budget of a grid from low*c to high*c, searched "
                                                   "at anchors and monotone per unit (replaces expansions); null = off")
 
@@ -211,6 +212,8 @@ class SearchSpaceSection:
                                            "hybrid's gate_prior / gate_prior_heads (a searched prior on the gates' scores)")
     group_size: int = _rule(8, **GROUP_SIZE_RANGE, help="n_g: units optimised together, bottom-up")
     ratio_bounds: list[float] | None = _rule(None, length=2, help="[lo, hi] bounds on k_i / c; null = automatic")
+    floor_fraction: float | None = _rule(None, min=0.0, max=1.0, help="gate_floors only: the share of each head's budget "
+                                                                     "it keeps before the global top-k; null = 0.5")
 
 
 @dataclass

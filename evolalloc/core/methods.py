@@ -46,14 +46,15 @@ def make_baseline(name: str, **params) -> "Baseline":
 def allocation_adapter(allocation) -> tuple[str, dict] | None:
     """``(name, params)`` of the runtime budget adapter ``allocation``'s budgets are meant for, or
     ``None`` (static budgets): an input-adaptive baseline's own (AdaKV, CAKE, the global gates:
-    ``Baseline.adapter``), or the one a searched profile names in ``provenance.adapter`` (the hybrid)."""
+    ``Baseline.adapter``), or the one a searched profile names in ``provenance.adapter`` (the hybrids),
+    with the parameters in ``provenance.adapter_params`` (``gate_floors``' ``floor_fraction``)."""
     method = allocation.provenance.get("method")
     if method in BASELINES.load_all():
         declared = make_baseline(method).adapter
         if declared is not None:
             return declared
     named = allocation.provenance.get("adapter")
-    return (named, {}) if named else None
+    return (named, dict(allocation.provenance.get("adapter_params") or {})) if named else None
 
 
 def ordered(names: Iterable[str]) -> list[str]:

@@ -521,13 +521,15 @@ class Experiment:
         for (the hybrid's ``gate_prior``), if it declares one."""
         from searchspaces import SEARCH_SPACES
 
+        from evolalloc.search.config import space_params_of
+
         adapter = SEARCH_SPACES.get(self.recipe.search_space.name).adapter
         if adapter is None:
             return self.scorer
         from evolalloc.runtime.adaptive import Adapted, get_adapter
 
-        try:
-            return Adapted(self.scorer, get_adapter(adapter))
+        try:  # the space's own settings are its adapter's (gate_floors' floor_fraction)
+            return Adapted(self.scorer, get_adapter(adapter, **space_params_of(self.recipe.search_space)))
         except ValueError as err:
             raise UserError(str(err), source=self.recipe.source, field="search_space.name") from None
 

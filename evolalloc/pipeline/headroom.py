@@ -5,12 +5,13 @@ Only the *search* split is read (its instances, curated as the recipe says): the
 stays unseen, so choosing the search budget from this table never tunes on held-out text. The
 split is prefilled once with every scorer's ranking; each (scorer, budget) is one allocation of
 the same evaluator pass. With the ``gates`` scorer the table also has ``gates-global``: the
-global top-k method (the ``gates`` baseline) over the same gates, at the same total budget.
+global top-k method (the ``gates`` baseline) over the same gates, at the same total budget, and,
+when asked, the floors blend (``gate_floors``) over uniform budgets at given floor fractions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from evolalloc.core.baselines import make_baseline
 from evolalloc.core.errors import UserError
@@ -20,6 +21,7 @@ from evolalloc.runtime.scorers import Scorer, get_scorer
 SPLIT = "search"  # never "heldout": see the module docstring
 GATES = "gates"  # a gates row brings the global-gates method's row (GLOBAL suffix) with it
 GLOBAL = "-global"
+FLOORS = "gate_floors"  # the blend's adapter: uniform floors, the rest by the global top-k
 ROOM = 0.05  # a gap to the full cache wider than this is room for a search to win
 
 
@@ -65,8 +67,12 @@ def _scorer(experiment: Experiment, name: str) -> Scorer:
         raise UserError(str(err), field="--scorers") from None
 
 
-def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, progress: bool = False) -> Headroom:
-    """Uniform budgets at each of ``budgets`` with each scorer, and the full cache, on the search split."""
+def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, progress: bool = False,
+                     floors: list[float] = ()) -> Headroom:
+    """Uniform budgets at each of ``budgets`` with each scorer, and the full cache, on the search split.
+
+    ``floors``: with the ``gates`` scorer, also the floors blend (``gate_floors``) over uniform budgets
+    at each of these floor fractions (rows ``gates-floors<fraction>``)."""
     if recipe.multi_task:
         raise UserError("headroom measures one task at a time; give a recipe with a single task", source=recipe.source, field="tasks")
     if not scorer_names or not budgets or min(budgets) < 1:
@@ -96,23 +102,32 @@ def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, pro
             result.always_kept[name] = scorer.always_kept
             if name == GATES:
                 _global_gates(experiment, scorer, budgets, result)
+                for fraction in floors:
+                    _global_gates(experiment, scorer, budgets, result, floor_fraction=fraction)
         return result
 
 
-def _global_gates(experiment: Experiment, scorer: Scorer, budgets: list[int], result: Headroom) -> None:
+def _global_gates(experiment: Experiment, scorer: Scorer, budgets: list[int], result: Headroom,
+                  floor_fraction: float | None = None) -> None:
     """The ``gates`` method next to uniform gates: the same gates' scores, one global top-k of
-    c·L·H entries per input (``runtime.adaptive.global_topk``) instead of c per head."""
+    c·L·H entries per input (``runtime.adaptive.global_topk``) instead of c per head. With
+    ``floor_fraction``: the floors blend instead (``runtime.adaptive.gate_floors``: every head first
+    keeps that share of its uniform budget ``c``, the rest goes by the same global top-k)."""
     # The recipe's scorer is gates: the method reads the run's checkpoint (a trained one too).
     checkpoint = scorer.params()["checkpoint"]
     method = make_baseline(GATES, checkpoint=checkpoint, sinks=scorer.sinks, window=scorer.window)
     usable = [c for c in budgets if c >= method.min_target]
     allocations = [method.allocation(experiment.geometry, c, model=experiment.recipe.model.spec, scorer=scorer.name,
                                      scorer_params=scorer.params(), reserved=scorer.always_kept) for c in usable]
+    row = GATES + GLOBAL
+    if floor_fraction is not None:  # the uniform budgets read as floors + a total (core.methods.allocation_adapter)
+        blend = {"method": "uniform", "adapter": FLOORS, "adapter_params": {"floor_fraction": floor_fraction}}
+        allocations = [replace(a, provenance={**a.provenance, **blend}) for a in allocations]
+        row = f"{GATES}-floors{floor_fraction:g}"
     if allocations:
         values = _run(experiment, experiment.scorer_for(allocations[0]), allocations)
     else:
         values = []
-    row = GATES + GLOBAL
     result.scores[row] = {c: dict(zip(usable, values)).get(c) for c in budgets}
     result.always_kept[row] = int(method.min_target)
 

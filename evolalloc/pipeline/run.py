@@ -64,6 +64,7 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
             "optimizer_version": result.implementation[1],
             # The hybrid's budgets are a prior that an adapter reads per input (searchspaces.gate_prior).
             **({"adapter": space.adapter} if space.adapter else {}),
+            **({"adapter_params": space.adapter_params} if space.adapter_params else {}),  # gate_floors' floor_fraction
         },
     )
     return experiment.with_scorer_provenance(best.complete(min_budget=experiment.min_budget()))
@@ -86,8 +87,13 @@ def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation, con
 
     rule = run.expansion_rule
     evaluator = experiment.search_evaluator() if rule == "search" else None  # needs the search records: ship before release
+
+    def evaluator_for(candidate):  # a topup candidate selects with its own adapter (gate_floors)
+        return experiment.evaluator("search", experiment.scorer_for(candidate), mode=None)
+
     profiles = {float(run.target): evolved}
-    profiles.update(expand_profile(evolved, list(run.expansions), rule, experiment.min_budget(), evaluator))
+    profiles.update(expand_profile(evolved, list(run.expansions), rule, experiment.min_budget(), evaluator,
+                                   evaluator_for=evaluator_for))
     for budget, allocation in profiles.items():
         save_allocation(allocation, run_dir / allocation_filename(budget))
     return profiles
@@ -112,14 +118,15 @@ def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float,
     for label, _, part in experiment.parts:
         scores = per_task[label] = {}
         for method, per_budget in methods.items():
-            scorer = part.scorer_for(next(iter(per_budget.values())))
-            evaluator = part.evaluator(HELDOUT, scorer, mode="generate")
-            results = evaluator.evaluate([a.budgets for a in per_budget.values()])
             scores[method] = {}
-            for budget, result in zip(per_budget, results):
-                if not result.ok:
-                    raise RuntimeError(f"held-out evaluation of {method} at c={budget:g} on {label} failed: {result.error}")
-                scores[method][budget] = {o.uid: o.score for o in result.instances}
+            # One evaluation per scorer: a topup expansion selects with another adapter than its c profile.
+            for scorer, group in by_scorer(part, per_budget):
+                results = part.evaluator(HELDOUT, scorer, mode="generate").evaluate([a.budgets for a in group.values()])
+                for budget, result in zip(group, results):
+                    if not result.ok:
+                        raise RuntimeError(f"held-out evaluation of {method} at c={budget:g} on {label} failed: {result.error}")
+                    scores[method][budget] = {o.uid: o.score for o in result.instances}
+            scores[method] = dict(sorted(scores[method].items()))
     if recipe.multi_task:
         weights = {label: weight for label, weight, _ in experiment.parts}
         rows = compare_tasks(per_task, weights, reference="evolved", seed=recipe.seed)
@@ -127,6 +134,17 @@ def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float,
         rows = compare_scores(per_task[experiment.label], reference="evolved", seed=recipe.seed)
     save_comparison(rows, run_dir / COMPARISON_FILE, meta=comparison_meta(recipe, experiment), scores=per_task)
     return rows, methods
+
+
+def by_scorer(experiment: Experiment, per_budget: dict[float, Allocation]) -> list[tuple[object, dict[float, Allocation]]]:
+    """``per_budget`` split into ``(scorer, {budget: allocation})`` groups that select tokens the same way
+    (same ranking and adapter), in budget order; most rows are one group."""
+    groups: dict[str, tuple[object, dict[float, Allocation]]] = {}
+    for budget, allocation in per_budget.items():
+        scorer = experiment.scorer_for(allocation)
+        key = getattr(scorer, "selection_key", scorer.key)
+        groups.setdefault(key, (scorer, {}))[1][budget] = allocation
+    return list(groups.values())
 
 
 def comparison_meta(recipe, experiment: Experiment) -> dict:

@@ -36,6 +36,15 @@ def default_popsize(n_units: int) -> int:
     return 4 + math.floor(3 * math.log(n_units))
 
 
+def space_params_of(search_space) -> dict:
+    """The settings of a recipe's ``search_space`` section that its space takes (``SearchSpace.params``,
+    e.g. ``gate_floors``' ``floor_fraction``), those the recipe sets (``None``: the space's default)."""
+    from searchspaces import SEARCH_SPACES
+
+    names = SEARCH_SPACES.get(search_space.name).params
+    return {k: getattr(search_space, k) for k in names if getattr(search_space, k, None) is not None}
+
+
 @dataclass(frozen=True)
 class SearchConfig:
     """One search. Geometry and target first, then EvolKV's knobs.
@@ -60,6 +69,7 @@ class SearchConfig:
         study_name: name of the Optuna study in that database.
         optimizer_options: passed to the back-end's library as they are (recipe
             ``optimizer.options``; e.g. pycma's ``CMA_active``, TPE's ``n_startup_trials``).
+        space_params: the search space's own settings (``gate_floors``' ``floor_fraction``).
     """
 
     num_layers: int
@@ -82,6 +92,7 @@ class SearchConfig:
     storage: str | None = None
     study_name: str = "evolalloc"
     optimizer_options: dict = field(default_factory=dict)
+    space_params: dict = field(default_factory=dict)
 
     @classmethod
     def from_sections(cls, *, target: float, search_space, optimizer, num_layers: int, num_kv_heads: int,
@@ -96,7 +107,7 @@ class SearchConfig:
             search_space=search_space.name, group_size=search_space.group_size,
             ratio_bounds=tuple(search_space.ratio_bounds) if search_space.ratio_bounds else None,
             min_budget=min_budget, max_budget=max_budget, storage=storage, study_name=study_name,
-            optimizer_options=dict(optimizer.options),
+            optimizer_options=dict(optimizer.options), space_params=space_params_of(search_space),
             **{mine: getattr(optimizer, theirs) for mine, theirs in OPTIMIZER_FIELDS.items()},
         )
 
@@ -134,6 +145,7 @@ class SearchConfig:
                 min_budget=self.min_budget,
                 max_budget=self.max_budget,
                 exact_total=self.budget_rule == "exact",
+                **self.space_params,
             )
         except ValueError as err:
             raise UserError(str(err), field="search_space") from err

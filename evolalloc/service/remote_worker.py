@@ -44,6 +44,12 @@ def check_search_space(study: dict, recipe) -> None:
         raise UserError(f"study {study.get('id')} searches {wanted!r} (budget adapter {adapter or 'none'}), the recipe's "
                         f"search space {recipe.search_space.name!r} has {mine or 'none'}: its scores would not be the "
                         f"study's; set search_space.name: {wanted}", field="search_space.name")
+    from evolalloc.search.config import space_params_of
+
+    theirs, ours = (study.get("config") or {}).get("space_params") or {}, space_params_of(recipe.search_space)
+    if theirs != ours:  # e.g. gate_floors' floor_fraction: the same budgets, kept otherwise
+        raise UserError(f"study {study.get('id')} searches {wanted!r} with {theirs or 'its defaults'}, the recipe with "
+                        f"{ours or 'its defaults'}: its scores would not be the study's", field="search_space")
 
 
 def scorer_identity(experiment) -> dict:

@@ -343,6 +343,7 @@ def study_allocation(study: Study, algorithm: GroupwiseAlgorithm) -> Allocation:
         "optimizer": (algorithm.implementation or ("", ""))[0],
         "optimizer_version": (algorithm.implementation or ("", ""))[1], "study": study.id,
         **({"adapter": algorithm.space.adapter} if algorithm.space.adapter else {}),  # the hybrid's prior
+        **({"adapter_params": algorithm.space.adapter_params} if algorithm.space.adapter_params else {}),
     }
     if provenance["task"] is None:
         del provenance["task"]  # an allocation file's task is a name or absent, never null

@@ -23,6 +23,7 @@ PER_INPUT = {  # method, scorer, extra provenance -> the field the refusal names
     "adakv": ("evolved+adakv", "snapkv", {}, "$.provenance.method"),
     "cake": ("cake", "snapkv", {}, "$.provenance.method"),
     "hybrid": ("evolved", "gates", {"adapter": "gate_prior"}, "$.provenance.adapter"),
+    "floors": ("evolved", "gates", {"adapter": "gate_floors", "adapter_params": {"floor_fraction": 0.5}}, "$.provenance.adapter"),
 }
 
 
@@ -58,6 +59,7 @@ def test_the_json_export_keeps_what_the_runtime_applies(tmp_path, kind):
     exported = json.loads(done.stdout)
     assert exported["provenance"]["method"] == method and exported["scorer"] == scorer
     assert exported["provenance"].get("adapter") == provenance.get("adapter")
+    assert exported["provenance"].get("adapter_params") == provenance.get("adapter_params")
 
 
 @pytest.mark.parametrize("fmt", STATIC_FORMATS)

@@ -134,3 +134,45 @@ def test_expand_only_carries_a_profile_upwards_and_refuses_totals_past_exact_int
         profile().expand(source.target, min_budget=int(source.target) + 1)
     smaller = source.rescale(source.target / 2)  # a curve's rows may go down; shipping never does
     assert smaller.total == smaller.target_total
+
+
+def gates_profile(**provenance):
+    source = profile()
+    return Allocation(model="m", geometry=GEOMETRY, scorer="gates", target=source.target, budgets=source.budgets,
+                      provenance={"method": "evolved", **provenance})
+
+
+def test_topup_is_the_proportional_budgets_read_as_floors_of_the_searched_share():
+    source = gates_profile()
+    same = source.expand(source.target, rule="topup")
+    assert (same.budgets == source.budgets).all()
+    assert same.provenance["adapter_params"] == {"floor_fraction": 1.0}
+    topped = source.expand(80, rule="topup")
+    assert (topped.budgets == source.expand(80, rule="proportional").budgets).all()
+    assert topped.provenance["adapter"] == "gate_floors" and topped.provenance["adapter_params"] == {"floor_fraction": 0.25}
+    # Searched floors (gate_floors at fraction 0.5) stay the same tokens: 0.5 * 20/80.
+    floors = gates_profile(adapter="gate_floors", adapter_params={"floor_fraction": 0.5}).expand(80, rule="topup")
+    assert floors.provenance["adapter_params"] == {"floor_fraction": 0.125}
+
+
+@pytest.mark.parametrize("source", [profile(), gates_profile(adapter="gate_prior")], ids=["snapkv", "gate_prior"])
+def test_topup_refuses_profiles_without_the_gates_own_budgets(source):
+    with pytest.raises(ValueError, match="topup"):
+        source.expand(40, rule="topup")
+
+
+def test_rule_search_scores_topup_for_gates_with_its_own_evaluator():
+    static, own = FixedScores(lambda b: 0.5), FixedScores(lambda b: 0.75)
+    seen = []
+
+    def evaluator_for(candidate):
+        seen.append(candidate.provenance["adapter"])
+        return own
+
+    shipped = expand_profile(gates_profile(), [40], "search", 1, static, echo=lambda _: None, evaluator_for=evaluator_for)
+    assert seen == ["gate_floors"] and static.calls == own.calls == 1
+    assert shipped[40.0].provenance["expansion_rule"] == "topup"
+    assert set(shipped[40.0].provenance["expansion_search_scores"]) == {"proportional", "additive", "topup"}
+    # SnapKV's scores are not on one scale across layers: no topup candidate, whatever the evaluators.
+    plain = expand_profile(profile(), [40], "search", 1, static, echo=lambda _: None, evaluator_for=evaluator_for)
+    assert set(plain[40.0].provenance["expansion_search_scores"]) == {"proportional", "additive"} and len(seen) == 1

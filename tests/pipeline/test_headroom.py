@@ -54,6 +54,8 @@ def test_bad_budgets_or_an_unknown_scorer_give_one_line_and_exit_2(tmp_path, tin
     recipe = tiny_recipe(tmp_path, tiny_model_dir)
     bad = evolalloc("bench", "headroom", str(recipe), "--budgets", "8,lots", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--budgets" in bad.stderr
+    floors = evolalloc("bench", "headroom", str(recipe), "--floors", "0.5,2", cwd=tmp_path)
+    assert floors.returncode == 2 and floors.stderr.strip().count("\n") == 0 and "--floors" in floors.stderr
     unknown = evolalloc("bench", "headroom", str(recipe), "--scorers", "snapkvv", "--budgets", "16", cwd=tmp_path)
     assert unknown.returncode == 2 and "snapkv" in unknown.stderr and "Traceback" not in unknown.stderr
 
@@ -72,8 +74,11 @@ def test_gates_bring_the_global_gates_row_and_a_recipe_that_trains_them_trains_f
     monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, scorer={"name": "gates", "train": {"steps": 10}},
                                      budget={"target": 24, "expansions": []}))
-    result = measure_headroom(recipe, ["snapkv", "gates"], [8, 24, 1024])
-    assert list(result.scores) == ["snapkv", "gates", "gates-global"]
+    result = measure_headroom(recipe, ["snapkv", "gates"], [8, 24, 1024], floors=[0.0, 1.0])
+    assert list(result.scores) == ["snapkv", "gates", "gates-global", "gates-floors0", "gates-floors1"]
+    # the blend's two ends: no floor beyond the always-kept tokens is the global top-k, a full floor uniform
+    assert result.scores["gates-floors0"] == result.scores["gates-global"]
+    assert result.scores["gates-floors1"][24] == result.scores["gates"][24]
     assert list((tmp_path / "cache" / "trained" / "gates").glob("*/gates.pt"))
     assert result.scores["gates-global"][8] is None  # below the 4 sinks + 16 window it always keeps
     assert result.scores["gates-global"][24] is not None

@@ -5,7 +5,7 @@ from searchspaces import SearchSpace, get_search_space, list_search_spaces, regi
 
 
 def test_the_spaces_are_registered():
-    assert list_search_spaces() == ["depth_knots", "gate_prior", "gate_prior_heads", "head_groups", "layer_groups"]
+    assert list_search_spaces() == ["depth_knots", "gate_floors", "gate_prior", "gate_prior_heads", "head_groups", "layer_groups"]
 
 
 def test_an_unknown_name_lists_the_valid_ones_and_suggests_the_closest():
@@ -58,3 +58,15 @@ def test_a_space_without_a_granularity_is_refused():
         @register_search_space("no_granularity")
         class Vague(SearchSpace):  # noqa: F841
             pass
+
+
+def test_a_space_takes_only_the_settings_it_declares():
+    from searchspaces import get_search_space
+
+    floors = get_search_space("gate_floors", num_layers=4, num_kv_heads=2, target=32, floor_fraction=0.25)
+    assert floors.adapter_params == {"floor_fraction": 0.25} and floors.exact_total
+    assert get_search_space("gate_floors", num_layers=4, num_kv_heads=2, target=32).adapter_params == {"floor_fraction": 0.5}
+    with pytest.raises(ValueError, match="floor_fraction"):
+        get_search_space("layer_groups", num_layers=4, num_kv_heads=2, target=32, floor_fraction=0.25)
+    with pytest.raises(ValueError, match="floor_fraction"):
+        get_search_space("gate_floors", num_layers=4, num_kv_heads=2, target=32, floor_fraction=2.0)

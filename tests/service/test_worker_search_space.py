@@ -27,3 +27,12 @@ def test_matching_adapters_are_served():
     check_search_space({"id": 1, "config": {"search_space": "gate_prior_heads"}}, recipe("gate_prior"))
     check_search_space({"id": 2, "config": {"search_space": "head_groups"}}, recipe("layer_groups"))
     check_search_space({"id": 2, "config": {}}, recipe("gate_prior"))
+
+
+def test_a_floors_study_is_refused_by_a_worker_whose_recipe_keeps_another_floor_fraction():
+    study = {"id": 4, "config": {"search_space": "gate_floors", "space_params": {"floor_fraction": 0.25}}}
+    mine = SimpleNamespace(search_space=SimpleNamespace(name="gate_floors", floor_fraction=0.5))
+    with pytest.raises(UserError) as err:
+        check_search_space(study, mine)
+    assert err.value.field == "search_space" and "0.25" in str(err.value)
+    check_search_space(study, SimpleNamespace(search_space=SimpleNamespace(name="gate_floors", floor_fraction=0.25)))

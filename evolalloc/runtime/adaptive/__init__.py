@@ -96,27 +96,34 @@ def record_scores(record, scorer: Scorer):
     return scores
 
 
-def top_with_floor(ranked_scores, floor: int, total: int) -> np.ndarray:
+def top_with_floor(ranked_scores, floor, total: int) -> np.ndarray:
     """How many of each group's best entries one top-``total`` over all groups keeps.
 
     ``ranked_scores``: ``[G, L]`` float, each row in its own ranking order (non-increasing).
-    Every group first keeps its ``floor`` best entries (the safeguard); the remaining
-    ``total - G * floor`` go to the best of what is left, over all groups at once. Ties go to
+    ``floor``: an int (every group's) or int ``[G]`` (each group's own), each capped at ``L``.
+    Every group first keeps its floor's best entries (the safeguard); the remaining
+    ``total - sum(floors)`` go to the best of what is left, over all groups at once. Ties go to
     the better rank, then to the lower group, so identical groups split the budget evenly.
-    Returns int64 ``[G]`` summing to ``min(total, G * L)``, each in ``[min(floor, L), L]``.
+    Returns int64 ``[G]`` summing to ``min(total, G * L)``, each in ``[min(floor_g, L), L]``.
     """
     import torch
 
     scores = torch.as_tensor(ranked_scores, dtype=torch.float32)
     groups, length = scores.shape
-    floor = min(int(floor), length)
-    if total < groups * floor:
-        raise ValueError(f"a total of {total} cannot give {groups} groups their floor of {floor}")
-    counts = np.full(groups, floor, dtype=np.int64)
-    extra = min(int(total), groups * length) - groups * floor
+    floors = np.minimum(np.broadcast_to(np.asarray(floor, dtype=np.int64), (groups,)), length)
+    if np.any(floors < 0):
+        raise ValueError(f"floors must be >= 0, got {floors.min()}")
+    if total < floors.sum():
+        raise ValueError(f"a total of {total} cannot give {groups} groups their floors ({int(floors.sum())} in all)")
+    counts = floors.copy()
+    extra = min(int(total), groups * length) - int(floors.sum())
     if extra > 0:
-        rest = scores[:, floor:].T.reshape(-1)  # rank-major, group-minor: index r * G + g
-        order = torch.argsort(rest, descending=True, stable=True)[:extra]
+        # Rank-major, group-minor (index r * G + g), so a stable sort breaks ties by rank, then group;
+        # only entries past their group's floor compete.
+        flat = scores.T.reshape(-1)
+        rank = torch.arange(length).repeat_interleave(groups)
+        free = torch.nonzero(rank >= torch.as_tensor(floors).repeat(length), as_tuple=True)[0]
+        order = free[torch.argsort(flat[free], descending=True, stable=True)[:extra]]
         counts += np.bincount((order % groups).numpy(), minlength=groups)
     return counts
 
