@@ -59,7 +59,7 @@ def answer_target(model, tokenizer, record: dict, prompt_len: int, references, m
     return torch.tensor(produced, dtype=torch.long)
 
 
-def soft_keep(scores: torch.Tensor, kept_per_head: int, uniform: bool, temperature: float) -> tuple[torch.Tensor, torch.Tensor, int]:
+def soft_top_k(scores: torch.Tensor, kept_per_head: int, uniform: bool, temperature: float) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Scores ``[G, m]`` -> ``(log r [G, m], r.sum(), K)`` of a soft top-k keeping ``K`` entries: one
     global threshold over all heads (``K = kept_per_head * G``) or one per head (``uniform``)."""
     heads, m = scores.shape
@@ -76,7 +76,8 @@ def soft_keep(scores: torch.Tensor, kept_per_head: int, uniform: bool, temperatu
 
 def answer_loss(gates: RetentionGates, model, trace: dict, features, anchor, capacity: int, sinks: int, window: int,
                 penalty: float, temperature: float, uniform_too: bool):
-    """``(loss, answer NLL, used / K)`` of one traced prompt (module docstring); ``features``
+    """``(loss, answer NLL (summed over the top-k variants), used / K of the global one)`` of one traced
+    prompt (module docstring); ``features``
     ``[G, m, F]`` and ``anchor`` ``[G, m]`` of its rankable tokens ``sinks .. n - window``."""
     n = int(trace["prompt_len"])
     layers, kv_heads = trace["keys"].shape[:2]
@@ -86,7 +87,7 @@ def answer_loss(gates: RetentionGates, model, trace: dict, features, anchor, cap
     scores = gates.anchored_score(features, anchor)  # [G, m]
     loss, nll_sum, usage = 0.0, 0.0, []
     for uniform in ([False, True] if uniform_too else [False]):
-        log_r, used, allowed = soft_keep(scores, capacity - sinks - window, uniform, temperature)
+        log_r, used, allowed = soft_top_k(scores, capacity - sinks - window, uniform, temperature)
         # Always-kept tokens (the sinks and the window) r = 1: log r = 0.
         log_keep = F.pad(log_r, (sinks, window)).view(layers, kv_heads, n)
         with FrozenModel(model):  # the graph reaches the gates only

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evolalloc.learned.answer_train import answer_loss, answer_target, soft_keep
+from evolalloc.learned.answer_train import answer_loss, answer_target, soft_top_k
 from evolalloc.learned.gates_train import GatesTrainConfig, item_anchor, item_tensors, train_gates
 from evolalloc.learned.in_run import InRunSettings
 from evolalloc.learned.traces import load_traces, trace_ids
@@ -59,10 +59,10 @@ def test_the_target_is_the_full_caches_greedy_answer_cut_once_every_reference_ap
 
 def test_the_soft_top_k_keeps_about_k_entries_globally_or_per_head():
     scores = torch.randn(6, 50) * 4 + torch.arange(6.0)[:, None]  # heads on different scales
-    log_r, used, allowed = soft_keep(scores, 10, uniform=False, temperature=0.01)
+    log_r, used, allowed = soft_top_k(scores, 10, uniform=False, temperature=0.01)
     assert allowed == 60 and abs(float(used) - 60) < 1.0
     assert (log_r.exp() >= 0.5).sum(dim=1).tolist() != [10] * 6  # global: heads keep different counts (the K-th itself: r = 0.5)
-    log_r, used, allowed = soft_keep(scores, 10, uniform=True, temperature=0.01)
+    log_r, used, allowed = soft_top_k(scores, 10, uniform=True, temperature=0.01)
     assert allowed == 60 and (log_r.exp() >= 0.5).sum(dim=1).tolist() == [10] * 6
 
 
