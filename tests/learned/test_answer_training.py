@@ -145,3 +145,15 @@ def test_in_run_answer_training_reads_the_search_split_only_and_is_cached_determ
     assert saved["config"]["anchored"] is True and saved["training"]["objective"] == "answer"
     with pytest.raises(AssertionError, match="trained again"):  # the attention objective is another key
         train(answer_recipe(tmp_path, tiny_model_dir, objective="attention"))
+
+
+def test_the_answer_objective_without_anchored_gates_or_at_several_splits_is_one_recipe_error(tmp_path, tiny_model_dir):
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.core.errors import UserError
+
+    cases = [({"anchored": False, "residual": True}, "scorer.train.objective", "set scorer.train.anchored: true"),
+             ({"splits_per_trace": 3}, "scorer.train.splits_per_trace", "prompt end only")]
+    for changes, field, message in cases:
+        with pytest.raises(UserError, match=message) as info:
+            load_recipe(answer_recipe(tmp_path, tiny_model_dir, **changes))
+        assert info.value.field == field and "\n" not in str(info.value)
