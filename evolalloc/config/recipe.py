@@ -373,6 +373,8 @@ def _check_scorer_training(recipe: Recipe) -> None:
     if recipe.scorer.name != "gates":
         if train.votes:
             raise FieldProblem("scorer.train.votes", f"only gates read SnapKV votes; {recipe.scorer.name!r} does not")
+        if train.objective != "attention":
+            raise FieldProblem("scorer.train.objective", f"only anchored gates train on the answer; {recipe.scorer.name!r} cannot")
         if train.anchored or not train.residual:
             field = "scorer.train.anchored" if train.anchored else "scorer.train.residual"
             raise FieldProblem(field, f"only gates can be anchored at SnapKV; {recipe.scorer.name!r} cannot")
@@ -381,6 +383,11 @@ def _check_scorer_training(recipe: Recipe) -> None:
         raise FieldProblem("scorer.train.residual", "false is a setting of anchored gates (set scorer.train.anchored: true)")
     if train.anchored and not train.votes:
         raise FieldProblem("scorer.train.anchored", "anchored gates start from SnapKV's votes: set scorer.train.votes (e.g. 32)")
+    if train.objective == "answer" and not train.anchored:
+        raise FieldProblem("scorer.train.objective", "answer trains anchored gates: set scorer.train.anchored: true")
+    if train.objective == "answer" and train.splits_per_trace != 1:
+        raise FieldProblem("scorer.train.splits_per_trace", "the answer objective trains at the prompt end only "
+                                                            "(where compression happens): set 1")
     kept = int(recipe.scorer.params.get("sinks", 4)) + int(recipe.scorer.params.get("window", 16))
     for i, capacity in enumerate(train.capacities if train.capacities is not None else recipe.budgets):
         if capacity <= kept:

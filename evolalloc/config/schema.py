@@ -116,6 +116,9 @@ class FitnessSection:
 
 # Scorers the run itself can train (``scorer.train``).
 TRAINABLE_SCORERS = ("gates", "learned")
+# What anchored gates are trained on (``scorer.train.objective``): the future attention of the traces
+# (learned.gates_train) or the answer's likelihood through the frozen model (learned.answer_train).
+GATES_OBJECTIVES = ("attention", "answer")
 
 
 @dataclass
@@ -153,6 +156,13 @@ class ScorerTrainSection:
                                        "plus a residual, starting at SnapKV's ranking (needs votes; docs/hybrid.md)")
     residual: bool = _rule(True, help="anchored gates: false trains only the per-head scale and offset (each head ranks "
                                       "exactly as SnapKV; what is learned is how heads compare in a global top-k)")
+    objective: str = _rule("attention", choices=GATES_OBJECTIVES,
+                           help="anchored gates: attention (keep what the next queries attend to) or answer (keep what "
+                                "makes the model still give the full cache's answer: its likelihood under a soft "
+                                "global top-k; needs splits_per_trace 1; docs/hybrid.md)")
+    temperature: float = _rule(1.0, min_exclusive=0.0, help="answer objective: temperature of the soft top-k")
+    uniform_too: bool = _rule(False, help="answer objective: also train under a per-head (uniform) soft top-k")
+    answer_tokens: int = _rule(24, min=2, help="answer objective: longest full-cache answer taken as the target")
     capacities: list[int] | None = _rule(None, help="gates: per-head budgets trained for, one drawn per step; "
                                                     "null = the recipe's budgets (target and expansions)")
     depth: int = _rule(2, min=1, help="learned: hidden layers of each head's MLP")

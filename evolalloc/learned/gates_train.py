@@ -37,6 +37,10 @@ a soft global top-k at the step's capacity instead:
 soft tails from keeping more than ``K`` in all. They read the traces' ``snap_votes``. With
 ``residual = False`` only the per-head scale and offset train (the residual stays exactly 0): each
 head ranks as SnapKV does, and what is learned is how heads compare in one global top-k.
+
+``objective = "answer"`` trains anchored gates on the answer's likelihood through the frozen model
+instead of on future attention (``learned.answer_train``); everything else here (draws, schedule,
+checkpointing, resuming) is shared.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ import torch
 from tqdm.auto import tqdm
 
 from evolalloc.core.fileio import write_atomic
+from evolalloc.learned.answer_train import answer_loss
 from evolalloc.learned.traces import TraceSet, votes_window
 from evolalloc.learned.train import lr_factor  # the policy's schedule: warm-up, then cosine
 from evolalloc.runtime.gates import GatesConfig, RetentionGates, anchor_of, vote_features
@@ -75,6 +80,9 @@ class GatesTrainConfig:
     votes: int = 0  # query-aware gates: read the traces' SnapKV votes of this window (runtime.gates)
     anchored: bool = False  # anchored gates: SnapKV's vote + learned per-head map + residual (needs votes)
     residual: bool = True  # anchored gates: False trains the per-head scale and offset only
+    objective: str = "attention"  # anchored gates: "answer" trains on the answer's NLL (learned.answer_train)
+    temperature: float = 1.0  # answer objective: tau of the soft top-k
+    uniform_too: bool = False  # answer objective: also the per-head (uniform) soft top-k's loss
 
 
 def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: int, votes: bool = False):
@@ -153,8 +161,11 @@ def anchored_loss(gates: RetentionGates, features, anchor, importance, capacity:
 
 
 def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | Path | None = None, progress: bool = True,
-                state_path: str | Path | None = None, checkpoint_every: int = 0):
+                state_path: str | Path | None = None, checkpoint_every: int = 0, model=None):
     """Train the gates of the traces' model; returns ``(gates, summary)``.
+
+    ``model``: the traces' (frozen) model, needed by ``objective = "answer"`` only; its traces must
+    hold ``answer_target`` (``learned.answer_train.answer_target``).
 
     ``state_path``: where the training state (gates, optimizer, schedule, step, running losses) is
     written atomically every ``checkpoint_every`` steps; when the file exists, training continues
@@ -172,7 +183,19 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"], config.hidden,
                                        config.horizon, config.votes, config.anchored))
     with_votes = bool(config.votes)
+    answer = config.objective == "answer"
+    if answer and (not config.anchored or model is None):
+        raise ValueError("the answer objective trains anchored gates (anchored = True) through their model (model=...)")
     items = [it for it in traces.items if int(traces.traces[it[0]]["splits"][it[1]]) - config.sinks - config.window >= 2]
+    measure = "answer_nll" if answer else "attention_lost"  # what `quality` is, in the log and summary
+    if answer:  # the prompt end only (where compression happens), and answers whose tokens after the first exist
+        if not all("answer_target" in trace for trace in traces.traces):
+            raise ValueError(f"{traces.folder}: the answer objective needs traces with the full cache's answer (answer_target)")
+        items = [(t, s) for t, s in items if int(traces.traces[t]["splits"][s]) == int(traces.traces[t]["prompt_len"])
+                 and len(traces.traces[t]["answer_target"]) >= 2]
+        if not items:
+            raise ValueError(f"{traces.folder}: no traced prompt's answer has a token after the first (the first comes from the "
+                             "full prefill): nothing for the answer objective to train on")
     if not items:
         raise ValueError("no trace split is longer than sinks + window + 2 tokens: nothing to gate")
     gates.fit_standardisation(_sample_features(traces, items[:8], config.sinks, config.window, with_votes))
@@ -199,7 +222,11 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     for step in bar:
         item, capacity = draws[step]
         features, importance, age = item_tensors(traces, item, config.sinks, config.window, with_votes)
-        if config.anchored:
+        if answer:
+            anchor = item_anchor(traces, item, config.sinks, config.window)
+            loss, quality, used = answer_loss(gates, model, traces.traces[item[0]], features, anchor, capacity, config.sinks,
+                                              config.window, config.penalty, config.temperature, config.uniform_too)
+        elif config.anchored:
             anchor = item_anchor(traces, item, config.sinks, config.window)
             loss, quality, used = anchored_loss(gates, features, anchor, importance, capacity, config.sinks, config.window,
                                                 config.penalty)
@@ -217,7 +244,7 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
             recent = sum(qualities[-config.log_every:]) / len(qualities[-config.log_every:])
             bar.set_postfix(lost=f"{recent:.3f}", used=f"{usage[-1]:.2f}")
             if log:
-                log.write(json.dumps({"step": step, "loss": float(loss.detach()), "attention_lost": recent, "capacity": capacity,
+                log.write(json.dumps({"step": step, "loss": float(loss.detach()), measure: recent, "capacity": capacity,
                                       "used_over_capacity": usage[-1], "lr": schedule.get_last_lr()[0],
                                       "seconds": round(time.perf_counter() - started, 2)}) + "\n")
                 log.flush()
@@ -228,7 +255,7 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     gates.eval()
     tail = max(1, len(qualities) // 10)
     summary = {**asdict(config), "seconds": round(time.perf_counter() - started, 1),
-               "final_attention_lost": sum(qualities[-tail:]) / tail, "final_used_over_capacity": sum(usage[-tail:]) / tail,
+               f"final_{measure}": sum(qualities[-tail:]) / tail, "final_used_over_capacity": sum(usage[-tail:]) / tail,
                "traces": str(traces.folder), "traces_settings": traces.index.get("settings"), "items": len(items),
                "threads": torch.get_num_threads(), "resumed_at_step": first}
     return gates, summary

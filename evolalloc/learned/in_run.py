@@ -29,6 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from evolalloc.core.fileio import write_atomic
+from evolalloc.learned.answer_train import answer_target
 from evolalloc.learned.gates_train import GatesTrainConfig, train_gates
 from evolalloc.learned.settings import TraceSettings, TrainConfig
 from evolalloc.learned.train import train as train_policy
@@ -65,13 +66,20 @@ class InRunSettings:
     votes: int = 0  # gates only: query-aware gates reading SnapKV votes of this window
     anchored: bool = False  # gates only: anchored at SnapKV's vote (runtime.gates; needs votes)
     residual: bool = True  # anchored gates only: False trains the per-head scale and offset alone
+    objective: str = "attention"  # anchored gates only: "answer" trains on the answer's NLL (learned.answer_train)
+    temperature: float = 1.0  # answer objective: the soft top-k's tau
+    uniform_too: bool = False  # answer objective: also the per-head soft top-k
+    answer_tokens: int = 24  # answer objective: longest full-cache answer taken as the target
 
     def key_fields(self) -> dict:
         """What the trained weights depend on (``checkpoint_every`` does not: resuming is exact).
-        ``votes`` and ``anchored`` only when set, so earlier gates keep the keys (and cached weights)
-        they had."""
+        ``votes`` and ``anchored`` only when set, and the answer objective's fields only with it, so
+        earlier gates keep the keys (and cached weights) they had."""
         fields = asdict(self)
         fields.pop("checkpoint_every")
+        if fields["objective"] == "attention":
+            for answer_only in ("objective", "temperature", "uniform_too", "answer_tokens"):
+                fields.pop(answer_only)
         for optional in ("votes", "anchored"):
             if not fields[optional]:
                 fields.pop(optional)
@@ -104,6 +112,9 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
             continue
         record = trace_ids(loaded.model, ids, splits, settings.future, settings.votes)
         record.update(format=FORMAT, version=VERSION, uid=inst.uid, task=task, prompt_len=len(prompt))
+        if settings.objective == "answer":  # what the full cache answers: the target (learned.answer_train)
+            record["answer_target"] = answer_target(loaded.model, loaded.tokenizer, record, len(prompt), inst.references,
+                                                    settings.answer_tokens)
         buffer = io.BytesIO()
         torch.save(record, buffer)
         write_atomic(traces_dir / name, buffer.getvalue())
@@ -117,8 +128,10 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
     if settings.scorer == "gates":
         config = GatesTrainConfig(steps=settings.steps, hidden=settings.hidden, horizon=settings.horizon,
                                   capacities=settings.capacities, sinks=settings.sinks, window=settings.window, seed=settings.seed,
-                                  votes=settings.votes, anchored=settings.anchored, residual=settings.residual)
-        network, summary = train_gates(traces, config, **resumable)
+                                  votes=settings.votes, anchored=settings.anchored, residual=settings.residual,
+                                  objective=settings.objective, temperature=settings.temperature, uniform_too=settings.uniform_too)
+        network, summary = train_gates(traces, config, **resumable,
+                                       model=loaded.model if settings.objective == "answer" else None)
         save = save_gates
     else:
         config = TrainConfig(steps=settings.steps, hidden=settings.hidden, depth=settings.depth, permutations=settings.permutations,

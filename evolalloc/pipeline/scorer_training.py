@@ -77,7 +77,9 @@ def settings_of(experiment):
                          min_split=train.min_split, hidden=hidden, horizon=train.horizon, capacities=capacities,
                          checkpoint_every=train.checkpoint_every, sinks=int(params.get("sinks", 4)),
                          window=int(params.get("window", 16)), depth=train.depth, permutations=train.permutations,
-                         max_tokens=train.max_tokens, votes=train.votes, anchored=train.anchored, residual=train.residual)
+                         max_tokens=train.max_tokens, votes=train.votes, anchored=train.anchored, residual=train.residual,
+                         objective=train.objective, temperature=train.temperature, uniform_too=train.uniform_too,
+                         answer_tokens=train.answer_tokens)
 
 
 def training_key(settings, identity: dict, geometry: dict, instances: list[tuple[str, object]]) -> str:

@@ -22,6 +22,10 @@ attention, in the prefill (kwarg ``evolalloc_windows``: one window per layer) an
 (``cache.windows``). A query sees the last ``W`` valid tokens up to and including itself, as a
 cyclic KV cache of ``W`` slots does.
 
+A fifth, for training gates on the answer (``runtime/soft_keep.py``): tokens fed over a prompt's
+cache with ``log r`` added to the attention logits of the prompt's keys (kwarg
+``evolalloc_keep_bias``: ``[layers, B, Hkv, n]``).
+
 Sliding-window attention (Mistral's ``sliding_window``) is not applied: evolalloc's budgets
 already bound what a layer sees, and the supported checkpoints run with full attention.
 """
@@ -70,6 +74,12 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
     if cache is None and "evolalloc_capture" not in kwargs:
         cache = _ACTIVE_CACHE.get()
     valid = cache.valid[module.layer_idx] if cache is not None else None
+    keep_bias = kwargs.get("evolalloc_keep_bias")
+    if keep_bias is not None:  # soft eviction (runtime.soft_keep): differentiable in the bias
+        from evolalloc.runtime.soft_keep import keep_bias_attention
+
+        out = keep_bias_attention(query, key, value, scaling, keep_bias[module.layer_idx])
+        return out.transpose(1, 2).contiguous(), None
     window_mask = _window_mask(module.layer_idx, q_len, key, cache, kwargs.get("evolalloc_windows"))
 
     if window_mask is not None:

@@ -169,6 +169,7 @@ KILLED = textwrap.dedent("""
             return real(*args, **kwargs)
         return slow
     gates_train.gates_loss = slowed(gates_train.gates_loss)
+    gates_train.answer_loss = slowed(gates_train.answer_loss)
     train.normalised_reward = slowed(train.normalised_reward)
     from evolalloc.config.recipe import load_recipe
     from evolalloc.pipeline.experiment import Experiment
@@ -177,9 +178,14 @@ KILLED = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("scorer", ["gates", "learned"])
+# Anchored gates trained on the answer (learned.answer_train): the same checkpointing, through the model.
+ANSWER = {"votes": 8, "anchored": True, "residual": False, "objective": "answer", "splits_per_trace": 1}
+
+
+@pytest.mark.parametrize("scorer", ["gates", "learned", "gates-answer"])
 def test_training_killed_with_sigkill_resumes_to_the_uninterrupted_weights(tmp_path, tiny_model_dir, monkeypatch, scorer):
-    recipe = recipe_with_training(tmp_path, tiny_model_dir, scorer, steps=60)
+    scorer, extra = ("gates", ANSWER) if scorer == "gates-answer" else (scorer, {})
+    recipe = recipe_with_training(tmp_path, tiny_model_dir, scorer, steps=60, **extra)
     env = {**os.environ, "EVOLALLOC_CACHE": str(tmp_path / "killed"), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     script = tmp_path / "train.py"
