@@ -7,7 +7,7 @@ Prefilling the held-out split once for all of them is the cheap way on a shared 
 
     python benchmarks/design_scores.py runs/design_word_hybrid.yaml \\
         --run hybrid-s0=RUNS/design_word_hybrid-s0 --run hybrid-s1=RUNS/design_word_hybrid-s1 ... \\
-        --gates-from RUNS/design_word_hybrid-s0 --out RUNS/word-scores.json
+        --gates-from RUNS/design_word_hybrid-s0 --out RUNS/word-scores.json [--floors 0.5]
 
 Rows written (``comparison.json`` format, per-instance scores under ``"instances"``), at every
 budget of the runs' profiles:
@@ -16,6 +16,8 @@ budget of the runs' profiles:
 - ``uniform``, ``pyramid``: SnapKV's rankings (kernel 7, window 32), EvolKV's baselines;
 - ``uniform-gates``: uniform budgets over the trained gates' per-head rankings;
 - ``gates``: the gates' one global top-k (the same checkpoint);
+- ``uniform-floors`` (with ``--floors F``): the floors blend over uniform budgets, unsearched: every
+  head keeps ``F`` of ``c`` (``runtime.adaptive.gate_floors``), the rest by the same global top-k;
 - each ``--run LABEL=RUN``: that run's ``allocation-c*.json`` files, each with its own scorer (and
   adapter: a ``topup`` expansion is scored with ``gate_floors``, its c profile statically).
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from evolalloc.config.recipe import load_recipe
@@ -71,6 +74,8 @@ def main(argv=None) -> int:
     parser.add_argument("recipe", type=Path, help="recipe giving model, task and held-out split (the runs' recipe)")
     parser.add_argument("--run", action="append", default=[], metavar="LABEL=RUN", help="a searched run's profiles (repeatable)")
     parser.add_argument("--gates-from", type=Path, default=None, help="run whose gates checkpoint the gates rows use")
+    parser.add_argument("--floors", type=float, default=None, metavar="F",
+                        help="with --gates-from: add the uniform-floors row (gate_floors at floor_fraction F)")
     parser.add_argument("--out", type=Path, required=True, help="comparison.json-format file to write")
     parser.add_argument("--work", type=Path, default=None,
                         help="folder for spilled prefill records (re-used by a later call on the same prompts)")
@@ -90,6 +95,8 @@ def score(args):
     from evolalloc.pipeline.experiment import Experiment
 
     recipe = load_recipe(args.recipe, overrides=args.set)
+    if args.floors is not None and (args.gates_from is None or not 0 <= args.floors <= 1):
+        raise UserError(f"needs --gates-from and a fraction in [0, 1], got {args.floors}", field="--floors")
     profiles = run_profiles(labelled(args.run, "--run"))
     budgets = sorted({budget for files in profiles.values() for budget in files}) or [recipe.budget.target]
     allocations = {label: {budget: load_allocation(path) for budget, path in files.items()} for label, files in profiles.items()}
@@ -126,6 +133,9 @@ def score(args):
         if gates_params is not None:
             rows["uniform-gates"] = {b: experiment.baseline("uniform", b) for b in budgets}
             rows["gates"] = {b: experiment.baseline("gates", b) for b in budgets}
+        if args.floors is not None:  # uniform budgets read as floors + the rest by the global top-k
+            blend = {"adapter": "gate_floors", "adapter_params": {"floor_fraction": args.floors}}
+            rows["uniform-floors"] = {b: replace(a, provenance={**a.provenance, **blend}) for b, a in rows["uniform-gates"].items()}
         rows.update(allocations)
         # Rank every record with each row's own scorer (SnapKV, the gates) in the one prefill.
         experiment.rank_also([next(iter(per_budget.values())) for per_budget in rows.values()])

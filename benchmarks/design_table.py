@@ -168,10 +168,12 @@ def budget_table(rows: list[Row], budget: float, *, seed: int = 0) -> tuple[dict
     return means, cells
 
 
-def verdict(means: dict[str, Interval], cells: list[Cell], rows: list[Row], *, margin: float, alpha: float) -> str:
+def verdict(means: dict[str, Interval], cells: list[Cell], rows: list[Row], *, margin: float, alpha: float,
+            versus: list[str] | None = None) -> str:
     """One plain line: who has the highest mean, and whether each searched row beats every
-    compressed unsearched row in every seed (the goal)."""
-    compressed = [r.name for r in rows if not r.searched and r.name != FULL and r.name in means]
+    compressed unsearched row (or only those named in ``versus``) in every seed (the goal)."""
+    compressed = [r.name for r in rows if not r.searched and r.name != FULL and r.name in means
+                  and (versus is None or r.name in versus)]
     contenders = {k: v.mean for k, v in means.items() if k != FULL and not PER_SEED.search(k)}
     best = max(contenders, key=contenders.get)
     parts = [f"highest compressed mean: {best} {contenders[best]:.3f}"]
@@ -182,7 +184,8 @@ def verdict(means: dict[str, Interval], cells: list[Cell], rows: list[Row], *, m
                       for o in compressed)]
         worst = [c for c in cells if c.searched == row.name and c.seed != "pooled" and c.versus in compressed]
         weakest = min(worst, key=lambda c: c.test.diff) if worst else None
-        line = f"{row.name} beats every unsearched row (>= {margin * 100:g} pts, p < {alpha:g}) in {len(won)}/{len(seeds)} seeds"
+        what = "every unsearched row" if versus is None else ", ".join(compressed)
+        line = f"{row.name} beats {what} (>= {margin * 100:g} pts, p < {alpha:g}) in {len(won)}/{len(seeds)} seeds"
         if weakest is not None:
             line += f" (weakest: {weakest.seed} vs {weakest.versus} {weakest.test.diff:+.3f}, p {weakest.test.p_value:.3g})"
         line += ": goal met" if len(won) == len(seeds) >= 3 else ": goal not met"
@@ -190,7 +193,8 @@ def verdict(means: dict[str, Interval], cells: list[Cell], rows: list[Row], *, m
     return "; ".join(parts)
 
 
-def render(tables: dict[str, list[Row]], *, margin: float, alpha: float, seed: int = 0) -> str:
+def render(tables: dict[str, list[Row]], *, margin: float, alpha: float, seed: int = 0,
+           versus: list[str] | None = None) -> str:
     lines = []
     for task, rows in tables.items():
         budgets = sorted({b for r in rows for s in r.seeds.values() for b in s})
@@ -205,6 +209,9 @@ def render(tables: dict[str, list[Row]], *, margin: float, alpha: float, seed: i
                 lines.append(f"  {c.searched} {c.seed} - {c.versus}: {t.diff:+.3f} [{t.low:+.3f}, {t.high:+.3f}], p {t.p_value:.3g}"
                              + (" *" if c.beats(margin, alpha) else ""))
             lines.append(f"  verdict c = {budget:g}: " + verdict(means, cells, rows, margin=margin, alpha=alpha))
+            if versus:
+                lines.append(f"  verdict c = {budget:g} vs {', '.join(versus)}: "
+                             + verdict(means, cells, rows, margin=margin, alpha=alpha, versus=versus))
     return "\n".join(lines)
 
 
@@ -216,6 +223,8 @@ def main(argv=None) -> int:
     parser.add_argument("--margin", type=float, default=0.03, help="points a searched row must win by (default 0.03)")
     parser.add_argument("--alpha", type=float, default=0.05, help="paired p below which a win counts (default 0.05)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument("--versus", default=None, metavar="ROW,ROW",
+                        help="also a verdict against only these unsearched rows (e.g. the issue's uniform,uniform-gates,gates)")
     args = parser.parse_args(argv)
     if not (args.scores or args.fixed or args.searched):
         parser.error("give --scores FILE or --fixed/--searched rows")
@@ -226,7 +235,8 @@ def main(argv=None) -> int:
                 tables.setdefault(task, []).extend(rows)
         for task, rows in rows_from_specs(args.fixed, args.searched).items():
             tables.setdefault(task, []).extend(rows)
-        print(render(tables, margin=args.margin, alpha=args.alpha, seed=args.seed))
+        versus = [v.strip() for v in args.versus.split(",") if v.strip()] if args.versus else None
+        print(render(tables, margin=args.margin, alpha=args.alpha, seed=args.seed, versus=versus))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -54,3 +54,10 @@ def test_a_run_folder_without_profiles_is_one_line_and_exit_2(tmp_path, tiny_mod
     err = capsys.readouterr().err
     assert code == 2 and "no allocation-c*.json" in err and str(tmp_path / "empty") in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o.json").exists()
+
+
+def test_the_uniform_floors_row_needs_the_gates_it_reads(tmp_path, tiny_model_dir, capsys):
+    code = script().main([str(tiny_recipe(tmp_path, tiny_model_dir)), "--floors", "0.5", "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--floors" in err and "--gates-from" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o.json").exists()

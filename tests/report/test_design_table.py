@@ -96,3 +96,14 @@ def test_seeds_scored_on_different_instances_are_refused(tmp_path):
                                                "hybrid-s1": {40.0: other}})
     done = table("--scores", str(scores))
     assert done.returncode == 2 and "different held-out instances" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_versus_gives_a_second_verdict_against_only_the_named_rows(tmp_path):
+    scores = write(tmp_path / "scores.json", {
+        "uniform": {48.0: solved(10)}, "gates": {48.0: solved(12)}, "uniform-floors": {48.0: solved(31)},
+        "floors-s0": {48.0: solved(30)}, "floors-s1": {48.0: solved(30)}, "floors-s2": {48.0: solved(30)},
+    })
+    out = table("--scores", str(scores), "--versus", "uniform,gates").stdout
+    assert "goal not met" in verdict_line(out, "48")  # the unsearched blend is as good as the searched one
+    line = next(line for line in out.splitlines() if "verdict c = 48 vs uniform, gates:" in line)
+    assert "floors beats uniform, gates" in line and "in 3/3 seeds" in line and "goal met" in line
