@@ -14,11 +14,16 @@ from tests.pipeline.test_pipeline import tiny_recipe
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def script():
-    spec = importlib.util.spec_from_file_location("design_scores", ROOT / "benchmarks" / "design_scores.py")
+def benchmark_script(name: str):
+    """``benchmarks/NAME.py`` imported as a module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def script():
+    return benchmark_script("design_scores")
 
 
 def test_a_profile_equal_to_uniform_snapkv_scores_exactly_its_instances_and_full_repeats_per_budget(tmp_path, tiny_model_dir):

@@ -3,22 +3,16 @@ scored on its search split, the pick shipped as a run folder ``design_scores.py`
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 from evolalloc.core.allocation_file import load_allocation
 from tests.pipeline.test_hybrid import TARGET, home  # noqa: F401 (home: a fixture)
 from tests.pipeline.test_topup_run import topup_recipe
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.report.test_design_scores import benchmark_script
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("expansion_rules", ROOT / "benchmarks" / "expansion_rules.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("expansion_rules")
 
 
 def test_every_rule_is_scored_on_the_search_split_and_the_pick_is_shipped(home, tiny_model_dir, tmp_path, capsys):

@@ -12,36 +12,14 @@ import torch
 from evolalloc.runtime.adaptive import Adapted, get_adapter, top_with_floor
 from evolalloc.runtime.adaptive.gate_floors import floors_of
 from evolalloc.runtime.compress import compress
-from evolalloc.runtime.gates import GatesConfig, RetentionGates, save_gates
-from evolalloc.runtime.model import geometry_of
-from evolalloc.runtime.policy import model_identity
-from evolalloc.runtime.prefill import prefill
 from evolalloc.runtime.scorers import get_scorer
-from tests.runtime.conftest import random_prompt
-
-LAYERS, HEADS, LENGTH = 3, 2, 120
+from tests.runtime.test_gate_prior import HEADS, LAYERS, LENGTH, gates, record  # noqa: F401 (fixtures: gates with a spread of scores, their prefill)
 BUDGETS = [
     [[40, 40], [40, 40], [40, 40]],
     [[30, 30], [90, 90], [30, 30]],
     [[20, 20], [20, 20], [20, 100]],
     [[21, 57], [33, 20], [99, 28]],
 ]
-
-
-@pytest.fixture(scope="module")
-def gates(llama, tmp_path_factory):
-    torch.manual_seed(3)
-    net = RetentionGates(GatesConfig(num_layers=LAYERS, num_kv_heads=HEADS, head_dim=16, hidden=8))
-    with torch.no_grad():  # a spread of retentions, so the global ranking moves budget between heads
-        net.shared.weight.normal_(0, 3.0)
-    path = save_gates(tmp_path_factory.mktemp("gates") / "g.pt", net, model=model_identity("tiny", llama),
-                      geometry=geometry_of(llama.config).to_dict(), training={})
-    return get_scorer("gates", checkpoint=str(path))
-
-
-@pytest.fixture(scope="module")
-def record(llama, gates):
-    return prefill(llama, random_prompt(LENGTH, seed=9), [gates])
 
 
 def kept_in_cache(cache) -> int:
