@@ -57,8 +57,9 @@ class SearchSpace:
 
     @property
     def adapter_params(self) -> dict:
-        """The ``adapter``'s parameters a profile of this space records (``provenance.adapter_params``)."""
-        return {}
+        """The ``adapter``'s parameters a profile of this space records (``provenance.adapter_params``):
+        the space's own settings (``params``), which are its adapter's (``gate_floors``' ``floor_fraction``)."""
+        return {name: getattr(self, name) for name in self.params} if self.adapter else {}
 
     def __init__(
         self,

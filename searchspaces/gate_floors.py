@@ -49,8 +49,4 @@ class GateFloors(LayerGroups):
         # Always the exact total: the budgets' sum is what the global top-k keeps.
         kwargs["exact_total"] = True
         super().__init__(**kwargs)
-        self.floor_fraction = check_floor_fraction(floor_fraction)
-
-    @property
-    def adapter_params(self) -> dict:
-        return {"floor_fraction": self.floor_fraction}
+        self.floor_fraction = check_floor_fraction(floor_fraction)  # recorded as the adapter's (base.adapter_params)
