@@ -27,12 +27,20 @@ class BudgetAdapter:
     """Turns a row's budgets into per-instance budgets. Subclasses set ``name``, implement ``adapt``."""
 
     name: ClassVar[str] = ""
+    # Set by an adapter that compares scores across layers and heads: the one scorer whose scores are
+    # calibrated for that (the gates' shared final projection); ``check`` refuses any other.
+    calibrated_scorer: ClassVar[str | None] = None
+    # What the adapter does with those scores, for ``check``'s message ("shifts", "compares", ...).
+    calibrated_use: ClassVar[str] = "compares"
 
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def check(self, scorer: Scorer) -> None:
         """``ValueError`` if this adapter cannot read ``scorer``'s scores (asked before any prefill)."""
+        if self.calibrated_scorer is not None and scorer.name != self.calibrated_scorer:
+            raise ValueError(f"the {self.name} adapter {self.calibrated_use} the {self.calibrated_scorer!r} scorer's "
+                             f"calibrated scores; scorer {scorer.name!r}'s are not on one scale across layers")
 
     def adapt(self, record, budgets: np.ndarray, scorer: Scorer) -> np.ndarray:
         """int64 ``[num_layers, num_kv_heads]`` for ``record`` from validated ``budgets`` (same shape).

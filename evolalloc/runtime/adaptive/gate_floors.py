@@ -33,15 +33,12 @@ def floors_of(budgets, floor_fraction: float, min_budget: int) -> np.ndarray:
 @register_adapter(ADAPTER)
 @dataclass
 class GateFloors(BudgetAdapter):
+    calibrated_scorer = SCORER
+    calibrated_use = "ranks by one global top-k"
     floor_fraction: float = DEFAULT_FLOOR_FRACTION
 
     def __post_init__(self):
         self.floor_fraction = check_floor_fraction(self.floor_fraction)
-
-    def check(self, scorer):
-        if scorer.name != SCORER:
-            raise ValueError(f"the {ADAPTER} adapter's global top-k compares the {SCORER!r} scorer's calibrated scores; "
-                             f"scorer {scorer.name!r}'s are not on one scale across layers")
 
     def adapt(self, record, budgets, scorer):
         """Per-input budgets int64 ``[num_layers, Hkv]`` summing to ``budgets.sum()`` (capped at every token).

@@ -25,11 +25,8 @@ from evolalloc.runtime.adaptive import BudgetAdapter, record_scores, register_ad
 @register_adapter(ADAPTER)
 @dataclass
 class GatePrior(BudgetAdapter):
-
-    def check(self, scorer):
-        if scorer.name != SCORER:
-            raise ValueError(f"the {ADAPTER} hybrid shifts the {SCORER!r} scorer's calibrated scores; "
-                             f"scorer {scorer.name!r}'s are not on one scale across layers")
+    calibrated_scorer = SCORER
+    calibrated_use = "shifts"
 
     def adapt(self, record, budgets, scorer):
         """Per-input budgets int64 ``[num_layers, Hkv]`` summing to ``budgets.sum()`` (capped at every token).
