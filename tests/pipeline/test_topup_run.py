@@ -49,14 +49,15 @@ def test_a_topup_expansion_ships_its_floors_and_the_file_reproduces_its_score(ho
         assert f"mean {row['score']['mean']:.3f}" in scored.stdout
 
 
-def test_topup_for_a_scorer_without_calibrated_scores_is_one_line_naming_the_field(home, tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("rule", ["topup", "topup-half"])
+def test_topup_for_a_scorer_without_calibrated_scores_is_one_line_naming_the_field(home, tiny_model_dir, tmp_path, rule):
     changes = {"scorer": {"name": "snapkv"}, "baselines": ["uniform"]}
     with pytest.raises(UserError) as caught:
-        topup_recipe(tiny_model_dir, **changes)
-    assert caught.value.field == "budget.expansion_rule" and "gates" in str(caught.value)
+        topup_recipe(tiny_model_dir, rule=rule, **changes)
+    assert caught.value.field == "budget.expansion_rule" and "gates" in str(caught.value) and rule in str(caught.value)
     path = tmp_path / "r.yaml"
     data = topup_recipe(tiny_model_dir, rule="proportional", **changes).to_dict()
-    data["budget"]["expansion_rule"] = "topup"
+    data["budget"]["expansion_rule"] = rule
     path.write_text(yaml.safe_dump(data))
     refused = run_cli("search", str(path), "--runs-dir", str(tmp_path / "runs"))
     assert refused.code == 2 and len(refused.error_lines) == 1 and "budget.expansion_rule" in refused.stderr
