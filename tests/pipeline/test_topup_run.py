@@ -77,3 +77,20 @@ def test_expand_topup_refuses_a_snapkv_profile_in_one_line(tmp_path):
     refused = run_cli("expand", str(path), "--to", "40", "--rule", "topup")
     assert refused.code == 2 and len(refused.error_lines) == 1 and "--rule" in refused.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
+
+
+def test_expand_topup_half_writes_half_floors_for_a_gates_profile(tmp_path):
+    import numpy as np
+
+    from evolalloc.core.allocation import Allocation
+    from evolalloc.core.allocation_file import save_allocation
+    from evolalloc.core.geometry import ModelGeometry
+
+    geometry = ModelGeometry(num_layers=2, num_query_heads=2, num_kv_heads=1, head_dim=8, max_positions=512)
+    path = save_allocation(Allocation(model="m", geometry=geometry, scorer="gates", target=40.0,
+                                      budgets=np.array([[30], [50]]), provenance={"method": "evolved"}), tmp_path / "a.json")
+    done = run_cli("expand", str(path), "--to", "64", "--rule", "topup-half")
+    assert done.code == 0, done.stderr
+    expanded = load_allocation(tmp_path / "allocation-c64.json")
+    assert allocation_adapter(expanded) == ("gate_floors", {"floor_fraction": 40 / 128})
+    assert expanded.provenance["expansion_rule"] == "topup-half" and expanded.total == 128
