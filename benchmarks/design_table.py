@@ -18,7 +18,10 @@ pooled) minus every unsearched row: paired difference [95% CI] and p (Wilcoxon, 
 and a verdict line. A searched row *beats* an unsearched one when the paired difference is at
 least ``--margin`` (0.03: issue 21's 3 points) with p < ``--alpha`` (0.05); it meets the goal at
 a budget when every seed beats every compressed unsearched row (the full cache is a ceiling, not
-a competitor, and is left out of the verdict).
+a competitor, and is left out of the verdict). ``--not-worse 48,64`` adds, at those budgets (a
+profile's expansions), the goal's other half: a searched row is *significantly worse* than an
+unsearched one when the paired difference is negative with one-sided p < ``--alpha`` (the
+two-sided p halved), and the expansions hold when no seed is significantly worse than any of them.
 """
 
 from __future__ import annotations
@@ -143,6 +146,11 @@ class Cell:
     def beats(self, margin: float, alpha: float) -> bool:
         return self.test.diff >= margin and self.test.p_value < alpha
 
+    def worse(self, alpha: float) -> bool:
+        """Significantly below the unsearched row: negative difference, one-sided p < ``alpha``.
+        The table's p is two-sided and its null symmetric, so the one-sided p is half of it."""
+        return self.test.diff < 0 and self.test.p_value / 2 < alpha
+
 
 def budget_table(rows: list[Row], budget: float, *, seed: int = 0) -> tuple[dict[str, Interval], list[Cell]]:
     """Means (``"NAME"`` or ``"NAME s0"`` / ``"NAME pooled"``) and every searched-vs-unsearched test."""
@@ -193,8 +201,27 @@ def verdict(means: dict[str, Interval], cells: list[Cell], rows: list[Row], *, m
     return "; ".join(parts)
 
 
+def not_worse_verdict(cells: list[Cell], rows: list[Row], *, alpha: float, versus: list[str] | None = None) -> str:
+    """One plain line per searched row: in how many seeds it is significantly worse than no
+    compressed unsearched row (or none of ``versus``), and its worst cell."""
+    compressed = [r.name for r in rows if not r.searched and r.name != FULL and (versus is None or r.name in versus)]
+    parts = []
+    for row in (r for r in rows if r.searched):
+        mine = [c for c in cells if c.searched == row.name and c.seed != "pooled" and c.versus in compressed]
+        if not mine:
+            continue
+        seeds = list(row.seeds)
+        held = [s for s in seeds if not any(c.worse(alpha) for c in mine if c.seed == s)]
+        worst = min(mine, key=lambda c: c.test.diff)
+        line = (f"{row.name} not significantly worse than {', '.join(compressed)} (one-sided p >= {alpha:g}) in "
+                f"{len(held)}/{len(seeds)} seeds (lowest: {worst.seed} vs {worst.versus} {worst.test.diff:+.3f}, "
+                f"one-sided p {worst.test.p_value / 2 if worst.test.diff < 0 else 1 - worst.test.p_value / 2:.3g})")
+        parts.append(line + (": holds" if len(held) == len(seeds) >= 3 else ": fails"))
+    return "; ".join(parts)
+
+
 def render(tables: dict[str, list[Row]], *, margin: float, alpha: float, seed: int = 0,
-           versus: list[str] | None = None) -> str:
+           versus: list[str] | None = None, not_worse: list[float] | None = None) -> str:
     lines = []
     for task, rows in tables.items():
         budgets = sorted({b for r in rows for s in r.seeds.values() for b in s})
@@ -212,7 +239,20 @@ def render(tables: dict[str, list[Row]], *, margin: float, alpha: float, seed: i
             if versus:
                 lines.append(f"  verdict c = {budget:g} vs {', '.join(versus)}: "
                              + verdict(means, cells, rows, margin=margin, alpha=alpha, versus=versus))
+            if not_worse and budget in not_worse:
+                lines.append(f"  not worse c = {budget:g}: " + not_worse_verdict(cells, rows, alpha=alpha, versus=versus))
     return "\n".join(lines)
+
+
+def _budgets(text: str) -> list[float]:
+    """``"48,64"`` as budgets; ``UserError`` naming the option for anything else."""
+    try:
+        budgets = [float(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        budgets = []
+    if not budgets:
+        raise UserError(f"expected budgets such as 48,64, got {text!r}", field="--not-worse")
+    return budgets
 
 
 def main(argv=None) -> int:
@@ -225,6 +265,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     parser.add_argument("--versus", default=None, metavar="ROW,ROW",
                         help="also a verdict against only these unsearched rows (e.g. the issue's uniform,uniform-gates,gates)")
+    parser.add_argument("--not-worse", default=None, metavar="C,C",
+                        help="at these budgets (the expansions) also say whether each seed is significantly worse "
+                             "than no unsearched row (one-sided p < --alpha; only the --versus rows if given)")
     args = parser.parse_args(argv)
     if not (args.scores or args.fixed or args.searched):
         parser.error("give --scores FILE or --fixed/--searched rows")
@@ -236,7 +279,8 @@ def main(argv=None) -> int:
         for task, rows in rows_from_specs(args.fixed, args.searched).items():
             tables.setdefault(task, []).extend(rows)
         versus = [v.strip() for v in args.versus.split(",") if v.strip()] if args.versus else None
-        print(render(tables, margin=args.margin, alpha=args.alpha, seed=args.seed, versus=versus))
+        not_worse = _budgets(args.not_worse) if args.not_worse else None
+        print(render(tables, margin=args.margin, alpha=args.alpha, seed=args.seed, versus=versus, not_worse=not_worse))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -135,9 +135,10 @@ def compare(run, baselines, progress):
 @click.argument("allocation", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--to", "targets", type=float, multiple=True, required=True, help="New target average budget (repeatable).")
 @click.option("--min-budget", default=1, show_default=True, help="No budget goes below this (nor below the tokens the scorer always keeps).")
-@click.option("--rule", type=click.Choice(["proportional", "additive", "topup"]), default="proportional", show_default=True,
+@click.option("--rule", type=click.Choice(["proportional", "additive", "topup", "topup-half"]), default="proportional", show_default=True,
               help="proportional: every budget times c'/c (EvolKV); additive: every unit gains c'-c tokens; topup "
-                   "(gates only): the profile as per-head floors, the c'-c extra tokens per unit to the gates' global top-k.")
+                   "(gates only): the profile as per-head floors, the c'-c extra tokens per unit to the gates' global top-k; "
+                   "topup-half: the same with floors at half the profile.")
 @click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: beside ALLOCATION.")
 def expand(allocation, targets, min_budget, rule, out_dir):
     """Carry a profile to larger budgets by EvolKV's proportional rule, the additive one or topup (no new search).
@@ -150,11 +151,11 @@ def expand(allocation, targets, min_budget, rule, out_dir):
     from evolalloc.config.run_folder import allocation_filename
 
     from evolalloc.core.errors import UserError
-    from evolalloc.core.topup import TOPUP, topup_problem
+    from evolalloc.core.topup import TOPUP_RULES, topup_problem
 
     source = load_allocation(allocation)
     floor = max(min_budget, expansion_floor(source, str(allocation)))
-    problem = topup_problem(source.scorer, source.provenance.get("adapter")) if rule == TOPUP else None
+    problem = topup_problem(source.scorer, source.provenance.get("adapter"), rule) if rule in TOPUP_RULES else None
     if problem:
         raise UserError(problem, source=str(allocation), field="--rule")
     paths = []

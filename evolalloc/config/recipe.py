@@ -26,7 +26,7 @@ from evolalloc.registry import UnknownNameError
 
 from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
 from evolalloc.core.errors import UserError
-from evolalloc.core.topup import TOPUP, topup_problem
+from evolalloc.core.topup import TOPUP_RULES, topup_problem
 from evolalloc.core.record_settings import parse_size
 from evolalloc.config.schema import (
     FieldProblem, RecipeData, TRAINABLE_SCORERS, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
@@ -315,8 +315,8 @@ def _check(recipe: Recipe) -> None:
     if space.scorers is not None and recipe.scorer.name not in space.scorers:
         raise FieldProblem("search_space.name", f"search space {recipe.search_space.name!r} only works with scorer "
                                                 f"{' or '.join(space.scorers)}; got scorer.name {recipe.scorer.name!r}")
-    if recipe.budget.expansion_rule == TOPUP:  # the gates' global top-k places the extra tokens
-        problem = topup_problem(recipe.scorer.name, space.adapter)
+    if recipe.budget.expansion_rule in TOPUP_RULES:  # the gates' global top-k places the extra tokens
+        problem = topup_problem(recipe.scorer.name, space.adapter, recipe.budget.expansion_rule)
         if problem:
             raise FieldProblem("budget.expansion_rule", problem)
     if recipe.search_space.floor_fraction is not None and "floor_fraction" not in space.params:

@@ -210,7 +210,8 @@ class BudgetSection:
     expansion_rule: str = _rule(
         "proportional", choices=EXPANSION_CHOICES,
         help="proportional (EvolKV: every budget times c'/c), additive (every unit gains c'-c tokens), topup (gates "
-             "only: the profile as per-head floors, the extra tokens to the gates' global top-k per input) or search "
+             "only: the profile as per-head floors, the extra tokens to the gates' global top-k per input), topup-half (the "
+             "same with floors at half the profile) or search "
              "(each applicable rule scored on the search split at c', the best one shipped; held-out data is never used)")
     curve: CurveSection | None = _rule(None, help="a profile for every budget of a grid from low*c to high*c, searched "
                                                   "at anchors and monotone per unit (replaces expansions); null = off")

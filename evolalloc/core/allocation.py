@@ -20,13 +20,13 @@ import numpy as np
 from evolalloc import __version__
 from evolalloc.core.methods import methods
 from evolalloc.core.geometry import ModelGeometry
-from evolalloc.core.topup import TOPUP, topup_provenance
+from evolalloc.core.topup import TOPUP, TOPUP_HALF, TOPUP_RULES, topup_provenance
 from searchspaces.completion import complete_budgets
 
 __all__ = ["Allocation", "complete_budgets", "FORMAT", "FORMAT_VERSION", "GRANULARITIES"]
 
 FORMAT = "evolalloc.allocation"
-EXPANSION_RULES = ("proportional", "additive", TOPUP)  # how expand() carries a profile to a new budget
+EXPANSION_RULES = ("proportional", "additive", TOPUP, TOPUP_HALF)  # how expand() carries a profile to a new budget
 FORMAT_VERSION = 1
 GRANULARITIES = ("layer", "head")
 
@@ -135,7 +135,7 @@ class Allocation:
         if rule == "additive":
             # Every unit gains the same number of tokens; completion then only fixes rounding.
             units = np.maximum(units + round(target - self.target), 0)
-        elif rule not in ("proportional", TOPUP):  # topup's budgets are the proportional ones (core/topup.py)
+        elif rule != "proportional" and rule not in TOPUP_RULES:  # a top-up's budgets are the proportional ones
             raise ValueError(f"unknown expansion rule {rule!r}; choose from {', '.join(EXPANSION_RULES)}")
         out = complete_budgets(units, total, min_budget)
         return np.repeat(out[:, None], heads, axis=1) if self.granularity == "layer" else out.reshape(layers, heads)
@@ -153,7 +153,8 @@ class Allocation:
         searched *differences* between units are kept and the new memory is spread evenly (a
         unit the search starved at ``c`` is not kept starved at ``4c``); ``topup`` (gates only,
         ``core/topup.py``) keeps the profile as per-head floors and gives the extra ``(c' - c) * L * H``
-        entries to the gates' global top-k per input (adapter ``gate_floors``). Either way the total is
+        entries to the gates' global top-k per input (adapter ``gate_floors``); ``topup-half`` the same
+        with floors at half the profile. Either way the total is
         completed to exactly ``c'`` per unit and no budget decreases. Scores in ``provenance``
         still describe the search at the old target, recorded as ``expanded_from_target``.
 
@@ -185,6 +186,6 @@ class Allocation:
         if not (math.isfinite(target) and target > 0) or target * self.budgets.size > MAX_TOTAL:
             raise ValueError(f"target must be a positive number of at most {MAX_TOTAL} tokens in all, got {target!r}")
         provenance = dict(self.provenance, expanded_from_target=self.target, expansion_rule=rule)
-        if rule == TOPUP:
-            provenance.update(topup_provenance(self, target))
+        if rule in TOPUP_RULES:
+            provenance.update(topup_provenance(self, target, rule))
         return replace(self, target=float(target), budgets=self._rescaled(target, min_budget, rule), provenance=provenance)

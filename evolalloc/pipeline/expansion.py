@@ -16,13 +16,18 @@ never looked at: the choice is made before ``compare``.
 from __future__ import annotations
 
 from evolalloc.core.allocation import EXPANSION_RULES, Allocation
-from evolalloc.core.topup import TOPUP, topup_problem
+from evolalloc.core.topup import TOPUP, TOPUP_HALF, topup_problem
+
+
+#: What rule ``search`` chooses from. ``topup-half`` (added later, chosen for one task on its search
+#: split) is not among them, so a ``search`` run picks what it picked before the rule existed.
+SEARCHED_RULES = tuple(r for r in EXPANSION_RULES if r != TOPUP_HALF)
 
 
 def candidate_rules(evolved: Allocation) -> tuple[str, ...]:
     """The rules rule ``search`` tries for ``evolved``: ``topup`` only where it applies (gates)."""
     admits_topup = topup_problem(evolved.scorer, evolved.provenance.get("adapter")) is None
-    return tuple(r for r in EXPANSION_RULES if r != TOPUP or admits_topup)
+    return tuple(r for r in SEARCHED_RULES if r != TOPUP or admits_topup)
 
 
 def expand_profile(evolved: Allocation, budgets, rule: str, min_budget: int, search_evaluator=None,
@@ -40,7 +45,7 @@ def expand_profile(evolved: Allocation, budgets, rule: str, min_budget: int, sea
         return {float(b): evolved.expand(b, min_budget=min_budget, rule=rule) for b in budgets}
     if search_evaluator is None:
         raise ValueError("expansion rule 'search' needs the search split's evaluator")
-    rules = candidate_rules(evolved) if evaluator_for is not None else tuple(r for r in EXPANSION_RULES if r != TOPUP)
+    rules = candidate_rules(evolved) if evaluator_for is not None else tuple(r for r in SEARCHED_RULES if r != TOPUP)
     static = [r for r in rules if r != TOPUP]  # the profile's own scorer: one batch
     out = {}
     for budget in map(float, budgets):

@@ -49,14 +49,15 @@ def test_a_topup_expansion_ships_its_floors_and_the_file_reproduces_its_score(ho
         assert f"mean {row['score']['mean']:.3f}" in scored.stdout
 
 
-def test_topup_for_a_scorer_without_calibrated_scores_is_one_line_naming_the_field(home, tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("rule", ["topup", "topup-half"])
+def test_topup_for_a_scorer_without_calibrated_scores_is_one_line_naming_the_field(home, tiny_model_dir, tmp_path, rule):
     changes = {"scorer": {"name": "snapkv"}, "baselines": ["uniform"]}
     with pytest.raises(UserError) as caught:
-        topup_recipe(tiny_model_dir, **changes)
-    assert caught.value.field == "budget.expansion_rule" and "gates" in str(caught.value)
+        topup_recipe(tiny_model_dir, rule=rule, **changes)
+    assert caught.value.field == "budget.expansion_rule" and "gates" in str(caught.value) and rule in str(caught.value)
     path = tmp_path / "r.yaml"
     data = topup_recipe(tiny_model_dir, rule="proportional", **changes).to_dict()
-    data["budget"]["expansion_rule"] = "topup"
+    data["budget"]["expansion_rule"] = rule
     path.write_text(yaml.safe_dump(data))
     refused = run_cli("search", str(path), "--runs-dir", str(tmp_path / "runs"))
     assert refused.code == 2 and len(refused.error_lines) == 1 and "budget.expansion_rule" in refused.stderr
@@ -76,3 +77,20 @@ def test_expand_topup_refuses_a_snapkv_profile_in_one_line(tmp_path):
     refused = run_cli("expand", str(path), "--to", "40", "--rule", "topup")
     assert refused.code == 2 and len(refused.error_lines) == 1 and "--rule" in refused.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
+
+
+def test_expand_topup_half_writes_half_floors_for_a_gates_profile(tmp_path):
+    import numpy as np
+
+    from evolalloc.core.allocation import Allocation
+    from evolalloc.core.allocation_file import save_allocation
+    from evolalloc.core.geometry import ModelGeometry
+
+    geometry = ModelGeometry(num_layers=2, num_query_heads=2, num_kv_heads=1, head_dim=8, max_positions=512)
+    path = save_allocation(Allocation(model="m", geometry=geometry, scorer="gates", target=40.0,
+                                      budgets=np.array([[30], [50]]), provenance={"method": "evolved"}), tmp_path / "a.json")
+    done = run_cli("expand", str(path), "--to", "64", "--rule", "topup-half")
+    assert done.code == 0, done.stderr
+    expanded = load_allocation(tmp_path / "allocation-c64.json")
+    assert allocation_adapter(expanded) == ("gate_floors", {"floor_fraction": 40 / 128})
+    assert expanded.provenance["expansion_rule"] == "topup-half" and expanded.total == 128

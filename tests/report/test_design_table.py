@@ -107,3 +107,33 @@ def test_versus_gives_a_second_verdict_against_only_the_named_rows(tmp_path):
     assert "goal not met" in verdict_line(out, "48")  # the unsearched blend is as good as the searched one
     line = next(line for line in out.splitlines() if "verdict c = 48 vs uniform, gates:" in line)
     assert "floors beats uniform, gates" in line and "in 3/3 seeds" in line and "goal met" in line
+
+
+def not_worse_line(out: str, budget: str) -> str:
+    return next(line for line in out.splitlines() if f"not worse c = {budget}:" in line)
+
+
+def test_not_worse_fails_a_seed_significantly_below_a_row_and_holds_for_ties(tmp_path):
+    # 40 prompts: global gates solve 36; seed 1 solves only 26 of them (10 losses, no wins: one-sided p < 0.05);
+    # seeds 0 and 2 solve 35 (one loss: not significant). At 40 there is no not-worse line unless asked.
+    scores = write(tmp_path / "scores.json", {
+        "uniform": {48.0: solved(20), 40.0: solved(20)}, "gates": {48.0: solved(36), 40.0: solved(20)},
+        "evo-s0": {48.0: solved(35), 40.0: solved(30)}, "evo-s1": {48.0: solved(26), 40.0: solved(30)},
+        "evo-s2": {48.0: solved(35), 40.0: solved(30)},
+    })
+    out = table("--scores", str(scores), "--not-worse", "48").stdout
+    line = not_worse_line(out, "48")
+    assert "evo not significantly worse than uniform, gates" in line and "in 2/3 seeds" in line
+    assert "lowest: s1 vs gates -0.250" in line and line.endswith(": fails")
+    assert "not worse c = 40" not in out
+    ties = write(tmp_path / "ties.json", {
+        "gates": {48.0: solved(36)}, "evo-s0": {48.0: solved(35)}, "evo-s1": {48.0: solved(36)}, "evo-s2": {48.0: solved(37)},
+    })
+    line = not_worse_line(table("--scores", str(ties), "--not-worse", "48").stdout, "48")
+    assert line.endswith("in 3/3 seeds (lowest: s0 vs gates -0.025, one-sided p 0.159): holds")
+
+
+def test_not_worse_with_a_malformed_budget_list_is_one_line_and_exit_2(tmp_path):
+    scores = write(tmp_path / "scores.json", {"gates": {48.0: solved(36)}, "evo-s0": {48.0: solved(35)}})
+    done = table("--scores", str(scores), "--not-worse", "forty")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--not-worse" in done.stderr
