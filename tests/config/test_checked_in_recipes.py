@@ -28,3 +28,14 @@ def test_a_checked_in_recipe_loads_and_its_task_builds(path):
     for entry in [*recipe.task_entries, *((train.tasks or []) if train is not None else [])]:  # the training mixture too
         task = fitness.get_task(entry.name, **entry.params)
         assert task.name == entry.name
+
+
+def test_the_kamradt_design_recipe_reuses_the_word_answer_gates_whose_mixture_never_shows_its_needle():
+    kamradt, word = load_recipe(RUNS / "design_kamradt_evolved.yaml"), load_recipe(RUNS / "design_word_answer.yaml")
+    # The same scorer section is the same trained-gates cache entry: no retraining for this table.
+    assert kamradt.scorer == word.scorer
+    (entry,) = kamradt.task_entries
+    needle = fitness.get_task(entry.name, **entry.params).needle
+    mixture = [fitness.get_task(t.name, **t.params) for t in kamradt.scorer.train.tasks]
+    kamradt_like = [t for t in mixture if t.name == "niah"]
+    assert kamradt_like and all(t.needle != needle for t in kamradt_like)

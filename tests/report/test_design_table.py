@@ -137,3 +137,27 @@ def test_not_worse_with_a_malformed_budget_list_is_one_line_and_exit_2(tmp_path)
     scores = write(tmp_path / "scores.json", {"gates": {48.0: solved(36)}, "evo-s0": {48.0: solved(35)}})
     done = table("--scores", str(scores), "--not-worse", "forty")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--not-worse" in done.stderr
+
+def recalled(thirds: list[int]) -> dict[str, float]:
+    """Keyword recall of a three-keyword needle (Kamradt's): instance i recalled ``thirds[i]`` of 3."""
+    return {u: thirds[i] / 3 for i, u in enumerate(UIDS)}
+
+
+def test_fractional_keyword_recall_scores_keep_their_thirds_in_means_and_paired_tests(tmp_path):
+    # 20 instances at 1/3 and 20 at 2/3 for uniform; the searched seeds recall one keyword more on
+    # the first 20 (1/3 -> 2/3): +1/6 on average, paired on every instance, never a 0/1 score.
+    base = [1] * 20 + [2] * 20
+    better = [2] * 20 + [2] * 20
+    scores = write(tmp_path / "scores.json", {
+        "full": {40.0: recalled([3] * 40)}, "uniform": {40.0: recalled(base)},
+        "evolved-gates-s0": {40.0: recalled(better)}, "evolved-gates-s1": {40.0: recalled(better)},
+        "evolved-gates-s2": {40.0: recalled(base)},
+    })
+    done = table("--scores", str(scores))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "uniform" in out and "0.500" in out                   # (20/3 + 40/3) / 40
+    assert "evolved-gates s0 - uniform: +0.167" in out and "evolved-gates s2 - uniform: +0.000" in out
+    assert "evolved-gates pooled - uniform: +0.111" in out       # (1/3 + 1/3 + 0) / 3 on half the instances
+    line = verdict_line(out, "40")
+    assert "in 2/3 seeds" in line and "weakest: s2 vs uniform +0.000, p 1" in line and "goal not met" in line
