@@ -26,8 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from evolalloc.config.recipe import load_recipe
-from evolalloc.config.run_folder import RECIPE_FILE, load_run_recipe
-from evolalloc.core.allocation_file import load_allocation
+from evolalloc.config.run_folder import RECIPE_FILE, load_run_recipe, searched_profile
 from evolalloc.core.errors import UserError
 
 SEARCH = "search"
@@ -75,12 +74,7 @@ def score(runs: list[Path], budgets: list[float], search_n: int, work: Path, ove
     overrides = [*overrides, f"task.search.n={search_n}", "task.search.curate.full_cache_solves=false",
                  "task.search.curate.draw=null"]
     recipe = load_recipe(runs[0] / RECIPE_FILE, overrides, check_names=False)
-    profiles = {}
-    for run in runs:
-        files = sorted(run.glob("allocation-c*.json"))
-        if not files:
-            raise UserError("no allocation-c*.json: not a finished run folder", source=str(run), field="runs")
-        profiles[run.name] = min((load_allocation(p) for p in files), key=lambda a: a.target)
+    profiles = {run.name: searched_profile(run) for run in runs}
     work.mkdir(parents=True, exist_ok=True)
     out: dict = {}
     with Experiment(recipe, progress=False, bounded=False, curation_file=work / "curation.json") as experiment:

@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 
 from evolalloc.config.recipe import load_recipe
-from evolalloc.config.run_folder import CURATION_FILE, RECIPE_FILE, allocation_filename, load_run_recipe
-from evolalloc.core.allocation_file import load_allocation, save_allocation
+from evolalloc.config.run_folder import CURATION_FILE, RECIPE_FILE, allocation_filename, load_run_recipe, searched_profile
+from evolalloc.core.allocation_file import save_allocation
 from evolalloc.core.errors import UserError
 from evolalloc.pipeline.expansion import candidate_rules, expand_profile
 
@@ -55,14 +55,6 @@ def main(argv=None) -> int:
         args.out.write_text(json.dumps(scores, indent=2) + "\n")
         print(f"wrote {args.out}")
     return 0
-
-
-def searched_profile(run: Path):
-    """The profile a run searched (its smallest budget; the others are its expansions)."""
-    files = sorted(run.glob("allocation-c*.json"))
-    if not files:
-        raise UserError("no allocation-c*.json: not a finished run folder", source=str(run), field="runs")
-    return min((load_allocation(p) for p in files), key=lambda a: a.target)
 
 
 def score(runs: list[Path], budgets: list[float], overrides: list[str], ship: Path | None) -> dict:
