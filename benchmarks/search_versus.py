@@ -81,7 +81,8 @@ def main(argv=None) -> int:
 def run(args) -> int:
     from evolalloc.config.run_folder import CURATION_FILE, create_run_folder, load_run_recipe
     from evolalloc.pipeline.experiment import Experiment
-    from evolalloc.pipeline.run import HELDOUT, _OnFirstUse, finish, quiet_optuna, run_finished, search_config
+    from evolalloc.pipeline.run import (HELDOUT, _OnFirstUse, evolved_allocation, finish, quiet_optuna, run_finished,
+                                        search_config, ship)
     from evolalloc.search import resume_search, run_search
 
     progress = not args.no_progress
@@ -114,12 +115,20 @@ def run(args) -> int:
                   f"best search fitness {result.best_fitness}", flush=True)
         if args.held_in:
             return held_in(args, searched, experiment)
-        if searched and not base.multi_task:
-            experiment.records(HELDOUT)  # the shared held-out prefill, outside every run's own time
+        # Every run ships before any finish(): finish() releases the search records, and rule `search`
+        # scores each run's expansions on them (else each later run would prefill the split again).
+        shipped = []
         for run_dir, recipe, result, config, seconds in searched:
             started = time.perf_counter()
-            # The report's wall time: this run's search plus its own comparison, not the shared prefill.
-            finish(run_dir, recipe, experiment, result, config, started - seconds)
+            profiles = ship(run_dir, recipe, experiment, evolved_allocation(recipe, experiment, result, config), config,
+                            progress)
+            shipped.append((run_dir, recipe, result, config, seconds + time.perf_counter() - started, profiles))
+        if searched and not base.multi_task:
+            experiment.records(HELDOUT)  # the shared held-out prefill, outside every run's own time
+        for run_dir, recipe, result, config, seconds, profiles in shipped:
+            started = time.perf_counter()
+            # The report's wall time: this run's search and shipping plus its own comparison, not the shared prefill.
+            finish(run_dir, recipe, experiment, result, config, started - seconds, profiles=profiles, progress=progress)
             timings[run_dir.name] = (len(result.history), seconds + time.perf_counter() - started)
     for name, (evaluations, seconds) in timings.items():
         print(f"{name}: {evaluations} evaluations, {seconds:.0f} s (search + held-out comparison, busy machine)")

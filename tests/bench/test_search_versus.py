@@ -68,3 +68,33 @@ def test_held_in_scores_each_profile_on_other_search_instances_without_a_held_ou
     assert finished.returncode == 0, finished.stderr
     assert (runs / "h-cma-s0" / "comparison.json").exists() and (runs / "h-random-s0" / "report.md").exists()
     assert "h-cma-s0: 8 evaluations (0 new)" in finished.stdout  # 2 groups x 1 generation x 4, the same trials
+
+
+def test_rule_search_expansions_are_scored_on_one_search_prefill_for_every_run(tmp_path, tiny_model_dir, monkeypatch):
+    """Each run's expansions are chosen on the search split (rule ``search``), and the split is
+    prefilled once for all runs: not again after the first run's ``finish`` released it."""
+    from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.pipeline.experiment import Experiment
+    from tests.report.test_design_scores import benchmark_script
+
+    prefilled = []
+    original = Experiment.records
+
+    def counting(self, split):
+        if split not in self._records:
+            prefilled.append(split)
+        return original(self, split)
+
+    monkeypatch.setattr(Experiment, "records", counting)
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": [32], "expansion_rule": "search"},
+                         baselines=[])
+    runs = tmp_path / "runs"
+    code = benchmark_script("search_versus").main([str(recipe), "--runs-dir", str(runs), "--prefix", "x", "--seeds", "0", "1",
+                                                   "--no-progress", "--set", "optimizer.generations_per_group=1",
+                                                   "--variant", "random", "optimizer.name=random"])
+    assert code == 0
+    assert prefilled.count("search") == 1 and prefilled.count("heldout") == 1
+    for seed in (0, 1):
+        shipped = load_allocation(runs / f"x-random-s{seed}" / "allocation-c32.json")
+        assert set(shipped.provenance["expansion_search_scores"]) == {"proportional", "additive"}
+        assert (runs / f"x-random-s{seed}" / "comparison.json").exists()

@@ -39,3 +39,14 @@ def test_the_kamradt_design_recipe_reuses_the_word_answer_gates_whose_mixture_ne
     mixture = [fitness.get_task(t.name, **t.params) for t in kamradt.scorer.train.tasks]
     kamradt_like = [t for t in mixture if t.name == "niah"]
     assert kamradt_like and all(t.needle != needle for t in kamradt_like)
+
+
+def test_the_evolved_word_recipe_searches_budgets_over_the_answer_trained_gates_it_does_not_retrain():
+    """design_word_evolved differs from design_word_answer only in what is searched and how it is
+    carried: same task and scorer section (so the cached checkpoint is re-used), static per-layer
+    budgets in one group of 30, CMA-ES 6 x 4, expansions chosen on the search split."""
+    evolved, answer = load_recipe(RUNS / "design_word_evolved.yaml"), load_recipe(RUNS / "design_word_answer.yaml")
+    assert evolved.scorer == answer.scorer and evolved.task_entries == answer.task_entries
+    assert (evolved.search_space.name, evolved.search_space.group_size) == ("layer_groups", 30)
+    assert (evolved.optimizer.name, evolved.optimizer.popsize, evolved.optimizer.generations_per_group) == ("cma", 6, 4)
+    assert (evolved.budget.target, evolved.budget.expansions, evolved.budget.expansion_rule) == (40, [48, 64], "search")
