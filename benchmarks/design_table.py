@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from evolalloc.config.run_folder import COMPARISON_FILE
+from evolalloc.core.budget_list import parse_budgets
 from evolalloc.core.errors import UserError
 from evolalloc.report.comparison import load_instance_scores
 from evolalloc.report.stats import Interval, PairedTest, align, bootstrap_mean, paired_test
@@ -244,17 +245,6 @@ def render(tables: dict[str, list[Row]], *, margin: float, alpha: float, seed: i
     return "\n".join(lines)
 
 
-def _budgets(text: str) -> list[float]:
-    """``"48,64"`` as budgets; ``UserError`` naming the option for anything else."""
-    try:
-        budgets = [float(b) for b in text.split(",") if b.strip()]
-    except ValueError:
-        budgets = []
-    if not budgets:
-        raise UserError(f"expected budgets such as 48,64, got {text!r}", field="--not-worse")
-    return budgets
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scores", type=Path, action="append", default=[], help="a comparison file whose methods are the rows")
@@ -279,7 +269,7 @@ def main(argv=None) -> int:
         for task, rows in rows_from_specs(args.fixed, args.searched).items():
             tables.setdefault(task, []).extend(rows)
         versus = [v.strip() for v in args.versus.split(",") if v.strip()] if args.versus else None
-        not_worse = _budgets(args.not_worse) if args.not_worse else None
+        not_worse = parse_budgets(args.not_worse, "--not-worse") if args.not_worse else None
         print(render(tables, margin=args.margin, alpha=args.alpha, seed=args.seed, versus=versus, not_worse=not_worse))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

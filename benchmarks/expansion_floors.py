@@ -27,6 +27,7 @@ from pathlib import Path
 
 from evolalloc.config.recipe import load_recipe
 from evolalloc.config.run_folder import RECIPE_FILE, load_run_recipe, searched_profile
+from evolalloc.core.budget_list import parse_budgets
 from evolalloc.core.errors import UserError
 
 SEARCH = "search"
@@ -47,15 +48,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="JSON file of every score")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override (engine.*)")
     args = parser.parse_args(argv)
-    try:
-        budgets = [float(b) for b in args.budgets.split(",") if b.strip()]
-    except ValueError:
-        print(f"error: --budgets: expected numbers such as 48,64, got {args.budgets!r}", file=sys.stderr)
-        return 2
     if args.search_n < 1:
         print(f"error: --search-n: expected a positive count, got {args.search_n}", file=sys.stderr)
         return 2
     try:
+        budgets = parse_budgets(args.budgets, "--budgets")
         scores = score(args.runs, budgets, args.search_n, args.work, args.set)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

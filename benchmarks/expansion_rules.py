@@ -27,6 +27,7 @@ from pathlib import Path
 from evolalloc.config.recipe import load_recipe
 from evolalloc.config.run_folder import CURATION_FILE, RECIPE_FILE, allocation_filename, load_run_recipe, searched_profile
 from evolalloc.core.allocation_file import save_allocation
+from evolalloc.core.budget_list import parse_budgets
 from evolalloc.core.errors import UserError
 from evolalloc.pipeline.expansion import candidate_rules, expand_profile
 
@@ -42,11 +43,7 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override (engine.* only)")
     args = parser.parse_args(argv)
     try:
-        budgets = [float(b) for b in args.budgets.split(",") if b.strip()]
-    except ValueError:
-        print(f"error: --budgets: expected numbers such as 48,64, got {args.budgets!r}", file=sys.stderr)
-        return 2
-    try:
+        budgets = parse_budgets(args.budgets, "--budgets")
         scores = score(args.runs, budgets, args.set, args.ship)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
