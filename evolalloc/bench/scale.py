@@ -21,7 +21,7 @@ from dataclasses import asdict, replace
 from typing import Callable, Sequence
 
 from evolalloc.bench.scale_cell import CellResult, CellSettings
-from evolalloc.core.errors import UserError
+from evolalloc.core.budget_list import parse_budgets
 
 MiB = 2**20
 
@@ -29,19 +29,7 @@ MiB = 2**20
 def parse_sizes(text: str, option: str) -> tuple[int, ...]:
     """``"1000,2000"`` -> ``(1000, 2000)``; anything but positive whole numbers is a ``UserError``
     naming ``option``. An empty text is an empty sweep."""
-    sizes = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            value = int(part)
-        except ValueError:
-            raise UserError(f"must be positive whole numbers separated by commas; got {text!r}", field=option) from None
-        if value < 1:
-            raise UserError(f"must be positive whole numbers separated by commas; got {value} in {text!r}", field=option)
-        sizes.append(value)
-    return tuple(sizes)
+    return tuple(parse_budgets(text, option, whole=True, allow_empty=True))
 
 
 def run_cell(settings: CellSettings) -> CellResult:

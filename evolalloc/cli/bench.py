@@ -151,9 +151,7 @@ def bench_scale_cmd(model_spec, task_name, scorer_name, contexts, instances, cou
     context_sizes = parse_sizes(contexts, "--contexts")
     count_sizes = parse_sizes(counts, "--counts")
     targets = parse_sizes(extrapolate_to, "--extrapolate")
-    budget_sizes = parse_sizes(budgets, "--budgets")
-    if not budget_sizes:
-        raise UserError("needs at least one budget", field="--budgets")
+    budget_sizes = tuple(_parse_budgets(budgets))
     if not (context_sizes or count_sizes):
         raise UserError("nothing to measure: give --contexts or --counts", field="--contexts")
     try:
@@ -207,13 +205,7 @@ def _echo_lines(result) -> None:
 
 
 def _parse_budgets(text: str) -> list[int]:
-    """``--budgets 64,128``: whole numbers >= 1, at least one; anything else is a ``UserError``."""
-    from evolalloc.core.errors import UserError
+    """``--budgets 64,128``: positive whole numbers, at least one; anything else is a ``UserError``."""
+    from evolalloc.core.budget_list import parse_budgets
 
-    try:
-        values = [int(b) for b in text.split(",") if b.strip()]
-    except ValueError:
-        raise UserError(f"must be whole numbers separated by commas; got {text!r}", field="--budgets") from None
-    if not values or min(values) < 1:
-        raise UserError(f"must list at least one budget >= 1; got {text!r}", field="--budgets")
-    return values
+    return parse_budgets(text, "--budgets", whole=True)

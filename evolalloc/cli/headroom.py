@@ -25,12 +25,10 @@ def bench_headroom_cmd(recipe, scorers, budgets, floors, overrides, progress):
     from evolalloc.config.recipe import load_recipe
     from evolalloc.pipeline.headroom import measure_headroom
 
+    from evolalloc.core.budget_list import parse_budgets
     from evolalloc.core.errors import UserError
 
-    try:
-        grid = sorted({int(b) for b in budgets.split(",") if b.strip()})
-    except ValueError:
-        raise UserError(f"must be whole numbers separated by commas; got {budgets!r}", field="--budgets") from None
+    grid = sorted(set(parse_budgets(budgets, "--budgets", whole=True)))
     try:
         fractions = [float(f) for f in floors.split(",") if f.strip()]
     except ValueError:

@@ -177,12 +177,9 @@ def _export_formats() -> list[str]:
 
 
 def _targets(_ctx, _param, value):
-    if value is None:
-        return None
-    try:
-        return [float(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}") from None
+    from evolalloc.core.budget_list import parse_budgets
+
+    return None if value is None else parse_budgets(value, "--targets")
 
 
 def expansion_floor(source, where: str) -> int:

@@ -126,3 +126,6 @@ def test_the_cli_lists_the_registry_and_prints_one_line_errors(tmp_path):
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "scorer 'snapkv'" in refused.stderr
     written = run("--format", "curve", "--targets", "128,256", "-o", str(tmp_path / "c.npy"))
     assert written.returncode == 0 and np.load(tmp_path / "c.npy").shape == (2, 4, 2)
+    bad_targets = run("--format", "curve", "--targets", "128,-5", "-o", str(tmp_path / "d.npy"))
+    assert bad_targets.returncode == 2 and bad_targets.stderr.count("\n") == 1 and "--targets" in bad_targets.stderr
+    assert not (tmp_path / "d.npy").exists()
