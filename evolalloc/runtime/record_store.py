@@ -7,7 +7,8 @@ receives it in its spec); ``RecordKeeper`` applies it record by record as they a
 2. store K/V in ``dtype`` (``engine.record_dtype``; the model still computes in its own);
 3. place it: on the model's device while the records fit ``memory`` bytes; beyond that, a GPU
    model's records go to pinned host memory (gathered there and copied to the device per
-   batch), a CPU model's are written to ``spill_dir`` (a temporary folder if ``None``) as
+   batch), a CPU model's are written to ``spill_dir`` (a temporary folder if ``None``, named
+   after the process: a killed process's folder is removed by the next one) as
    safetensors (``runtime/spill.py``) and memory-mapped per batch;
 4. on a later run over the same folder (``resume``), a spilled record whose content key
    matches is re-used instead of prefilled; a foreign or corrupt file is rebuilt. A record
@@ -27,6 +28,7 @@ import torch
 
 from evolalloc.runtime.bounded import bound_record
 from evolalloc.runtime.prefill import PrefillRecord
+from evolalloc.runtime.stale_spills import temporary_folder
 from evolalloc.runtime.spill import MappedLayers, content_key, open_spilled, release, write_spilled
 
 
@@ -68,7 +70,7 @@ class RecordKeeper:
         if self.policy.spill_dir is not None:
             return Path(self.policy.spill_dir)
         if self._temporary is None:
-            self._temporary = tempfile.TemporaryDirectory(prefix="evolalloc-records-")
+            self._temporary = temporary_folder()  # and removes those of killed processes
         return Path(self._temporary.name)
 
     def key(self, prompt_ids, question_ids, scorer_keys, bound: int | None) -> str:
