@@ -13,7 +13,8 @@ Rows written (``comparison.json`` format, per-instance scores under ``"instances
 budget of the runs' profiles:
 
 - ``full``: the uncompressed cache (the same scores repeated at each budget, for pairing);
-- ``uniform``, ``pyramid``: SnapKV's rankings (kernel 7, window 32), EvolKV's baselines;
+- ``uniform``, ``pyramid``: SnapKV's rankings (kernel 7, window 32), EvolKV's baselines (pyramid
+  only at budgets above the 32-token window it builds on);
 - ``uniform-gates``: uniform budgets over the trained gates' per-head rankings;
 - ``gates``: the gates' one global top-k (the same checkpoint);
 - ``uniform-floors`` (with ``--floors F``): the floors blend over uniform budgets, unsearched: every
@@ -128,8 +129,16 @@ def score(args):
 
         rows: dict[str, dict[float, object]] = {
             "uniform": {b: snapkv_row("uniform", b) for b in budgets},
-            "pyramid": {b: snapkv_row("pyramid", b) for b in budgets},
+            # The pyramid spreads what lies above SnapKV's always-kept window: at c <= that window it
+            # does not exist (a missing cell in the table, not a zero).
+            "pyramid": {b: snapkv_row("pyramid", b) for b in budgets if b > snapkv.always_kept},
         }
+        skipped = [b for b in budgets if b <= snapkv.always_kept]
+        if skipped:
+            print(f"pyramid: not scored at c = {', '.join(f'{b:g}' for b in skipped)} (SnapKV always keeps "
+                  f"{snapkv.always_kept} tokens per head)", flush=True)
+        if not rows["pyramid"]:
+            del rows["pyramid"]
         if gates_params is not None:
             rows["uniform-gates"] = {b: experiment.baseline("uniform", b) for b in budgets}
             rows["gates"] = {b: experiment.baseline("gates", b) for b in budgets}

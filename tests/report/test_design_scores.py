@@ -66,3 +66,27 @@ def test_the_uniform_floors_row_needs_the_gates_it_reads(tmp_path, tiny_model_di
     err = capsys.readouterr().err
     assert code == 2 and "--floors" in err and "--gates-from" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o.json").exists()
+
+
+def test_at_snapkvs_window_the_pyramid_cell_is_left_empty_not_refused(tmp_path, tiny_model_dir, capsys):
+    """c = 32 is SnapKV's whole window: uniform SnapKV exists there (the window only), the pyramid
+    above the window does not; the run's other budget still gets every row."""
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.core.allocation_file import save_allocation
+    from evolalloc.core.baselines import make_baseline
+    from evolalloc.pipeline.experiment import Experiment
+
+    recipe_path = tiny_recipe(tmp_path, tiny_model_dir)
+    with Experiment(load_recipe(recipe_path), progress=False) as experiment:
+        geometry = experiment.geometry
+    run = tmp_path / "run-s0"
+    run.mkdir()
+    for budget in (32, 40):
+        same = make_baseline("uniform").allocation(geometry, budget, model="tiny", scorer="snapkv", scorer_params={}, reserved=32)
+        save_allocation(same, run / f"allocation-c{budget}.json")
+    out = tmp_path / "scores.json"
+    assert script().main([str(recipe_path), "--run", f"copy-s0={run}", "--out", str(out)]) == 0
+    assert "pyramid: not scored at c = 32" in capsys.readouterr().out
+    (scores,) = load_instance_scores(out).values()
+    assert set(scores["pyramid"]) == {40.0} and set(scores["uniform"]) == set(scores["copy-s0"]) == {32.0, 40.0}
+    assert scores["copy-s0"] == scores["uniform"]
