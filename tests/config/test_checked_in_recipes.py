@@ -50,3 +50,18 @@ def test_the_evolved_word_recipe_searches_budgets_over_the_answer_trained_gates_
     assert (evolved.search_space.name, evolved.search_space.group_size) == ("layer_groups", 30)
     assert (evolved.optimizer.name, evolved.optimizer.popsize, evolved.optimizer.generations_per_group) == ("cma", 6, 4)
     assert (evolved.budget.target, evolved.budget.expansions, evolved.budget.expansion_rule) == (40, [48, 64], "search")
+
+
+def test_the_multikey_word_recipe_reuses_the_query_aware_gates_whose_mixture_lacks_its_task():
+    """design_mkword_evolved searches static per-layer budgets over the query-aware gates of
+    design_number_hybrid (same scorer section: the cached checkpoint, no retraining) on the multi-key
+    common-word needle, a task their training mixture does not contain."""
+    mkword, number = load_recipe(RUNS / "design_mkword_evolved.yaml"), load_recipe(RUNS / "design_number_hybrid.yaml")
+    assert mkword.scorer == number.scorer
+    (entry,) = mkword.task_entries
+    assert (entry.name, entry.params) == ("niah_multikey", {"needle_type": "word", "haystack": "prose"})
+    mixture = {(t.name, t.params.get("needle_type")) for t in mkword.scorer.train.tasks}
+    assert ("niah_multikey", "word") not in mixture and ("niah_multikey", "uuid") in mixture
+    assert (mkword.search_space.name, mkword.search_space.group_size) == ("layer_groups", 30)
+    assert (mkword.optimizer.name, mkword.optimizer.popsize, mkword.optimizer.generations_per_group) == ("cma", 6, 4)
+    assert (mkword.budget.target, mkword.budget.expansions, mkword.budget.expansion_rule) == (64, [96, 128], "search")
