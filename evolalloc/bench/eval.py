@@ -70,7 +70,13 @@ def random_allocations(n: int, num_layers: int, num_kv_heads: int, target: int, 
     return out
 
 
-def _floor_decode_seconds(model, rows, steps: list[int], batch_size: int, scorer) -> float:
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA kernels run asynchronously; a CPU has none)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def floor_decode_seconds(model, rows, steps: list[int], batch_size: int, scorer) -> float:
     """Stock decode: sdpa attention on a ``DynamicCache`` of the same kept tokens, same steps."""
     from transformers import DynamicCache
 
@@ -89,7 +95,7 @@ def _floor_decode_seconds(model, rows, steps: list[int], batch_size: int, scorer
             for layer, (k, v) in enumerate(zip(evicted.keys, evicted.values)):
                 cache.update(k.clone(), v.clone(), layer)
             tokens = torch.stack([r.first_logits.argmax() for r in records])[:, None]
-            positions = torch.tensor([r.length for r in records])[:, None]
+            positions = torch.tensor([r.length for r in records], device=tokens.device)[:, None]
             remaining = torch.tensor(steps[start : start + batch_size]) - 1  # forwards each row needs
             started = time.perf_counter()
             with torch.no_grad():
@@ -99,11 +105,12 @@ def _floor_decode_seconds(model, rows, steps: list[int], batch_size: int, scorer
                     if len(alive) == 0:
                         break
                     if len(alive) < len(remaining):
-                        cache.batch_select_indices(alive)
-                        tokens, positions, remaining = tokens[alive], positions[alive], remaining[alive]
+                        cache.batch_select_indices(alive.to(tokens.device))
+                        tokens, positions, remaining = tokens[alive.to(tokens.device)], positions[alive.to(tokens.device)], remaining[alive]
                     out = model(input_ids=tokens, position_ids=positions, past_key_values=cache, use_cache=True)
                     tokens = out.logits[:, -1].argmax(dim=-1, keepdim=True)
                     positions, remaining = positions + 1, remaining - 1
+            synchronize(tokens.device)  # a GPU runs ahead of Python: wait for the last forward
             total += time.perf_counter() - started
     finally:
         from evolalloc.runtime.attention import use_evolalloc_attention
@@ -150,7 +157,7 @@ def bench_eval(loaded, *, prompts: int = 8, context_tokens: int = 2000, candidat
         for record, outcome in zip(records, result.instances):
             rows.append((record, budgets))
             steps.append(outcome.generated_tokens)
-    floor = _floor_decode_seconds(loaded.model, rows, steps, batch_size, scorer) / candidates
+    floor = floor_decode_seconds(loaded.model, rows, steps, batch_size, scorer) / candidates
     return EvalBenchResult(
         prompts=prompts,
         prompt_tokens=float(np.mean([r.length for r in records])),

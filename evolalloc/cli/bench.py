@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from evolalloc.cli import main
@@ -32,6 +34,54 @@ def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_ca
     result = bench_eval(loaded, prompts=prompts, context_tokens=context_tokens, candidates=candidates,
                         reprefill_candidates=reprefill_candidates, batch_size=batch_size, seed=seed)
     _echo_lines(result)
+
+
+@bench.command("gpu")
+@click.option("--shape", default="llama-3.1-8b", show_default=True,
+              help="A model shape (random weights): llama-3.1-8b, qwen3-8b, tiny-llama, or a path to a config.json.")
+@click.option("--layers", type=click.IntRange(min=1), default=None, help="Build only the shape's first K layers (a CPU estimate; said loudly).")
+@click.option("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when torch sees one).")
+@click.option("--dtype", type=click.Choice(["bfloat16", "float16", "float32"]), default="bfloat16", show_default=True)
+@click.option("--context", default=8192, show_default=True, type=click.IntRange(min=64), help="Prompt length in tokens.")
+@click.option("--budget", default=512, show_default=True, type=click.IntRange(min=1), help="Mean budget c of the random allocations.")
+@click.option("--prompts", default=4, show_default=True, type=click.IntRange(min=1), help="Prompts prefilled and decoded.")
+@click.option("--candidates", default=8, show_default=True, type=click.IntRange(min=1), help="Random allocations timed on cached records.")
+@click.option("--reprefill-candidates", default=1, show_default=True, type=click.IntRange(min=1), help="Candidates timed with a fresh prefill each (slow).")
+@click.option("--new-tokens", default=16, show_default=True, type=click.IntRange(min=2), help="Tokens decoded per row.")
+@click.option("--batch-size", default=16, show_default=True, type=click.IntRange(min=1), help="Rows decoded per forward.")
+@click.option("--instances", default=100, show_default=True, type=click.IntRange(min=1), help="Search size the candidates-per-hour estimate is for.")
+@click.option("--threads", type=int, default=None, help="torch threads on CPU (default: torch's choice).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the figures here as JSON.")
+@seed_option()
+def bench_gpu_cmd(shape, layers, device, dtype, context, budget, prompts, candidates, reprefill_candidates, new_tokens, batch_size,
+                  instances, threads, json_path, seed):
+    """What a search costs at a real model's shape (random weights) on this device: per candidate on
+    cached records vs re-prefill vs the bare decode floor, prefill speed, record memory."""
+    import json
+
+    import torch
+
+    from evolalloc.bench.gpu import GpuBenchSettings, bench_gpu
+    from evolalloc.bench.gpu_shape import load_shape, random_model
+
+    model_shape = load_shape(shape, layers)
+    if model_shape.truncated:
+        click.echo(model_shape.banner(), err=True)
+    if threads:
+        torch.set_num_threads(threads)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    settings = GpuBenchSettings(context=context, budget=budget, prompts=prompts, candidates=candidates,
+                                reprefill_candidates=reprefill_candidates, new_tokens=new_tokens, batch_size=batch_size,
+                                instances=instances, seed=seed)
+    loaded = random_model(model_shape, device=device, dtype=dtype, seed=seed)
+    try:
+        result = bench_gpu(loaded, model_shape, settings, log=lambda m: click.echo(m, err=True))
+    except ValueError as err:
+        raise UserError(str(err), field="--context") from None
+    _echo_lines(result)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+        click.echo(f"wrote {json_path}")
 
 
 @bench.command("fitness")

@@ -1,0 +1,112 @@
+"""A model of a real shape with random weights: what ``bench gpu`` and ``search --plan`` measure on.
+
+Speed and memory do not depend on the weights, so a config is enough: ``--shape llama-3.1-8b``
+(a file in ``bench/shapes/``) or a path to any HF ``config.json``. The weights are allocated on
+the target device directly (an 8B model in float32 is 32 GB: it must never pass through host
+memory on its way to a GPU), drawn with a fixed seed.
+
+``layers`` keeps only the first ``K`` layers of the shape (a CPU estimate of an 8B shape); every
+figure measured on such a model is for ``K`` layers, and ``ModelShape.truncated`` says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from evolalloc.core.errors import UserError
+
+SHAPES_DIR = Path(__file__).parent / "shapes"
+
+
+def shape_names() -> list[str]:
+    """The shapes shipped in ``bench/shapes/`` (file stems)."""
+    return sorted(path.stem for path in SHAPES_DIR.glob("*.json"))
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A config to build (``config``: the HF config dict) and where it came from."""
+
+    name: str
+    config: dict
+    full_layers: int  # the shape's own layer count (before ``layers`` truncated it)
+
+    @property
+    def layers(self) -> int:
+        return int(self.config["num_hidden_layers"])
+
+    @property
+    def truncated(self) -> bool:
+        return self.layers < self.full_layers
+
+    def banner(self) -> str | None:
+        """The loud line a truncated shape's output carries, or ``None``."""
+        if not self.truncated:
+            return None
+        return (f"!! TRUNCATED: only the first {self.layers} of {self.name}'s {self.full_layers} layers are built; every "
+                f"time and memory figure below is for {self.layers} layers, NOT for the whole model !!")
+
+
+def load_shape(shape: str, layers: int | None = None) -> ModelShape:
+    """``shape``: a name from ``shape_names()`` or a path to a config JSON. ``layers``: keep the first ``K``."""
+    path = SHAPES_DIR / f"{shape}.json"
+    if not path.is_file():
+        path = Path(shape).expanduser()
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise UserError(f"unknown shape {shape!r}: give one of {', '.join(shape_names())} or a config.json path", field="--shape")
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise UserError(f"cannot read the config: {err}", source=str(path)) from None
+    missing = [key for key in ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size") if key not in config]
+    if missing:
+        raise UserError(f"the config lacks {', '.join(missing)}", source=str(path))
+    full = int(config["num_hidden_layers"])
+    if layers is not None:
+        if not 1 <= layers <= full:
+            raise UserError(f"--layers must be between 1 and the shape's {full} layers, got {layers}", field="--layers")
+        config = {**config, "num_hidden_layers": int(layers)}
+    name = path.stem if path.parent == SHAPES_DIR else str(path)
+    return ModelShape(name=name, config=config, full_layers=full)
+
+
+def hf_config(shape: ModelShape):
+    """The transformers config object of ``shape`` (its ``model_type`` picks the class)."""
+    from transformers import AutoConfig
+
+    settings = {k: v for k, v in shape.config.items() if k not in ("model_type", "architectures", "transformers_version")}
+    try:
+        return AutoConfig.for_model(shape.config["model_type"], **settings)
+    except (ValueError, KeyError, TypeError) as err:
+        raise UserError(f"transformers cannot build this config: {err}", source=shape.name) from None
+
+
+def random_model(shape: ModelShape, *, device: str, dtype: str, seed: int = 0):
+    """A ``LoadedModel`` of ``shape`` with random weights drawn with ``seed``, allocated on ``device``
+    in ``dtype``, switched to evolalloc's attention. It has no tokenizer: prompts are token ids."""
+    from transformers import AutoModelForCausalLM
+
+    from evolalloc.runtime.attention import use_evolalloc_attention
+    from evolalloc.runtime.model import DTYPES, LoadedModel, geometry_of
+
+    if dtype not in DTYPES:
+        raise UserError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}", field="--dtype")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"device {device!r} asked for, but torch sees no CUDA device", field="--device")
+    config = hf_config(shape)
+    torch.manual_seed(seed)
+    # Allocated where it will run: the default device makes every parameter born there.
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype]).eval()
+    use_evolalloc_attention(model)
+    return LoadedModel(spec=f"shape:{shape.name}", model=model, tokenizer=None, geometry=geometry_of(config, DTYPES[dtype]))
+
+
+def weight_bytes(model) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
