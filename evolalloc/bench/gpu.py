@@ -160,19 +160,35 @@ def _allocations(settings: GpuBenchSettings, geometry, floor: int) -> list[np.nd
     return [np.minimum(budgets, settings.b_max) for budgets in drawn]
 
 
+SCORER = "snapkv"
+
+
+def check_settings(max_positions: int, settings: GpuBenchSettings) -> None:
+    """Refuse (``UserError``) a context beyond the shape's positions or a budget below what SnapKV
+    always keeps, before any weight is allocated."""
+    from evolalloc.core.errors import UserError
+    from evolalloc.runtime.positions import positions_beyond
+    from evolalloc.runtime.scorers import get_scorer
+
+    if positions_beyond(max_positions, settings.context, answer=settings.new_tokens):
+        raise UserError(f"{settings.context} + {settings.new_tokens} tokens do not fit the shape's {max_positions} positions",
+                        field="--context")
+    floor = get_scorer(SCORER).min_budget
+    if settings.budget < floor:
+        raise UserError(f"c = {settings.budget} is below the {floor} tokens {SCORER} always keeps", field="--budget")
+
+
 def bench_gpu(loaded, shape, settings: GpuBenchSettings, *, log: Callable[[str], None] = lambda m: None) -> GpuBenchResult:
     """Measure (a), (b), (c), prefill speed and record memory on ``loaded`` (``random_model``)."""
     from evolalloc.bench.gpu_shape import weight_bytes
     from evolalloc.runtime.bounded import bound_record
     from evolalloc.runtime.decode import DecodeSettings, generate
-    from evolalloc.runtime.positions import positions_beyond
     from evolalloc.runtime.prefill import prefill
     from evolalloc.runtime.scorers import get_scorer
 
     model, geometry, device = loaded.model, loaded.geometry, loaded.device
-    if positions_beyond(geometry.max_positions, settings.context, answer=settings.new_tokens):
-        raise ValueError(f"{settings.context} + {settings.new_tokens} tokens do not fit the shape's {geometry.max_positions} positions")
-    scorer = get_scorer("snapkv")
+    check_settings(geometry.max_positions, settings)
+    scorer = get_scorer(SCORER)
     decode = DecodeSettings(max_new_tokens=settings.new_tokens)  # no eos ids: every row decodes new_tokens
     prompts = random_prompts(settings.prompts, settings.context, model.config.vocab_size, settings.seed)
     cuda = device.type == "cuda"

@@ -61,7 +61,7 @@ def bench_gpu_cmd(shape, layers, device, dtype, context, budget, prompts, candid
 
     import torch
 
-    from evolalloc.bench.gpu import GpuBenchSettings, bench_gpu
+    from evolalloc.bench.gpu import GpuBenchSettings, bench_gpu, check_settings
     from evolalloc.bench.gpu_shape import load_shape, random_model
 
     model_shape = load_shape(shape, layers)
@@ -73,11 +73,9 @@ def bench_gpu_cmd(shape, layers, device, dtype, context, budget, prompts, candid
     settings = GpuBenchSettings(context=context, budget=budget, prompts=prompts, candidates=candidates,
                                 reprefill_candidates=reprefill_candidates, new_tokens=new_tokens, batch_size=batch_size,
                                 instances=instances, seed=seed)
+    check_settings(int(model_shape.config.get("max_position_embeddings") or 0), settings)  # before any weight exists
     loaded = random_model(model_shape, device=device, dtype=dtype, seed=seed)
-    try:
-        result = bench_gpu(loaded, model_shape, settings, log=lambda m: click.echo(m, err=True))
-    except ValueError as err:
-        raise UserError(str(err), field="--context") from None
+    result = bench_gpu(loaded, model_shape, settings, log=lambda m: click.echo(m, err=True))
     _echo_lines(result)
     if json_path is not None:
         json_path.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
