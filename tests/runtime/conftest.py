@@ -1,6 +1,14 @@
-"""Tiny randomly initialised models (built from configs, no downloads) for fast runtime tests."""
+"""Tiny randomly initialised models (built from configs, no downloads) for fast runtime tests.
+
+``EVOLALLOC_TEST_DEVICE`` (default ``cpu``) and ``EVOLALLOC_TEST_DTYPE`` (default ``float32``) put
+the tiny models and the random prompts on another device or in another precision, so the
+exactness tests run unchanged on a GPU in bfloat16 (``benchmarks/gpu_check.sh``); ``LOGITS_CLOSE``
+is the logit tolerance for that precision (the tokens must still be identical).
+"""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -23,6 +31,13 @@ TINY = dict(
 )
 
 
+DEVICE = torch.device(os.environ.get("EVOLALLOC_TEST_DEVICE", "cpu"))
+DTYPE = getattr(torch, os.environ.get("EVOLALLOC_TEST_DTYPE", "float32"))
+# float32: the paths differ only in summation order. 16-bit: each logit is rounded to ~3 digits on
+# the way out, so two equal computations in a different kernel order differ by a few of its ulps.
+LOGITS_CLOSE = dict(rtol=1e-4, atol=1e-4) if DTYPE == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+
+
 def tiny_model(architecture: str = "llama", attn: str = "evolalloc", seed: int = 0):
     """A 3-layer GQA model (4 query heads, 2 KV heads) with random weights, in eval mode."""
     from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -35,7 +50,7 @@ def tiny_model(architecture: str = "llama", attn: str = "evolalloc", seed: int =
     config_cls, model_cls, extra = classes[architecture]
     torch.manual_seed(seed)
     config = config_cls(**TINY, **extra)
-    model = model_cls(config).eval()
+    model = model_cls(config).to(device=DEVICE, dtype=DTYPE).eval()
     if attn == "evolalloc":
         use_evolalloc_attention(model)
     else:
@@ -55,7 +70,7 @@ def llama_geometry(llama):
 
 def random_prompt(length: int, seed: int = 0, vocab: int = 128) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
-    return torch.randint(3, vocab, (length,), generator=generator)
+    return torch.randint(3, vocab, (length,), generator=generator).to(DEVICE)
 
 
 def every_scorer(checkpoint_dir) -> list:

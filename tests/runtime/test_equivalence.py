@@ -10,7 +10,7 @@ import torch
 from evolalloc.runtime.decode import DecodeSettings, generate
 from evolalloc.runtime.prefill import prefill
 from evolalloc.runtime.scorers import get_scorer
-from tests.runtime.conftest import random_prompt, tiny_model
+from tests.runtime.conftest import LOGITS_CLOSE, random_prompt, tiny_model
 
 
 def reference_generation(model, ids: torch.Tensor, steps: int):
@@ -32,7 +32,7 @@ def test_full_budgets_reproduce_the_stock_model_for_every_scorer(architecture, s
         (gen,) = generate(model, [(record, budgets)], scorer, DecodeSettings(max_new_tokens=8, keep_logits=True))
         assert gen.token_ids == tokens, scorer.name
         for ours, theirs in zip(gen.logits, logits):
-            torch.testing.assert_close(ours, theirs.float(), rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(ours, theirs.float().cpu(), **LOGITS_CLOSE)
 
 
 def test_a_cached_record_decodes_like_prefilling_and_compressing_from_scratch(llama):
@@ -59,7 +59,7 @@ def test_batched_rows_decode_like_one_row_at_a_time(llama):
         (alone,) = generate(llama, [row], scorer, settings)
         assert together.token_ids == alone.token_ids
         for a, b in zip(together.logits, alone.logits):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(a, b, **LOGITS_CLOSE)
 
 
 def test_rows_that_finish_early_leave_the_batch_without_changing_the_others(llama):

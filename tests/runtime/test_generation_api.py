@@ -69,7 +69,7 @@ def test_full_budgets_give_the_tokens_of_transformers_greedy_generate(architectu
     model, stock = tiny_model(architecture), tiny_model(architecture, attn="sdpa")
     out = evolalloc.generate(model, TOKENIZER, PROMPTS, np.full(3, 4096 // 8), max_new_tokens=9)
     for prompt, tokens in zip(PROMPTS, out.token_ids):
-        ids = torch.tensor([TOKENIZER.encode(prompt)])
+        ids = torch.tensor([TOKENIZER.encode(prompt)], device=stock.device)
         reference = stock.generate(ids, max_new_tokens=9, do_sample=False, eos_token_id=2, pad_token_id=0)
         assert tokens == reference[0, ids.shape[1]:].tolist()
 
