@@ -19,8 +19,11 @@ from evolalloc.cli.options import progress_option, set_option
 @click.option("--seeds", "first_seed", type=str, default=None, metavar="S [S ...]",
               help="Search once per optimizer seed (e.g. --seeds 0 1 2): runs NAME-s0, NAME-s1, ... on the same "
                    "instances, then NAME-seeds/summary.md with the spread. Run it again to resume.")
+@click.option("--plan", "plan_only", is_flag=True,
+              help="Print what the run will cost (prefills, evaluations, record memory and disk, a time estimate from a "
+                   "short calibration on one instance) and stop; nothing is written.")
 @progress_option
-def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, progress):
+def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only, progress):
     """Search a budget profile as RECIPE says, then compare it with the baselines and write a report.
 
     Checks the recipe, model, datasets and trial store first, then creates runs/<name>/ (never
@@ -34,6 +37,14 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, progress):
 
     seeds = _seeds(first_seed, more_seeds)
     loaded = load_recipe(recipe, overrides)
+    if plan_only:
+        from evolalloc.pipeline.plan import plan_run
+
+        for line in plan_run(loaded).lines():
+            click.echo(line)
+        if seeds is not None:
+            click.echo(f"--seeds: {len(seeds)} runs like this one (the prefills and records are made once per run)")
+        return
     if seeds is not None:
         from evolalloc.pipeline.seeds import SUMMARY_MD, search_seeds
 

@@ -1,0 +1,244 @@
+"""``search RECIPE --plan``: what a run will cost, printed before anything runs (no run folder).
+
+Counted from the recipe and the model's config (exact): the prefills (every split's instances,
+a curated split's drawn candidates), the evaluations (per search: groups x generations x
+population; the ``search`` expansion rule's candidates; the held-out comparison: methods x budgets),
+``b_max`` and the bytes a record keeps. Measured by a short calibration on one drawn instance of
+the search split (the model loaded, one prefill, one candidate evaluated in the search's fitness
+mode and one in the comparison's ``generate`` mode, each timed after a warm-up call): the record
+sizes and the seconds per prefill and per evaluated row. The totals are estimates — the calibration's
+times scaled by the counts (one unbatched row costs more than a row in a batch, so the evaluations
+are, if anything, over-estimated) — and the output says so on each line.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+GIB, MIB = 1024**3, 1024**2
+
+
+def size(nbytes: float) -> str:
+    return f"{nbytes / GIB:.2f} GiB" if nbytes >= GIB else f"{nbytes / MIB:.1f} MiB"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+@dataclass
+class Counts:
+    """What the recipe implies, exactly (no model needed)."""
+
+    search_instances: int  # scored per candidate (all tasks)
+    heldout_instances: int
+    prefills: dict[str, int]  # what is prefilled -> how many prompts
+    whole_records: int  # drawn candidates judged by curation: kept whole until the split is chosen
+    searches: int
+    evaluations_per_search: int
+    groups: list[int]  # units per group
+    generations: int
+    popsizes: list[int]
+    expansion_candidates: int
+    compare_evaluations: int  # methods x budgets on the held-out split
+    b_max: int | None
+    b_max_note: str = ""
+
+
+@dataclass
+class Calibration:
+    """Measured on one drawn instance of the search split."""
+
+    prompt_tokens: int
+    load_seconds: float
+    prefill_seconds: float
+    search_row_seconds: float  # one candidate on one instance, in the search's fitness mode
+    generate_row_seconds: float  # the same in generate mode (the comparison's)
+    record_bytes_whole: int
+    record_bytes_bounded: int
+    notes: list[str] = field(default_factory=list)
+
+
+def count_run(recipe, experiment) -> Counts:
+    """The counts of ``recipe`` on ``experiment`` (``Experiment``; only the model's config is read)."""
+    from evolalloc.pipeline.expansion import SEARCHED_RULES
+    from evolalloc.pipeline.record_bound import record_bound
+    from evolalloc.pipeline.run import search_config
+
+    resolved = experiment.resolved
+    config = search_config(recipe, experiment)
+    groups = [len(g) for g in config.build_space().groups()]
+    popsizes = [config.popsize_for(n) for n in groups]
+    per_search = sum(config.generations * p for p in popsizes)
+    searches = len(resolved.curve_anchors) if resolved.curve_grid else 1
+    expansions = len(resolved.expansions) if not resolved.curve_grid else 0
+    expansion_candidates = expansions * len(SEARCHED_RULES) if resolved.expansion_rule == "search" else 0
+    prefills, whole, search_n, heldout_n = {}, 0, 0, 0
+    for label, _, part in experiment.parts:
+        for split in ("search", "heldout"):
+            section = part.split_section(split)
+            curated = section.curate.active
+            drawn = (section.curate.draw or 2 * section.n) if curated else section.n
+            prefills[f"{label} {split}" + (f" (curated: {drawn} drawn for {section.n})" if curated else "")] = drawn
+            whole += drawn if curated else 0
+            search_n += section.n if split == "search" else 0
+            heldout_n += section.n if split == "heldout" else 0
+    methods = 1 + len(recipe.baselines)
+    note = ""
+    if recipe.scorer.train is None:
+        b_max = experiment.record_policy.bound
+    else:  # the baselines' budgets need the trained scorer: only the search's own bound is known now
+        upper = config.build_space().ratio_bounds[1]
+        b_max = record_bound([float(c) for c in resolved.budgets], upper, [])
+        note = " (the search's bound; a baseline may raise it)"
+    return Counts(search_instances=search_n, heldout_instances=heldout_n, prefills=prefills, whole_records=whole,
+                  searches=searches, evaluations_per_search=per_search, groups=groups, generations=config.generations,
+                  popsizes=popsizes, expansion_candidates=expansion_candidates,
+                  compare_evaluations=methods * len(resolved.budgets), b_max=b_max, b_max_note=note)
+
+
+def _timed_twice(work) -> float:
+    """Seconds of the second call of ``work`` (the first pays for first-use allocations and kernels)."""
+    work()
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def calibrate(recipe, experiment, b_max: int | None) -> Calibration:
+    """Load the model, prefill one drawn search instance of the first task, bound its record at
+    ``b_max`` and evaluate a uniform candidate at ``c`` on it: the measured part of the plan."""
+    from evolalloc.engine.local import LocalEvaluator
+    from evolalloc.runtime.bounded import bound_record
+    from evolalloc.runtime.instances import tokenize_instance
+    from evolalloc.runtime.prefill import prefill
+    from evolalloc.runtime.scorers import get_scorer
+
+    notes = []
+    label, _, part = experiment.parts[0]
+    if experiment.recipe.multi_task:
+        notes.append(f"calibrated on the first task ({label}); the others are assumed to cost the same per row")
+    started = time.perf_counter()
+    loaded = experiment.loaded
+    load_seconds = time.perf_counter() - started
+    if recipe.scorer.train is None:
+        scorer, scorers = experiment.scorer, experiment.scorers
+    else:  # its checkpoint does not exist before the run trains it: time SnapKV's ranking instead
+        scorer = get_scorer("snapkv")
+        scorers = [scorer]
+        notes.append("the run trains its scorer first (not estimated here); calibrated with snapkv's ranking")
+    section = part.split_section("search")
+    instance = part.task.instances("search", 1, section.seed, part.recipe.task.context_tokens, experiment.tokenizer)[0]
+    ids, question = tokenize_instance(experiment.tokenizer, instance, part.recipe.task.question_after_compression)
+    prefill(loaded.model, ids[:64], scorers)  # warm-up: first-use costs
+    started = time.perf_counter()
+    record = prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question)
+    prefill_seconds = time.perf_counter() - started
+    whole = record.nbytes()
+    bounded = bound_record(record, b_max) if b_max is not None else record
+    g = loaded.geometry
+    uniform = [np.full((g.num_layers, g.num_kv_heads), int(experiment.resolved.target), dtype=np.int64)]
+
+    def row_seconds(mode: str | None) -> float:
+        mode = mode or experiment.fitness_mode.split("+")[0]
+        evaluator = LocalEvaluator(loaded, part.task, [instance], scorer, records=[bounded], mode=mode, batch_size=1)
+        return _timed_twice(lambda: evaluator.evaluate(uniform))
+
+    return Calibration(prompt_tokens=record.length, load_seconds=load_seconds, prefill_seconds=prefill_seconds,
+                       search_row_seconds=row_seconds(None), generate_row_seconds=row_seconds("generate"),
+                       record_bytes_whole=whole, record_bytes_bounded=bounded.nbytes(), notes=notes)
+
+
+@dataclass
+class RunPlan:
+    """The counts (exact), the calibration (measured) and the totals (estimates) of one run."""
+
+    name: str
+    model: str
+    dtype: str
+    geometry: object
+    context: str
+    record_dtype: str
+    record_memory: int | None
+    counts: Counts
+    calibration: Calibration
+
+    def seconds(self) -> dict[str, float]:
+        """The time estimate per phase: measured seconds times the counts."""
+        c, k = self.counts, self.calibration
+        return {
+            "load the model": k.load_seconds,
+            "prefill": sum(c.prefills.values()) * k.prefill_seconds,
+            "curation (full-cache judgment of the drawn)": c.whole_records * k.generate_row_seconds,
+            "search": c.searches * c.evaluations_per_search * c.search_instances * k.search_row_seconds,
+            "expansion candidates (rule: search)": c.expansion_candidates * c.search_instances * k.search_row_seconds,
+            "held-out comparison": c.compare_evaluations * c.heldout_instances * k.generate_row_seconds,
+        }
+
+    def memory(self) -> list[tuple[str, float]]:
+        c, k = self.counts, self.calibration
+        return [("search split records (bounded)", c.search_instances * k.record_bytes_bounded),
+                ("held-out split records (bounded)", c.heldout_instances * k.record_bytes_bounded),
+                ("drawn candidates' whole records, during curation", c.whole_records * k.record_bytes_whole)]
+
+    def lines(self) -> list[str]:
+        c, k, g = self.counts, self.calibration, self.geometry
+        group_text = " + ".join(f"{c.generations} x {p}" for p in c.popsizes)
+        out = [
+            f"plan for {self.name}: {self.model} ({g.num_layers} layers x {g.num_kv_heads} KV heads, head size {g.head_dim}, "
+            f"{self.dtype}), prompts of {self.context} tokens. Nothing has been written.",
+            "COUNTED (exact, from the recipe and the model's config):",
+            f"  prefills: {sum(c.prefills.values())} = " + " + ".join(f"{n} {what}" for what, n in c.prefills.items()),
+            f"  evaluations: {c.searches} search(es) x {c.evaluations_per_search} candidates ({len(c.groups)} groups: "
+            f"generations x population = {group_text}), each on {c.search_instances} search instances",
+        ]
+        if c.expansion_candidates:
+            out.append(f"               + {c.expansion_candidates} expansion candidates (rule search) on the search instances")
+        out += [
+            f"               + {c.compare_evaluations} held-out evaluations (methods x budgets) on {c.heldout_instances} instances",
+            f"  b_max: {c.b_max if c.b_max is not None else 'none (whole records)'}{c.b_max_note}; "
+            f"records in {self.record_dtype}, up to {size(self.record_memory) if self.record_memory is not None else 'no limit'} "
+            f"held in memory (engine.record_memory), the rest spilled to disk",
+            f"MEASURED (one drawn search instance, {k.prompt_tokens} tokens): model load {k.load_seconds:.1f} s, prefill "
+            f"{k.prefill_seconds:.2f} s, one candidate on one instance {k.search_row_seconds:.3f} s (search's fitness mode), "
+            f"{k.generate_row_seconds:.3f} s (generate); record {size(k.record_bytes_bounded)} bounded, "
+            f"{size(k.record_bytes_whole)} whole",
+            *(f"  note: {note}" for note in k.notes),
+            "ESTIMATED memory of the records (measured record x count):",
+        ]
+        spilled = 0.0
+        for what, nbytes in self.memory():
+            if not nbytes:
+                continue
+            beyond = max(0.0, nbytes - self.record_memory) if self.record_memory is not None else 0.0
+            spilled += beyond
+            out.append(f"  {what}: {size(nbytes)}" + (f" ({size(beyond)} of it spilled to disk)" if beyond else ""))
+        out.append(f"  disk if records spill: up to {size(spilled)}" if spilled else "  disk: none (every record fits in memory)")
+        out.append("ESTIMATED time (measured seconds x counts; one unbatched row per evaluation, so likely high):")
+        phases = self.seconds()
+        out += [f"  {what}: {duration(s)}" for what, s in phases.items() if s > 0]
+        out.append(f"  total: about {duration(sum(phases.values()))}"
+                   + (" + the scorer's training (not estimated)" if any("trains its scorer" in n for n in k.notes) else ""))
+        return out
+
+
+def plan_run(recipe) -> RunPlan:
+    """Count, calibrate and estimate the run ``recipe`` describes; writes nothing."""
+    from evolalloc.core.record_settings import parse_size
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.start import blamed_on, check_context_fits
+
+    check_context_fits(recipe)
+    with Experiment(recipe, progress=False) as experiment, blamed_on(recipe):
+        counts = count_run(recipe, experiment)
+        calibration = calibrate(recipe, experiment, counts.b_max)
+        contexts = sorted({str(e.context_tokens) for e in recipe.task_entries})
+        return RunPlan(name=recipe.name, model=recipe.model.spec, dtype=recipe.model.dtype, geometry=experiment.geometry,
+                       context="/".join(contexts), record_dtype=recipe.engine.record_dtype,
+                       record_memory=parse_size(recipe.engine.record_memory), counts=counts, calibration=calibration)
