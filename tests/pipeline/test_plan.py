@@ -1,0 +1,49 @@
+"""``search RECIPE --plan``: the counts are exact, the measured and estimated figures are labelled, nothing is written."""
+
+from __future__ import annotations
+
+from evolalloc.config.recipe import load_recipe
+from evolalloc.pipeline.expansion import SEARCHED_RULES
+from evolalloc.pipeline.experiment import Experiment
+from evolalloc.pipeline.plan import count_run
+from tests.clitools import run_cli
+from tests.pipeline.test_pipeline import tiny_recipe
+
+
+def test_the_plan_prints_counts_measurements_and_estimates_and_writes_nothing(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir)
+    result = run_cli("search", recipe, "--plan", "--runs-dir", tmp_path / "runs", "--set", "engine.threads=1")
+    assert result.code == 0, result.stderr
+    text = result.stdout
+    assert not (tmp_path / "runs").exists()
+    # 2 groups of 2 layers, 2 generations of EvolKV's 4 + floor(3 ln 2) = 6: 24 candidates on the 2 search instances.
+    assert "prefills: 5 = 2 passkey search + 3 passkey heldout" in text
+    assert "1 search(es) x 24 candidates (2 groups: generations x population = 2 x 6 + 2 x 6), each on 2 search instances" in text
+    # evolved + uniform, pyramid, streaming (the default baselines) at c = 24 and its expansion 48.
+    assert "+ 8 held-out evaluations (methods x budgets) on 3 instances" in text
+    assert "b_max: 192" in text  # 4 x the largest budget, 48
+    for label in ("COUNTED (exact", "MEASURED (one drawn search instance", "ESTIMATED memory", "ESTIMATED time", "total: about"):
+        assert label in text, label
+
+
+def test_curated_draws_are_prefilled_whole_and_the_search_rule_adds_expansion_candidates(tmp_path, tiny_model_dir):
+    path = tiny_recipe(tmp_path, tiny_model_dir,
+                       task={"name": "passkey", "context_tokens": 200, "heldout": {"n": 3},
+                             "search": {"n": 2, "curate": {"full_cache_solves": True, "reference_unsolved": None, "draw": 5}}},
+                       budget={"target": 24, "expansions": [48, 96], "expansion_rule": "search"})
+    recipe = load_recipe(path)
+    with Experiment(recipe, progress=False) as experiment:
+        counts = count_run(recipe, experiment)
+    assert counts.prefills == {"passkey search (curated: 5 drawn for 2)": 5, "passkey heldout": 3}
+    assert counts.whole_records == 5 and counts.search_instances == 2 and counts.heldout_instances == 3
+    assert counts.expansion_candidates == 2 * len(SEARCHED_RULES)
+    assert counts.compare_evaluations == 4 * 3 and counts.b_max == 4 * 96
+    assert "loaded" not in experiment.__dict__  # counting needs the model's config, not its weights
+
+
+def test_a_recipe_the_model_cannot_hold_is_refused_by_the_plan_as_by_the_run(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, task={"name": "passkey", "context_tokens": 4000, "search": {"n": 2}, "heldout": {"n": 3}})
+    result = run_cli("search", recipe, "--plan", "--runs-dir", tmp_path / "runs")
+    assert result.code == 2 and len(result.error_lines) == 1
+    assert "4000 tokens do not fit the model's 2048 positions" in result.error_lines[0]
+    assert not (tmp_path / "runs").exists()
