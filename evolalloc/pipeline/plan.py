@@ -4,11 +4,11 @@ Counted from the recipe and the model's config (exact): the prefills (every spli
 a curated split's drawn candidates), the evaluations (per search: groups x generations x
 population; the ``search`` expansion rule's candidates; the held-out comparison: methods x budgets),
 ``b_max`` and the bytes a record keeps. Measured by a short calibration on one drawn instance of
-the search split (the model loaded, one prefill, one candidate evaluated in the search's fitness
-mode and one in the comparison's ``generate`` mode, each timed after a warm-up call): the record
-sizes and the seconds per prefill and per evaluated row. The totals are estimates — the calibration's
-times scaled by the counts (one unbatched row costs more than a row in a batch, so the evaluations
-are, if anything, over-estimated) — and the output says so on each line.
+the search split (the model loaded, one prefill, one full batch of ``engine.batch_size`` rows of a
+uniform candidate at ``c`` evaluated in the search's fitness mode and one in the comparison's
+``generate`` mode, each timed after a warm-up call): the record sizes and the seconds per prefill
+and per evaluated row. The totals are estimates — the calibration's times scaled by the counts —
+and the output says so on each line, and says when the machine was too busy to trust them.
 """
 
 from __future__ import annotations
@@ -114,6 +114,8 @@ def _timed_twice(work) -> float:
 def calibrate(recipe, experiment, b_max: int | None) -> Calibration:
     """Load the model, prefill one drawn search instance of the first task, bound its record at
     ``b_max`` and evaluate a uniform candidate at ``c`` on it: the measured part of the plan."""
+    import torch
+
     from evolalloc.engine.local import LocalEvaluator
     from evolalloc.runtime.bounded import bound_record
     from evolalloc.runtime.instances import tokenize_instance
@@ -137,18 +139,25 @@ def calibrate(recipe, experiment, b_max: int | None) -> Calibration:
     instance = part.task.instances("search", 1, section.seed, part.recipe.task.context_tokens, experiment.tokenizer)[0]
     ids, question = tokenize_instance(experiment.tokenizer, instance, part.recipe.task.question_after_compression)
     prefill(loaded.model, ids[:64], scorers)  # warm-up: first-use costs
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     record = prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question)
     prefill_seconds = time.perf_counter() - started
+    share = (time.process_time() - cpu) / (prefill_seconds * torch.get_num_threads())
+    if share < 0.6:  # the other processes on this machine took the rest: every time below is inflated by it
+        notes.append(f"this machine is busy: the prefill got {share:.0%} of its {torch.get_num_threads()} thread(s)' time; "
+                     "the times scale with that")
     whole = record.nbytes()
     bounded = bound_record(record, b_max) if b_max is not None else record
     g = loaded.geometry
     uniform = [np.full((g.num_layers, g.num_kv_heads), int(experiment.resolved.target), dtype=np.int64)]
 
+    rows = max(1, recipe.engine.batch_size)  # one full batch of rows, as the evaluator forms them
+
     def row_seconds(mode: str | None) -> float:
         mode = mode or experiment.fitness_mode.split("+")[0]
-        evaluator = LocalEvaluator(loaded, part.task, [instance], scorer, records=[bounded], mode=mode, batch_size=1)
-        return _timed_twice(lambda: evaluator.evaluate(uniform))
+        evaluator = LocalEvaluator(loaded, part.task, [instance] * rows, scorer, records=[bounded] * rows, mode=mode,
+                                   batch_size=rows)
+        return _timed_twice(lambda: evaluator.evaluate(uniform)) / rows
 
     return Calibration(prompt_tokens=record.length, load_seconds=load_seconds, prefill_seconds=prefill_seconds,
                        search_row_seconds=row_seconds(None), generate_row_seconds=row_seconds("generate"),
@@ -184,7 +193,7 @@ class RunPlan:
     def memory(self) -> list[tuple[str, float]]:
         c, k = self.counts, self.calibration
         return [("search split records (bounded)", c.search_instances * k.record_bytes_bounded),
-                ("held-out split records (bounded)", c.heldout_instances * k.record_bytes_bounded),
+                ("held-out split records (bounded at b_max; compare may bound them tighter)", c.heldout_instances * k.record_bytes_bounded),
                 ("drawn candidates' whole records, during curation", c.whole_records * k.record_bytes_whole)]
 
     def lines(self) -> list[str]:
@@ -207,7 +216,7 @@ class RunPlan:
             f"held in memory (engine.record_memory), the rest spilled to disk",
             f"MEASURED (one drawn search instance, {k.prompt_tokens} tokens): model load {k.load_seconds:.1f} s, prefill "
             f"{k.prefill_seconds:.2f} s, one candidate on one instance {k.search_row_seconds:.3f} s (search's fitness mode), "
-            f"{k.generate_row_seconds:.3f} s (generate); record {size(k.record_bytes_bounded)} bounded, "
+            f"{k.generate_row_seconds:.3f} s (generate), per row of a full batch; record {size(k.record_bytes_bounded)} bounded, "
             f"{size(k.record_bytes_whole)} whole",
             *(f"  note: {note}" for note in k.notes),
             "ESTIMATED memory of the records (measured record x count):",
@@ -220,7 +229,7 @@ class RunPlan:
             spilled += beyond
             out.append(f"  {what}: {size(nbytes)}" + (f" ({size(beyond)} of it spilled to disk)" if beyond else ""))
         out.append(f"  disk if records spill: up to {size(spilled)}" if spilled else "  disk: none (every record fits in memory)")
-        out.append("ESTIMATED time (measured seconds x counts; one unbatched row per evaluation, so likely high):")
+        out.append("ESTIMATED time (measured seconds x counts, on this machine as busy as it was):")
         phases = self.seconds()
         out += [f"  {what}: {duration(s)}" for what, s in phases.items() if s > 0]
         out.append(f"  total: about {duration(sum(phases.values()))}"
