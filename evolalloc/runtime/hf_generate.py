@@ -95,10 +95,11 @@ def generate_inputs(model, tokenizer, prompts, allocation, *, scorer=None, max_n
     records = [r for r, _ in rows]
     first = [int(r.first_logits.argmax()) for r in records]
     width = max(len(ids) for ids in encoded)
-    ids = torch.full((len(encoded), width + 1), pad_token_id, dtype=torch.long)
+    device = next(model.parameters()).device  # generate() takes its inputs where the model is
+    ids = torch.full((len(encoded), width + 1), pad_token_id, dtype=torch.long, device=device)
     mask = torch.zeros_like(ids)
     for i, (row, token) in enumerate(zip(encoded, first)):
-        ids[i, width - len(row) : width] = torch.tensor(row)
+        ids[i, width - len(row) : width] = torch.tensor(row, device=device)
         ids[i, width] = token
         mask[i, width - len(row) :] = 1
     cache = GenerateCache(evicted, logical_length=width)
