@@ -17,8 +17,12 @@
 #   platformdirs 4.14.8, rapidfuzz 3.14.6 (cp312).
 # evolalloc itself runs from this tree (PYTHONPATH), not installed.
 #
-# Device call (15 min of device time at most; this leaves room for one rerun):
-#   run(command="bash benchmarks/gpu_check.sh", carry=[".whl"], timeout_s=540)
+# Device call (a session has 15 min of device time, a machine's start included; one call with this limit
+# leaves room to rerun at once, while the machine is still warm):
+#   run(command="bash benchmarks/gpu_check.sh", carry=[".whl"], timeout_s=420)
+# Worst case: every step at its own limit (60 + 90 + 150 + 70 s) plus setup and the report, about 6.5 min.
+# Each step writes its files as it ends: if the call is cut short, what came back still makes the summary
+# here with `python -m evolalloc.bench.gpu_report FOLDER`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -69,7 +73,7 @@ EOF
 TESTS=(tests/runtime/test_equivalence.py tests/runtime/test_generation_api.py tests/runtime/test_hf_generate.py)
 [ "$MODE" = cpu ] && TESTS=(tests/runtime/test_equivalence.py)  # seconds: the CPU mode checks the script, not the GPU
 say "exactness tests: ${TESTS[*]}"
-EVOLALLOC_TEST_DEVICE=$DEVICE EVOLALLOC_TEST_DTYPE=$DTYPE timeout 100 "$PY" -m pytest -q -p no:cacheprovider \
+EVOLALLOC_TEST_DEVICE=$DEVICE EVOLALLOC_TEST_DTYPE=$DTYPE timeout 60 "$PY" -m pytest -q -p no:cacheprovider \
     --junitxml="$DEST/exactness.xml" "${TESTS[@]}" >>"$LOG" 2>&1 || { say "exactness tests FAILED or timed out (see check.log)"; STATUS=1; }
 
 # 3. The bench cells: NAME SECONDS ARGS...; a cell that fails or times out is reported as unmeasured.
@@ -80,9 +84,9 @@ bench() {
         || { say "bench $name FAILED or timed out after ${limit}s (see check.log)"; rm -f "$DEST/bench-$name.json"; STATUS=1; }
 }
 if [ "$MODE" = gpu ]; then
-    bench llama8b-8k 110 --shape llama-3.1-8b --context 8192 --budget 512 --prompts 4 --candidates 8 --batch-size 16
-    bench llama8b-32k 190 --shape llama-3.1-8b --context 32768 --budget 512 --prompts 2 --candidates 4 --batch-size 8
-    bench qwen3-8b-8k 90 --shape qwen3-8b --context 8192 --budget 512 --prompts 4 --candidates 8 --batch-size 16
+    bench llama8b-8k 90 --shape llama-3.1-8b --context 8192 --budget 512 --prompts 4 --candidates 8 --batch-size 16
+    bench llama8b-32k 150 --shape llama-3.1-8b --context 32768 --budget 512 --prompts 2 --candidates 4 --batch-size 8
+    bench qwen3-8b-8k 70 --shape qwen3-8b --context 8192 --budget 512 --prompts 4 --candidates 8 --batch-size 16
 else
     bench tiny-512 60 --shape tiny-llama --context 512 --budget 40 --prompts 2 --candidates 2 --new-tokens 4 --threads 1
     bench tiny-1k 60 --shape tiny-llama --context 1024 --budget 40 --prompts 2 --candidates 2 --new-tokens 4 --threads 1
