@@ -87,6 +87,38 @@ def hf_config(shape: ModelShape):
         raise UserError(f"transformers cannot build this config: {err}", source=shape.name) from None
 
 
+def planned_weight_bytes(shape: ModelShape, dtype: str) -> int:
+    """The weights' bytes of ``shape`` in ``dtype``, counted on the meta device (nothing allocated)."""
+    from transformers import AutoModelForCausalLM
+
+    from evolalloc.runtime.model import DTYPES
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(hf_config(shape), dtype=DTYPES[dtype])
+    return weight_bytes(model)
+
+
+def free_bytes(device: str) -> int | None:
+    """Memory free on ``device`` now (CUDA: the driver's count; CPU: available pages), or ``None``."""
+    if device.startswith("cuda"):
+        return torch.cuda.mem_get_info(torch.device(device))[0]
+    try:
+        import os
+
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_weights_fit(shape: ModelShape, device: str, dtype: str) -> None:
+    """Refuse (``UserError``) a shape whose weights alone would take over 90% of the device's free memory."""
+    need, free = planned_weight_bytes(shape, dtype), free_bytes(device)
+    if free is not None and need > 0.9 * free:
+        raise UserError(f"{shape.name}'s {shape.layers} layers need {need / 2**30:.1f} GiB of weights in {dtype}; {device} has "
+                        f"{free / 2**30:.1f} GiB free: build fewer layers (--layers K) or use a device with more memory",
+                        field="--shape")
+
+
 def random_model(shape: ModelShape, *, device: str, dtype: str, seed: int = 0):
     """A ``LoadedModel`` of ``shape`` with random weights drawn with ``seed``, allocated on ``device``
     in ``dtype``, switched to evolalloc's attention. It has no tokenizer: prompts are token ids."""

@@ -80,3 +80,13 @@ def test_a_budget_below_what_snapkv_always_keeps_is_refused_before_any_weight():
     result = run_cli("bench", "gpu", "--shape", "llama-3.1-8b", "--device", "cpu", "--budget", "16")
     assert result.code == 2
     assert result.error_lines[-1] == "error: --budget: c = 16 is below the 32 tokens snapkv always keeps"
+
+
+def test_a_shape_too_large_for_the_device_is_refused_before_any_weight(monkeypatch):
+    import evolalloc.bench.gpu_shape as gpu_shape
+
+    monkeypatch.setattr(gpu_shape, "free_bytes", lambda device: 4 * 2**30)
+    result = run_cli("bench", "gpu", "--shape", "llama-3.1-8b", "--device", "cpu", "--dtype", "bfloat16")
+    assert result.code == 2
+    assert result.error_lines[-1] == ("error: --shape: llama-3.1-8b's 32 layers need 15.0 GiB of weights in bfloat16; cpu has "
+                                      "4.0 GiB free: build fewer layers (--layers K) or use a device with more memory")
