@@ -2,6 +2,7 @@
 by a hash of each record, and one clear error (file, line, field) for every kind of bad line."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,14 @@ def test_the_shipped_example_answers_every_question_from_its_own_context(tokeniz
         assert any(answer in row["context"] for answer in row["answers"]), row["id"]
     first = json.loads(EXAMPLE.read_text(encoding="utf-8").splitlines()[0])
     assert set(first) == {"id", "context", "question", "answers"}
+
+
+def test_the_five_line_example_in_the_docs_is_a_valid_file(tmp_path, tokenizer):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "your-data.md").read_text(encoding="utf-8")
+    [block] = re.findall(r"```json\n(.*?)```", doc, flags=re.S)
+    path = tmp_path / "five.jsonl"
+    path.write_text(block, encoding="utf-8")
+    task = fitness.get_task("jsonl_qa", path=str(path))
+    assert len(task.records) == 5 and sum(task.split_sizes) == 5
+    [inst] = task.instances("search", 1, 0, None, tokenizer)
+    assert inst.references and inst.question.startswith("Question: ")
