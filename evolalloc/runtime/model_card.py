@@ -1,0 +1,162 @@
+"""What a model is, from its config alone (``evolalloc model check``): its architecture, the
+geometry of each layer type, whether the eviction runtime implements its attention and why
+(``runtime/support.py``), and what one prompt's KV cache weighs.
+
+No weights are loaded: a HF folder's ``config.json``, or a GGUF file's metadata (its converted
+copy's config when one is cached already). The verdict is ``load_model``'s, both halves of it:
+``attention_support`` on the config, then ``probe_attention``'s forward of four tokens — run here
+on the *meta* device, where the model has shapes but no weights and costs no memory, so the same
+attention code runs with the same arguments (learned sinks, a layer that never calls the attention
+interface) without reading a byte of the checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evolalloc.core.errors import UserError
+from evolalloc.core.geometry import ModelGeometry
+from evolalloc.runtime.memory import cache_memory
+from evolalloc.runtime.model import BUNDLED_PREFIX, DTYPES, bundled_gguf_path, geometry_of, resolve_model_folder
+from evolalloc.runtime.model import _gguf_cache_folder as gguf_cache_folder  # where load_model converts a GGUF file
+from evolalloc.runtime.support import Support, UnsupportedAttention, attention_support, layer_types, probe_attention, text_config
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """Layers that share one attention shape: their type, indices, heads, head size and window."""
+
+    layer_type: str
+    layers: tuple[int, ...]
+    query_heads: int
+    kv_heads: int
+    head_dim: int
+    window: int | None
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """One model described from its config. ``text_type`` is the language model's type inside a
+    multimodal wrapper (Gemma 3's ``gemma3_text``), else ``model_type``. ``geometry`` and
+    ``groups`` are empty when the config does not give them (an unsupported architecture's may not)."""
+
+    spec: str
+    model_type: str
+    text_type: str
+    classes: tuple[str, ...]
+    support: Support
+    dtype: str
+    geometry: ModelGeometry | None
+    groups: tuple[LayerGroup, ...]
+    chat_template: bool | None  # None: not known without converting the GGUF file
+
+    def kv_cache_bytes(self, tokens: int) -> int:
+        """Bytes of one prompt's full KV cache (keys and values) at ``tokens`` tokens: every token in
+        a full-attention layer, at most what its window reaches in a sliding one (``runtime/memory.py``)."""
+        geometry = self.geometry
+        every = np.full((geometry.num_layers, geometry.num_kv_heads), tokens, dtype=np.int64)
+        return cache_memory(every, geometry, tokens).full
+
+
+def _gguf_file(spec: str) -> Path | None:
+    """The GGUF file a spec names (bundled or a path), or None for anything else."""
+    if spec.startswith(BUNDLED_PREFIX):
+        return bundled_gguf_path(spec[len(BUNDLED_PREFIX):])
+    path = Path(spec).expanduser()
+    return path if path.is_file() and path.suffix.lower() == ".gguf" else None
+
+
+def config_of(spec: str):
+    """``(config, folder or None)`` of a model spec without loading its weights.
+
+    A GGUF file is read for its metadata only, unless its converted folder is cached already
+    (then that folder's config, as ``load_model`` will see it). Bad specs fail as ``load_model``'s do.
+    """
+    from transformers import AutoConfig
+
+    gguf = _gguf_file(spec)
+    if gguf is None:
+        folder = resolve_model_folder(spec)  # a folder with config.json, or the one-line reason why not
+    else:
+        folder = gguf_cache_folder(gguf)
+        if not (folder / "config.json").is_file():
+            return AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name), None
+    try:
+        return AutoConfig.from_pretrained(folder), folder
+    except (ValueError, KeyError, OSError) as err:  # an unknown model_type, a broken config.json
+        raise UserError(f"cannot read the config of {folder}: {str(err).splitlines()[0]}", field="model") from None
+
+
+def _has_chat_template(folder: Path | None) -> bool | None:
+    if folder is None:
+        return None
+    if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
+        return True
+    settings = folder / "tokenizer_config.json"
+    try:
+        return bool(json.loads(settings.read_text(encoding="utf-8")).get("chat_template"))
+    except (OSError, ValueError):
+        return False
+
+
+def layer_groups(config, geometry: ModelGeometry) -> tuple[LayerGroup, ...]:
+    """The layers grouped by attention shape, in order of first appearance."""
+    kinds = layer_types(config)
+    windows = getattr(geometry, "windows", None) or (None,) * geometry.num_layers
+    shapes: dict[tuple, list[int]] = {}
+    for layer, (kind, window) in enumerate(zip(kinds, windows)):
+        shapes.setdefault((kind, geometry.num_kv_heads, geometry.head_dim, window), []).append(layer)
+    return tuple(LayerGroup(kind, tuple(layers), geometry.num_query_heads, kv, head_dim, window)
+                 for (kind, kv, head_dim, window), layers in shapes.items())
+
+
+def probe_without_weights(config) -> str | None:
+    """``probe_attention`` on the model built on the meta device: ``None`` when every layer calls
+    evolalloc's attention with arguments it implements, else the one-line reason."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from evolalloc.runtime.attention import use_evolalloc_attention
+
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except (ValueError, KeyError, ImportError) as err:  # no causal-LM class, or one that needs a missing package
+        return f"transformers cannot build it as a causal LM ({str(err).splitlines()[0]})"
+    try:
+        use_evolalloc_attention(model)
+    except ValueError as err:  # transformers: this model's attention cannot be swapped
+        return f"its attention does not go through transformers' attention interface ({str(err).splitlines()[0]})"
+    try:
+        probe_attention(model.eval())
+    except UnsupportedAttention as err:
+        return str(err)
+    return None
+
+
+def model_card(spec: str, dtype: str = "float32") -> ModelCard:
+    """Describe the model ``spec`` names (bundled, a HF folder or a GGUF file) from its config."""
+    if dtype not in DTYPES:
+        raise UserError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}", field="--dtype")
+    config, folder = config_of(spec)
+    verdict = attention_support(config)
+    if verdict.supported:
+        refused = probe_without_weights(config)
+        if refused:
+            verdict = dataclasses.replace(verdict, supported=False, reason=refused)
+    try:
+        geometry = geometry_of(config, DTYPES[dtype])
+        groups = layer_groups(config, geometry)
+    except (AttributeError, TypeError, ValueError, ZeroDivisionError):
+        if verdict.supported:
+            raise
+        geometry, groups = None, ()  # an architecture the runtime refuses need not have these fields
+    return ModelCard(spec=spec, model_type=str(getattr(config, "model_type", "?")),
+                     text_type=str(getattr(text_config(config), "model_type", "?")),
+                     classes=tuple(getattr(config, "architectures", None) or ()), support=verdict, dtype=dtype,
+                     geometry=geometry, groups=groups, chat_template=_has_chat_template(folder))

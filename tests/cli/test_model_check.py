@@ -1,0 +1,107 @@
+"""``evolalloc model check``: architecture, geometry per layer type, the support verdict and the KV
+cache per prompt, from config folders alone (no weights anywhere in them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.clitools import run_cli
+
+SMALL = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=4096)
+
+
+def config_folder(tmp_path, name, config):
+    """A model folder holding only config.json: a check that needed weights would fail on it."""
+    folder = tmp_path / name
+    config.save_pretrained(folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json"]
+    return folder
+
+
+@pytest.fixture
+def llama(tmp_path):
+    from transformers import LlamaConfig
+
+    return config_folder(tmp_path, "llama", LlamaConfig(**SMALL))
+
+
+@pytest.fixture
+def qwen3(tmp_path):
+    from transformers import Qwen3Config
+
+    return config_folder(tmp_path, "qwen3", Qwen3Config(**SMALL, head_dim=32, use_sliding_window=False))
+
+
+@pytest.fixture
+def gemma3(tmp_path):
+    from transformers import Gemma3TextConfig
+
+    # Gemma 3's pattern: five sliding layers, then one global one.
+    return config_folder(tmp_path, "gemma3", Gemma3TextConfig(**SMALL, head_dim=32, sliding_window=512))
+
+
+def table_rows(out: str) -> dict[str, list[str]]:
+    """The geometry table's rows by layer type: [layers, query heads, KV heads, head dim, window]."""
+    rows = {}
+    for line in out.splitlines():
+        cells = line.split()
+        if line.startswith("  ") and len(cells) == 6 and cells[1].isdigit():
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_a_llama_folder_is_supported_and_its_cache_is_every_token_of_every_layer(llama):
+    result = run_cli("model", "check", llama, "--context", "1000")
+    assert result.code == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1] == "supported" and "architecture: llama" in result.stdout
+    assert table_rows(result.stdout) == {"full_attention": ["6", "4", "2", "16", "-"]}
+    # 6 layers x 2 KV heads x (K + V) x 16 dims x 4 bytes x 1000 tokens
+    assert f"at 1000 tokens: 1.5 MiB ({6 * 2 * 2 * 16 * 4 * 1000:,} bytes)" in result.stdout
+    assert f"at 4096 tokens (the model's positions)" in result.stdout
+
+
+def test_bfloat16_halves_the_cache(llama):
+    result = run_cli("model", "check", llama, "--context", "1000", "--dtype", "bfloat16")
+    assert result.code == 0 and f"({6 * 2 * 2 * 16 * 2 * 1000:,} bytes)" in result.stdout
+
+
+def test_a_qwen3_folder_is_supported_with_its_qk_norms_and_own_head_size(qwen3):
+    result = run_cli("model", "check", qwen3)
+    assert result.code == 0, result.stderr
+    assert result.stdout.strip().endswith("supported") and "architecture: qwen3" in result.stdout
+    assert table_rows(result.stdout) == {"full_attention": ["6", "4", "2", "32", "-"]}
+    assert "qk_norm" in result.stdout
+
+
+def test_a_gemma3_folder_shows_its_sliding_and_global_layers_and_caps_the_sliding_ones(gemma3):
+    result = run_cli("model", "check", gemma3, "--context", "2048")
+    assert result.code == 0, result.stderr
+    rows = table_rows(result.stdout)
+    assert rows == {"sliding_attention": ["5", "4", "2", "32", "512"], "full_attention": ["1", "4", "2", "32", "-"]}
+    assert "sliding_attention: layers 0-4" in result.stdout and "full_attention: layers 5" in result.stdout
+    per_token = 2 * 2 * 32 * 4  # KV heads x (K + V) x head dim x 4 bytes
+    full = per_token * 2048      # the global layer holds every token
+    assert f"at 2048 tokens:" in result.stdout
+    shown = int(result.stdout.split("at 2048 tokens:")[1].split("(")[1].split(" bytes")[0].replace(",", ""))
+    assert full + 5 * per_token * 500 < shown < full + 5 * per_token * 2048  # the sliding ones near their window, not 2048
+
+
+@pytest.mark.parametrize("kind", ["falcon_h1", "deepseek_v3"])
+def test_an_architecture_the_runtime_does_not_implement_exits_2_with_the_reason(tmp_path, kind):
+    import transformers
+
+    config = {"falcon_h1": lambda: transformers.FalconH1Config(num_hidden_layers=4),
+              "deepseek_v3": lambda: transformers.DeepseekV3Config(num_hidden_layers=4)}[kind]()
+    folder = config_folder(tmp_path, kind, config)
+    result = run_cli("model", "check", folder)
+    assert result.code == 2 and "supported" not in result.stdout.splitlines()[-1:]
+    assert f"architecture: {kind}" in result.stdout and "Traceback" not in result.stderr
+    assert result.error_lines == [result.stderr.strip()] and f"unsupported model '{kind}'" in result.stderr
+    assert result.stderr.startswith(f"error: {folder}: ")
+
+
+def test_a_folder_without_a_config_is_one_error_line(tmp_path):
+    result = run_cli("model", "check", tmp_path)
+    assert result.code == 2 and "has no config.json" in result.stderr and len(result.error_lines) == 1
