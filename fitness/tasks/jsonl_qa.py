@@ -43,7 +43,7 @@ class JsonlQA(Task):
         *,
         path: str | None = None,
         metric: str = "qa_f1",
-        answer_prefix: str = " Answer:",
+        answer_prefix: str = "\nAnswer:",
         max_new_tokens: int = 32,
         heldout_fraction: float = 0.5,
         prompt_style: str = "raw",

@@ -35,7 +35,7 @@ def test_the_prompt_is_the_context_then_the_question_then_the_answer_prefix(qa_f
     [inst] = task.instances("search", 1, 0, None, tokenizer)
     i = int(inst.metadata["id"][1:])
     assert inst.context == record(i)["context"].rstrip() + "\n\n"
-    assert inst.question == f"Question: What colour did keeper {i} paint the door? Answer:"
+    assert inst.question == f"Question: What colour did keeper {i} paint the door?\nAnswer:"
     assert inst.references == ("blue",) and inst.max_new_tokens == 32 and task.metric == "qa_f1"
     assert inst.metadata["line"] == i + 1 and inst.metadata["truncated"] is False
 
@@ -78,7 +78,7 @@ def test_a_long_prompt_is_cut_in_the_middle_of_its_context_and_keeps_the_questio
               if i.metadata["id"] == "q0"]
     assert inst.metadata["truncated"] and inst.metadata["context_tokens"] <= 300
     assert inst.context.startswith("It began at dawn.") and inst.context.rstrip().endswith("It ended at dusk.")
-    assert inst.question == "Question: What colour did keeper 0 paint the door? Answer:"
+    assert inst.question == "Question: What colour did keeper 0 paint the door?\nAnswer:"
 
 
 @pytest.mark.parametrize(
