@@ -105,3 +105,19 @@ def test_an_architecture_the_runtime_does_not_implement_exits_2_with_the_reason(
 def test_a_folder_without_a_config_is_one_error_line(tmp_path):
     result = run_cli("model", "check", tmp_path)
     assert result.code == 2 and "has no config.json" in result.stderr and len(result.error_lines) == 1
+
+
+@pytest.mark.real_model
+def test_a_gguf_file_is_checked_from_its_metadata_without_converting_it(tmp_path, monkeypatch):
+    """The bundled GGUF file, as if it had never been converted: its config comes from the file's
+    metadata and no converted folder is written."""
+    import evolalloc.runtime.model_card as card
+
+    unconverted = tmp_path / "never-written"
+    monkeypatch.setattr(card, "gguf_cache_folder", lambda gguf: unconverted)
+    result = run_cli("model", "check", "bundled:smollm2-135m-instruct", "--context", "1000")
+    assert result.code == 0, result.stderr
+    assert "architecture: llama" in result.stdout and result.stdout.strip().endswith("supported")
+    assert table_rows(result.stdout) == {"full_attention": ["30", "9", "3", "64", "-"]}
+    assert f"({30 * 3 * 2 * 64 * 4 * 1000:,} bytes)" in result.stdout
+    assert not unconverted.exists()
