@@ -51,11 +51,19 @@ def describe(card, context: int) -> list[str]:
         lines += _group_table(card.groups)
     features = ", ".join(card.support.features) or "none"
     lines.append(f"attention features: {features}")
+    if card.probe is not None:
+        lines.append(f"attention probe (a 4-token forward on the meta device, no weights): {_probe_text(card.probe)}")
     if card.chat_template is not None:
         lines.append(f"chat template: {'yes (prompt_style: chat can be used)' if card.chat_template else 'none (use prompt_style: raw)'}")
     if geometry is not None and card.support.supported:
         lines += _memory_lines(card, context)
     return lines
+
+
+def _probe_text(probe) -> str:
+    if not probe.ran:
+        return f"could not run without weights ({probe.note}); load_model probes the loaded model"
+    return "refused" if probe.refusal else "every layer calls evolalloc's attention with arguments it implements"
 
 
 def _group_table(groups) -> list[str]:

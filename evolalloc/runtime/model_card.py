@@ -53,6 +53,7 @@ class ModelCard:
     dtype: str
     geometry: ModelGeometry | None
     groups: tuple[LayerGroup, ...]
+    probe: Probe | None  # None: not run (the config was refused already)
     chat_template: bool | None  # None: not known without converting the GGUF file
 
     def kv_cache_bytes(self, tokens: int) -> int:
@@ -115,9 +116,19 @@ def layer_groups(config, geometry: ModelGeometry) -> tuple[LayerGroup, ...]:
                  for (kind, kv, head_dim, window), layers in shapes.items())
 
 
-def probe_without_weights(config) -> str | None:
-    """``probe_attention`` on the model built on the meta device: ``None`` when every layer calls
-    evolalloc's attention with arguments it implements, else the one-line reason."""
+@dataclass(frozen=True)
+class Probe:
+    """What the attention probe on the meta device found: ``ran`` (False: the meta device could not
+    run this model's forward, ``note`` says why) and ``refusal`` (the one-line reason, or None)."""
+
+    ran: bool
+    refusal: str | None = None
+    note: str = ""
+
+
+def probe_without_weights(config, dtype: str = "float32") -> Probe:
+    """``probe_attention`` on the model built on the meta device (shapes, no weights, no memory), in
+    ``dtype`` as ``load_model`` would build it (some kernels accept only some dtypes)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -125,18 +136,25 @@ def probe_without_weights(config) -> str | None:
 
     try:
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
+            model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype])
     except (ValueError, KeyError, ImportError) as err:  # no causal-LM class, or one that needs a missing package
-        return f"transformers cannot build it as a causal LM ({str(err).splitlines()[0]})"
+        return Probe(True, f"transformers cannot build it as a causal LM ({_first_line(err)})")
     try:
         use_evolalloc_attention(model)
     except ValueError as err:  # transformers: this model's attention cannot be swapped
-        return f"its attention does not go through transformers' attention interface ({str(err).splitlines()[0]})"
+        return Probe(True, f"its attention does not go through transformers' attention interface ({_first_line(err)})")
     try:
         probe_attention(model.eval())
     except UnsupportedAttention as err:
-        return str(err)
-    return None
+        return Probe(True, str(err))
+    except (RuntimeError, NotImplementedError) as err:  # an op the meta device cannot run (a MoE kernel...):
+        # not a verdict on the attention; load_model still probes the real model before any use.
+        return Probe(False, note=f"{type(err).__name__}: {_first_line(err)}")
+    return Probe(True)
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).splitlines() or [""])[0]
 
 
 def model_card(spec: str, dtype: str = "float32") -> ModelCard:
@@ -145,10 +163,11 @@ def model_card(spec: str, dtype: str = "float32") -> ModelCard:
         raise UserError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}", field="--dtype")
     config, folder = config_of(spec)
     verdict = attention_support(config)
-    if verdict.supported:
-        refused = probe_without_weights(config)
-        if refused:
-            verdict = dataclasses.replace(verdict, supported=False, reason=refused)
+    probe = None
+    if verdict.supported:  # the config's reason comes first; the probe only asks what the config cannot say
+        probe = probe_without_weights(config, dtype)
+        if probe.refusal:
+            verdict = dataclasses.replace(verdict, supported=False, reason=probe.refusal)
     try:
         geometry = geometry_of(config, DTYPES[dtype])
         groups = layer_groups(config, geometry)
@@ -159,4 +178,4 @@ def model_card(spec: str, dtype: str = "float32") -> ModelCard:
     return ModelCard(spec=spec, model_type=str(getattr(config, "model_type", "?")),
                      text_type=str(getattr(text_config(config), "model_type", "?")),
                      classes=tuple(getattr(config, "architectures", None) or ()), support=verdict, dtype=dtype,
-                     geometry=geometry, groups=groups, chat_template=_has_chat_template(folder))
+                     geometry=geometry, groups=groups, probe=probe, chat_template=_has_chat_template(folder))

@@ -102,6 +102,32 @@ def test_an_architecture_the_runtime_does_not_implement_exits_2_with_the_reason(
     assert result.stderr.startswith(f"error: {folder}: ")
 
 
+def test_learned_sinks_pass_the_config_check_but_the_probe_without_weights_refuses_them(tmp_path):
+    """gpt-oss: sliding and full layers (which the config check accepts) whose attention also passes
+    learned per-head sinks: the four-token forward on the meta device sees the argument."""
+    from transformers import GptOssConfig
+
+    from evolalloc.runtime.support import attention_support
+
+    config = GptOssConfig(num_hidden_layers=2)
+    assert attention_support(config).supported
+    result = run_cli("model", "check", config_folder(tmp_path, "gpt-oss", config))
+    assert result.code == 2 and "s_aux" in result.stderr and len(result.error_lines) == 1
+    assert "attention probe (a 4-token forward on the meta device, no weights): refused" in result.stdout
+
+
+def test_a_probe_the_meta_device_cannot_run_is_said_and_the_config_verdict_stands(llama, monkeypatch):
+    import evolalloc.runtime.model_card as card
+
+    def cannot(model):
+        raise NotImplementedError("this op has no meta kernel")
+
+    monkeypatch.setattr(card, "probe_attention", cannot)
+    result = run_cli("model", "check", llama)
+    assert result.code == 0 and result.stdout.strip().endswith("supported")
+    assert "could not run without weights (NotImplementedError: this op has no meta kernel)" in result.stdout
+
+
 def test_a_folder_without_a_config_is_one_error_line(tmp_path):
     result = run_cli("model", "check", tmp_path)
     assert result.code == 2 and "has no config.json" in result.stderr and len(result.error_lines) == 1
