@@ -147,3 +147,24 @@ def test_a_gguf_file_is_checked_from_its_metadata_without_converting_it(tmp_path
     assert table_rows(result.stdout) == {"full_attention": ["30", "9", "3", "64", "-"]}
     assert f"({30 * 3 * 2 * 64 * 4 * 1000:,} bytes)" in result.stdout
     assert not unconverted.exists()
+
+
+def test_the_gemma_example_in_the_docs_is_what_the_command_prints(tmp_path):
+    """docs/your-model.md shows `model check` on a config with Gemma-3-1B's layout: run it here."""
+    import re
+    from pathlib import Path
+
+    from transformers import Gemma3TextConfig
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "your-model.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```$", doc, flags=re.S | re.M)  # each fence opens, then closes
+    block = next(b for b in blocks if "model check /models/gemma-3-1b-layout" in b)
+    command, *shown = block.strip().splitlines()
+    config = Gemma3TextConfig(vocab_size=262144, hidden_size=1152, intermediate_size=6912, num_hidden_layers=26,
+                              num_attention_heads=4, num_key_value_heads=1, head_dim=256, sliding_window=512,
+                              max_position_embeddings=32768, query_pre_attn_scalar=256, architectures=["Gemma3ForCausalLM"])
+    folder = config_folder(tmp_path, "gemma-3-1b-layout", config)
+    args = command.split()[2:]  # after "$ evolalloc"
+    result = run_cli(*[str(folder) if a.endswith("gemma-3-1b-layout") else a for a in args])
+    assert result.code == 0, result.stderr
+    assert result.stdout.strip().splitlines()[1:] == shown[1:]  # all but the folder's path
