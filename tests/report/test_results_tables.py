@@ -112,3 +112,18 @@ def test_a_row_of_the_wrong_width_is_refused(tmp_path, capsys):
     folder = small_page(tmp_path, [["40", "0.82", "p 0.01"]])
     assert script().main(["--results", str(folder.parent)]) == 2
     assert "row 0" in capsys.readouterr().err
+
+
+def test_the_index_links_every_study_folder_once_with_its_status():
+    index = (ROOT / "results" / "INDEX.md").read_text()
+    lines = [line for line in index.split("\n") if line.startswith("- **")]
+    linked = [re.search(r"\]\(([\w-]+)/README\.md\)", line)[1] for line in lines]
+    folders = sorted(p.parent.name for p in (ROOT / "results").glob("*/README.md"))
+    assert sorted(linked) == folders
+    assert all(re.match(r"- \*\*(met|not met|exploratory)\*\*", line) for line in lines)
+
+
+def test_every_relative_link_of_a_results_page_reaches_a_file():
+    for page in (ROOT / "results").rglob("*.md"):
+        for target in re.findall(r"\]\((?!https?:)([^)#\s]+)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page}: {target}"
