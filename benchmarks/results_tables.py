@@ -15,7 +15,9 @@ and the JSON holds what the table shows::
 Cells are strings, as they were typed from the run's printout: most of these runs' per-instance
 scores lived in git-ignored ``comparison.json`` files that are gone, and the JSON says so
 (``"data_kept": false``), which the table repeats under itself. A table may carry a ``note``
-rendered under it too. Usage::
+rendered under it too. Other keys may sit beside them — numbers per method, the per-instance
+scores a paired test needs (``"per_instance": {method: {budget: {uid: score}}}``) — and are kept,
+not rendered. Usage::
 
     python benchmarks/results_tables.py            # rewrite every table from its JSON
     python benchmarks/results_tables.py --check    # exit 1, naming each table that differs

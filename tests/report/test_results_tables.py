@@ -90,6 +90,16 @@ def test_the_rebuild_writes_the_rows_and_says_the_data_was_not_kept(tmp_path):
     assert script().main(["--check", "--results", str(folder.parent)]) == 0
 
 
+def test_a_table_whose_data_was_kept_has_no_data_not_kept_line_but_keeps_its_note(tmp_path):
+    folder = small_page(tmp_path, [["40", "0.82"]])
+    data = json.loads((folder / "data.json").read_text())
+    data["tables"]["held-out"].update(data_kept=True, note="n = 100 held-out prompts.", per_instance={"evolved": {"40": {"u0": 1.0}}})
+    (folder / "data.json").write_text(json.dumps(data))
+    assert script().main(["--results", str(folder.parent)]) == 0
+    text = (folder / "README.md").read_text()
+    assert "Data not kept" not in text and "| 40 | 0.82 |\n\nn = 100 held-out prompts.\n<!-- /table -->" in text
+
+
 def test_a_table_typed_outside_the_markers_fails_the_check(tmp_path, capsys):
     folder = small_page(tmp_path, [["40", "0.82"]])
     script().main(["--results", str(folder.parent)])
