@@ -4,6 +4,10 @@
 >>> recipe.budgets  # doctest: +SKIP
 [128, 256, 512]
 
+A recipe file may name a ``base:`` recipe and override a few of its keys; the chain is merged
+before anything is checked (``recipe_base.py``), so what is validated, resolved and saved is the
+merged recipe.
+
 Every problem (unreadable file, bad YAML, unknown or missing key, wrong type, bad value, an
 unknown task or scorer) raises one ``UserError(message, source=<file or --set>, field=<dotted
 key>)`` before anything is written. The sections and their defaults are in ``evolalloc.config.schema``.
