@@ -39,6 +39,7 @@ class _PrefillCache(EvictedCache):
         self.valid = [None] * num_layers  # every slot is a real prompt token
         self.used = [0] * num_layers
         self._pending_valid = None
+        self.positions = None  # slot = position in a prefill
         self.windows = None
 
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
