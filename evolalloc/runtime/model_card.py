@@ -108,7 +108,7 @@ def _has_chat_template(folder: Path | None) -> bool | None:
 def layer_groups(config, geometry: ModelGeometry) -> tuple[LayerGroup, ...]:
     """The layers grouped by attention shape, in order of first appearance."""
     kinds = layer_types(config)
-    windows = getattr(geometry, "windows", None) or (None,) * geometry.num_layers
+    windows = geometry.windows or (None,) * geometry.num_layers
     shapes: dict[tuple, list[int]] = {}
     for layer, (kind, window) in enumerate(zip(kinds, windows)):
         shapes.setdefault((kind, geometry.num_kv_heads, geometry.head_dim, window), []).append(layer)
