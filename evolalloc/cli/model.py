@@ -6,9 +6,8 @@ from __future__ import annotations
 import click
 
 from evolalloc.cli import main
+from evolalloc.config.schema import DTYPES  # what a recipe's model.dtype may be (torch-free)
 from evolalloc.core.errors import UserError
-
-DTYPE_CHOICES = ("float32", "bfloat16", "float16")  # runtime.model.DTYPES (not imported: it pulls in torch)
 
 
 @main.group("model")
@@ -20,7 +19,7 @@ def model() -> None:
 @click.argument("spec")
 @click.option("--context", "context", type=click.IntRange(min=1), default=1024, show_default=True,
               help="Prompt length in tokens for the cache-size line.")
-@click.option("--dtype", type=click.Choice(DTYPE_CHOICES), default="float32", show_default=True,
+@click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True,
               help="What the model and its cache compute in: bfloat16 on a GPU, float32 on a CPU.")
 def check(spec: str, context: int, dtype: str) -> None:
     """Print SPEC's architecture, its geometry per layer type, whether the eviction runtime
