@@ -40,6 +40,16 @@ class LayerGroup:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """What the attention probe on the meta device found: ``ran`` (False: the meta device could not
+    run this model's forward, ``note`` says why) and ``refusal`` (the one-line reason, or None)."""
+
+    ran: bool
+    refusal: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class ModelCard:
     """One model described from its config. ``text_type`` is the language model's type inside a
     multimodal wrapper (Gemma 3's ``gemma3_text``), else ``model_type``. ``geometry`` and
@@ -81,16 +91,15 @@ def config_of(spec: str):
     from transformers import AutoConfig
 
     gguf = _gguf_file(spec)
-    if gguf is None:
-        folder = resolve_model_folder(spec)  # a folder with config.json, or the one-line reason why not
-    else:
-        folder = gguf_cache_folder(gguf)
-        if not (folder / "config.json").is_file():
-            return AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name), None
+    folder = resolve_model_folder(spec) if gguf is None else gguf_cache_folder(gguf)  # bad specs: load_model's errors
+    from_gguf = gguf is not None and not (folder / "config.json").is_file()
     try:
+        if from_gguf:
+            return AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name), None
         return AutoConfig.from_pretrained(folder), folder
-    except (ValueError, KeyError, OSError) as err:  # an unknown model_type, a broken config.json
-        raise UserError(f"cannot read the config of {folder}: {str(err).splitlines()[0]}", field="model") from None
+    except (ValueError, KeyError, OSError) as err:  # an unknown model_type, a broken config.json or GGUF header
+        raise UserError(f"cannot read the config of {gguf if from_gguf else folder}: {_first_line(err)}",
+                        field="model") from None
 
 
 def _has_chat_template(folder: Path | None) -> bool | None:
@@ -114,16 +123,6 @@ def layer_groups(config, geometry: ModelGeometry) -> tuple[LayerGroup, ...]:
         shapes.setdefault((kind, geometry.num_kv_heads, geometry.head_dim, window), []).append(layer)
     return tuple(LayerGroup(kind, tuple(layers), geometry.num_query_heads, kv, head_dim, window)
                  for (kind, kv, head_dim, window), layers in shapes.items())
-
-
-@dataclass(frozen=True)
-class Probe:
-    """What the attention probe on the meta device found: ``ran`` (False: the meta device could not
-    run this model's forward, ``note`` says why) and ``refusal`` (the one-line reason, or None)."""
-
-    ran: bool
-    refusal: str | None = None
-    note: str = ""
 
 
 def probe_without_weights(config, dtype: str = "float32") -> Probe:

@@ -168,3 +168,12 @@ def test_the_gemma_example_in_the_docs_is_what_the_command_prints(tmp_path):
     result = run_cli(*[str(folder) if a.endswith("gemma-3-1b-layout") else a for a in args])
     assert result.code == 0, result.stderr
     assert result.stdout.strip().splitlines()[1:] == shown[1:]  # all but the folder's path
+
+
+def test_a_model_type_transformers_does_not_know_is_one_error_line_naming_the_folder(tmp_path):
+    folder = tmp_path / "mystery"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "not_a_real_architecture", "num_hidden_layers": 2}')
+    result = run_cli("model", "check", folder)
+    assert result.code == 2 and len(result.error_lines) == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"error: model: cannot read the config of {folder}: ")
