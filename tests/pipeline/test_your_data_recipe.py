@@ -23,3 +23,15 @@ def test_the_your_data_recipe_searches_ships_and_compares_on_the_example_file(tm
     rows = {row["method"] for row in comparison["rows"]}
     assert {"evolved", "uniform", "pyramid", "streaming"} <= rows
     assert "jsonl_qa" in (run / "report.md").read_text()
+
+
+def test_a_bad_line_in_your_file_stops_the_search_before_anything_is_written(tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.chdir(REPO)
+    bad = tmp_path / "mine.jsonl"
+    good = {"context": "The door was blue.", "question": "What colour was the door?", "answers": ["blue"]}
+    bad.write_text(json.dumps(good) + "\n" + json.dumps({**good, "question": ""}) + "\n", encoding="utf-8")
+    result = run_cli("search", "runs/your_data.yaml", "--runs-dir", tmp_path / "runs", "--no-progress",
+                     "--set", f"model.spec={tiny_model_dir}", "--set", f"task.params.path={bad}")
+    assert result.code == 2 and result.error_lines == [
+        f"error: runs/your_data.yaml: task: {bad}:2: field 'question': expected text, got a blank string"]
+    assert not (tmp_path / "runs").exists()
