@@ -62,6 +62,12 @@ def test_a_llama_folder_is_supported_and_its_cache_is_every_token_of_every_layer
     assert f"at 4096 tokens (the model's positions)" in result.stdout
 
 
+def test_a_context_beyond_the_models_positions_is_said(llama):
+    result = run_cli("model", "check", llama, "--context", "5000")
+    assert result.code == 0
+    assert "note: --context 5000 is beyond the model's 4096 positions: a run at that length is refused" in result.stdout
+
+
 def test_bfloat16_halves_the_cache(llama):
     result = run_cli("model", "check", llama, "--context", "1000", "--dtype", "bfloat16")
     assert result.code == 0 and f"({6 * 2 * 2 * 16 * 2 * 1000:,} bytes)" in result.stdout
