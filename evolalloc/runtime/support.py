@@ -135,11 +135,27 @@ def attention_support(config) -> Support:
         return refuse(f"layer types {', '.join(other)} are not implemented (only {', '.join(ATTENTION_LAYER_TYPES)})")
     if getattr(config, "use_bidirectional_attention", False):
         return refuse("bidirectional attention is not implemented: the runtime decodes causally")
-    for name in ("num_global_key_value_heads", "global_head_dim"):
-        if getattr(config, name, None):
-            return refuse(f"layers of different KV-head counts or head sizes ({name}={getattr(config, name)}): "
-                          "evolalloc's caches and allocations are one rectangle of layers x KV heads for now")
+    shapes = layer_kv_shapes(config)
+    if len(set(shapes)) > 1:
+        kinds = ", ".join(f"{heads} KV heads x {dim}" for heads, dim in sorted(set(shapes)))
+        return refuse(f"layers of different KV-head counts or head sizes ({kinds}): evolalloc's caches and "
+                      "allocations are one rectangle of layers x KV heads for now")
+    if getattr(config, "attention_k_eq_v", False):
+        return refuse("keys shared with values (attention_k_eq_v): not implemented by the eviction runtime")
     return Support(model_type, True, "", features)
+
+
+def layer_kv_shapes(config) -> list[tuple[int, int]]:
+    """Per layer ``(KV heads, head size)``; per-layer overrides (Gemma 4's ``per_layer_config``:
+    global layers with other head counts and sizes) included."""
+    config = text_config(config)
+    per_layer = getattr(config, "per_layer_config", None)
+    layers = [per_layer[i] for i in range(config.num_hidden_layers)] if per_layer is not None else [config]
+    shapes = []
+    for layer in layers:  # transformers refuses the global value of a per-layer field: read each layer's
+        heads = getattr(layer, "num_key_value_heads", None) or layer.num_attention_heads
+        shapes.append((int(heads), int(getattr(layer, "head_dim", None) or layer.hidden_size // layer.num_attention_heads)))
+    return shapes if per_layer is not None else shapes * config.num_hidden_layers
 
 
 def _features(config) -> tuple[str, ...]:

@@ -32,7 +32,8 @@ def test_the_verdict_names_the_attention_features_it_found():
     (lambda: T.FalconH1Config(), "state-space"),
     (lambda: T.Llama4TextConfig(), "chunked local attention"),
     (lambda: T.Gemma3nTextConfig(), "reuse another layer's KV cache"),
-], ids=["mla", "linear-attention", "mamba-hybrid", "chunked", "kv-sharing"])
+    (lambda: T.Gemma4TextConfig(), "4 KV heads x 256, 4 KV heads x 512"),
+], ids=["mla", "linear-attention", "mamba-hybrid", "chunked", "kv-sharing", "per-layer-head-sizes"])
 def test_attention_the_runtime_does_not_implement_is_refused_naming_what_is_missing(config, missing):
     verdict = attention_support(config())
     assert not verdict.supported and missing in verdict.reason and "\n" not in verdict.reason
