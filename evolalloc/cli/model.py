@@ -43,10 +43,10 @@ def describe(card, context: int) -> list[str]:
     inner = f" (language model {card.text_type})" if card.text_type != card.model_type else ""
     classes = f" — {', '.join(card.classes)}" if card.classes else ""
     lines = [f"model: {card.spec}", f"architecture: {card.model_type}{inner}{classes}"]
-    geometry = card.geometry
-    if geometry is not None:
-        lines.append(f"layers: {geometry.num_layers}   positions: {geometry.max_positions or 'not given'}   "
-                     f"dtype: {card.dtype} ({geometry.dtype_bytes} bytes)")
+    if card.groups:
+        layers = sum(len(g.layers) for g in card.groups)
+        lines.append(f"layers: {layers}   positions: {card.max_positions or 'not given'}   "
+                     f"dtype: {card.dtype} ({card.dtype_bytes} bytes)")
         lines += _group_table(card.groups)
     features = ", ".join(card.support.features) or "none"
     lines.append(f"attention features: {features}")
@@ -54,7 +54,7 @@ def describe(card, context: int) -> list[str]:
         lines.append(f"attention probe (a 4-token forward on the meta device, no weights): {_probe_text(card.probe)}")
     if card.chat_template is not None:
         lines.append(f"chat template: {'yes (prompt_style: chat can be used)' if card.chat_template else 'none (use prompt_style: raw)'}")
-    if geometry is not None and card.support.supported:
+    if card.geometry is not None:
         lines += _memory_lines(card, context)
     return lines
 

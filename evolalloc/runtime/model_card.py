@@ -24,7 +24,8 @@ from evolalloc.core.geometry import ModelGeometry
 from evolalloc.runtime.memory import cache_memory
 from evolalloc.runtime.model import BUNDLED_PREFIX, DTYPES, bundled_gguf_path, geometry_of, resolve_model_folder
 from evolalloc.runtime.model import _gguf_cache_folder as gguf_cache_folder  # where load_model converts a GGUF file
-from evolalloc.runtime.support import Support, UnsupportedAttention, attention_support, layer_types, probe_attention, text_config
+from evolalloc.runtime.support import (Support, UnsupportedAttention, attention_support, layer_kv_shapes, layer_types,
+                                      probe_attention, sliding_windows, text_config)
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,9 @@ class Probe:
 @dataclass(frozen=True)
 class ModelCard:
     """One model described from its config. ``text_type`` is the language model's type inside a
-    multimodal wrapper (Gemma 3's ``gemma3_text``), else ``model_type``. ``geometry`` and
-    ``groups`` are empty when the config does not give them (an unsupported architecture's may not)."""
+    multimodal wrapper (Gemma 3's ``gemma3_text``), else ``model_type``. ``groups`` is empty when
+    the config does not describe its layers in the fields the runtime reads (an unsupported
+    architecture's may not)."""
 
     spec: str
     model_type: str
@@ -61,7 +63,9 @@ class ModelCard:
     classes: tuple[str, ...]
     support: Support
     dtype: str
-    geometry: ModelGeometry | None
+    dtype_bytes: int
+    max_positions: int  # 0: the config does not say
+    geometry: ModelGeometry | None  # the runtime's geometry: supported models only
     groups: tuple[LayerGroup, ...]
     probe: Probe | None  # None: not run (the config was refused already)
     chat_template: bool | None  # None: not known without converting the GGUF file
@@ -114,14 +118,17 @@ def _has_chat_template(folder: Path | None) -> bool | None:
         return False
 
 
-def layer_groups(config, geometry: ModelGeometry) -> tuple[LayerGroup, ...]:
-    """The layers grouped by attention shape, in order of first appearance."""
-    kinds = layer_types(config)
-    windows = geometry.windows or (None,) * geometry.num_layers
+def layer_groups(config) -> tuple[LayerGroup, ...]:
+    """The layers grouped by attention shape (type, KV heads, head size, window), in order of first
+    appearance; read per layer from the config, so a model whose layer types differ in shape (and
+    is refused for it) shows each shape."""
+    text = text_config(config)
+    query_heads = int(text.num_attention_heads)
     shapes: dict[tuple, list[int]] = {}
-    for layer, (kind, window) in enumerate(zip(kinds, windows)):
-        shapes.setdefault((kind, geometry.num_kv_heads, geometry.head_dim, window), []).append(layer)
-    return tuple(LayerGroup(kind, tuple(layers), geometry.num_query_heads, kv, head_dim, window)
+    rows = zip(layer_types(config), layer_kv_shapes(config), sliding_windows(config))
+    for layer, (kind, (kv_heads, head_dim), window) in enumerate(rows):
+        shapes.setdefault((kind, kv_heads, head_dim, window), []).append(layer)
+    return tuple(LayerGroup(kind, tuple(layers), query_heads, kv, head_dim, window)
                  for (kind, kv, head_dim, window), layers in shapes.items())
 
 
@@ -168,13 +175,15 @@ def model_card(spec: str, dtype: str = "float32") -> ModelCard:
         if probe.refusal:
             verdict = dataclasses.replace(verdict, supported=False, reason=probe.refusal)
     try:
-        geometry = geometry_of(config, DTYPES[dtype])
-        groups = layer_groups(config, geometry)
-    except (AttributeError, TypeError, ValueError, ZeroDivisionError):
+        groups = layer_groups(config)
+    except (AttributeError, TypeError, ValueError, ZeroDivisionError, IndexError):
         if verdict.supported:
             raise
-        geometry, groups = None, ()  # an architecture the runtime refuses need not have these fields
+        groups = ()  # an architecture the runtime refuses need not have these fields
+    text = text_config(config)
     return ModelCard(spec=spec, model_type=str(getattr(config, "model_type", "?")),
-                     text_type=str(getattr(text_config(config), "model_type", "?")),
+                     text_type=str(getattr(text, "model_type", "?")),
                      classes=tuple(getattr(config, "architectures", None) or ()), support=verdict, dtype=dtype,
-                     geometry=geometry, groups=groups, probe=probe, chat_template=_has_chat_template(folder))
+                     dtype_bytes=DTYPES[dtype].itemsize, max_positions=int(getattr(text, "max_position_embeddings", 0) or 0),
+                     geometry=geometry_of(config, DTYPES[dtype]) if verdict.supported else None,
+                     groups=groups, probe=probe, chat_template=_has_chat_template(folder))

@@ -108,6 +108,18 @@ def test_an_architecture_the_runtime_does_not_implement_exits_2_with_the_reason(
     assert result.stderr.startswith(f"error: {folder}: ")
 
 
+def test_layer_types_of_different_shapes_are_each_shown_and_refused(tmp_path):
+    """Gemma 4: sliding layers with 256-wide heads, global ones with 512-wide heads. The table shows
+    both shapes; the runtime's one-rectangle cache refuses the model."""
+    from transformers import Gemma4TextConfig
+
+    result = run_cli("model", "check", config_folder(tmp_path, "gemma4", Gemma4TextConfig(num_hidden_layers=6)))
+    assert result.code == 2 and "different KV-head counts or head sizes" in result.stderr
+    rows = table_rows(result.stdout)
+    assert rows["sliding_attention"][:4] == ["5", "8", "4", "256"] and rows["full_attention"][:4] == ["1", "8", "4", "512"]
+    assert "KV cache per prompt" not in result.stdout  # no figure for a cache the runtime cannot hold
+
+
 def test_learned_sinks_pass_the_config_check_but_the_probe_without_weights_refuses_them(tmp_path):
     """gpt-oss: sliding and full layers (which the config check accepts) whose attention also passes
     learned per-head sinks: the four-token forward on the meta device sees the argument."""
