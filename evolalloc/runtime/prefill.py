@@ -17,7 +17,7 @@ from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
 from evolalloc.runtime.chunked import prefill_forward
 from evolalloc.runtime.scorers import Scorer
 from evolalloc.runtime.sliding import reachable_first, window_cap
-from evolalloc.runtime.support import sliding_windows
+from evolalloc.runtime.support import sliding_windows, text_config
 from evolalloc.runtime.scorers.base import LayerStats
 
 
@@ -126,7 +126,7 @@ def prefill(
         raise ValueError("prefill needs at least one prompt token")
     if model.config._attn_implementation != "evolalloc":
         raise ValueError("the model does not use evolalloc attention; load it with load_model() or call use_evolalloc_attention(model)")
-    num_layers = model.config.num_hidden_layers
+    num_layers = text_config(model.config).num_hidden_layers
     windows = sliding_windows(model.config)
     ranked = {scorer.key: ([None] * num_layers, [None] * num_layers) for scorer in scorers}
     dispersion_rows: list[torch.Tensor | None] = [None] * num_layers

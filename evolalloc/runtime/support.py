@@ -166,7 +166,9 @@ def _features(config) -> tuple[str, ...]:
         found.append("softcap")
     if getattr(config, "final_logit_softcapping", None):
         found.append("final_softcap")
-    if getattr(config, "model_type", "") in ("qwen3", "gemma3_text", "gemma3", "olmo2") or getattr(config, "qk_norm", False):
+    # Reported for the families known to normalise q/k before rope; the runtime needs no flag for
+    # it (the attention function receives post-norm queries and keys whatever the family).
+    if getattr(config, "model_type", "").startswith(("qwen3", "gemma3", "olmo2")) or getattr(config, "qk_norm", False):
         found.append("qk_norm")
     if getattr(config, "query_pre_attn_scalar", None):
         found.append("query_pre_attn_scalar")

@@ -141,3 +141,26 @@ def test_snapkv_scores_equal_those_of_the_stock_models_attention_probabilities(a
         torch.testing.assert_close(record.scores[scorer.key][layer], scores, atol=1e-5, rtol=1e-4)
         finite = torch.isfinite(scores)
         assert torch.equal(record.rankings[scorer.key][layer][finite], ranking[finite])
+
+
+def test_a_multimodal_gemma3_checkpoint_runs_its_text_model_exactly():
+    """Gemma 3 4B/12B/27B checkpoints are ``Gemma3ForConditionalGeneration``: the text model's
+    config sits in ``text_config``; text prompts go through it unchanged."""
+    import transformers as T
+
+    from evolalloc.runtime.model import prepare_model
+    from tests.runtime.conftest import GEMMA, TINY
+
+    def build(attn):
+        text = {**TINY, **GEMMA, "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}
+        vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14)
+        torch.manual_seed(0)
+        model = T.Gemma3ForConditionalGeneration(T.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4)).eval()
+        prepare_model(model, "gemma3-multimodal") if attn == "evolalloc" else model.set_attn_implementation(attn)
+        return model
+
+    ours, stock = build("evolalloc"), build("eager")
+    prompt = random_prompt(PROMPT_LENGTH, seed=7)
+    tokens, logits, _ = runtime_generate(ours, prompt, reach_budgets(ours, PROMPT_LENGTH), STEPS)
+    expected_tokens, expected_logits = stock_generate(stock, prompt, STEPS)
+    assert_same_greedy(tokens, logits, expected_tokens, expected_logits, torch.float32)
