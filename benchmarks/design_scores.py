@@ -5,7 +5,7 @@ run's own ``compare`` scores its profile and the baselines *of its scorer*; the 
 of two scorers (SnapKV and the run's trained gates), the full cache, and several seeds' profiles.
 Prefilling the held-out split once for all of them is the cheap way on a shared 2-core machine::
 
-    python benchmarks/design_scores.py runs/design_word_hybrid.yaml \\
+    python benchmarks/design_scores.py results/design-word-hybrid/recipes/design_word_hybrid.yaml \\
         --run hybrid-s0=RUNS/design_word_hybrid-s0 --run hybrid-s1=RUNS/design_word_hybrid-s1 ... \\
         --gates-from RUNS/design_word_hybrid-s0 --out RUNS/word-scores.json [--floors 0.5]
 

@@ -69,8 +69,12 @@ json.dump(env, open(path, "w"), indent=2)
 print(env)
 EOF
 
-# 2. Exactness on the device: the runtime's own tests, their models and prompts moved by the env vars.
-TESTS=(tests/runtime/test_equivalence.py tests/runtime/test_generation_api.py tests/runtime/test_hf_generate.py)
+# 2. Exactness on the device: the runtime's own tests, their models and prompts moved by the env vars
+#    (test_architectures: every architecture the runtime accepts, in float32 and bfloat16, against the eager model).
+TESTS=(tests/runtime/test_architectures.py::test_full_budgets_give_transformers_greedy_tokens_and_logits
+       tests/runtime/test_equivalence.py
+       tests/runtime/test_generation_api.py::test_full_budgets_give_the_tokens_of_transformers_greedy_generate
+       tests/runtime/test_hf_generate.py)
 [ "$MODE" = cpu ] && TESTS=(tests/runtime/test_equivalence.py)  # seconds: the CPU mode checks the script, not the GPU
 say "exactness tests: ${TESTS[*]}"
 EVOLALLOC_TEST_DEVICE=$DEVICE EVOLALLOC_TEST_DTYPE=$DTYPE timeout 60 "$PY" -m pytest -q -p no:cacheprovider \

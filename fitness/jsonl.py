@@ -15,12 +15,33 @@ def is_string(value: Any) -> str | None:
     return None if isinstance(value, str) else f"expected a string, got {type(value).__name__}"
 
 
+def is_text(value: Any) -> str | None:
+    """A string with something in it (a blank context or question is a data mistake, not a prompt)."""
+    if not isinstance(value, str):
+        return f"expected a string, got {type(value).__name__}"
+    return None if value.strip() else "expected text, got a blank string"
+
+
+def is_string_or_int(value: Any) -> str | None:
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return None
+    return f"expected a string or an integer, got {type(value).__name__}"
+
+
 def is_string_list(value: Any) -> str | None:
     if not isinstance(value, list) or not value:
         return "expected a non-empty list of strings"
     if not all(isinstance(v, str) for v in value):
         return "expected a list of strings"
     return None
+
+
+def is_text_list(value: Any) -> str | None:
+    """A non-empty list of non-blank strings (answers: a blank one would match anything or nothing)."""
+    problem = is_string_list(value)
+    if problem:
+        return problem
+    return None if all(v.strip() for v in value) else "expected non-blank strings, got a blank one"
 
 
 def is_int(value: Any) -> str | None:

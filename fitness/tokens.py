@@ -88,6 +88,24 @@ def fit_to_length(
     return item
 
 
+def render_within(style: str, tokenizer, body: str, query: str, limit: int, *, what: str,
+                  answer_prefix: str = "") -> tuple[str, str, bool]:
+    """``render`` the prompt, cutting the middle of ``body`` until the whole prompt has at most
+    ``limit`` tokens; the query (and answer prefix) is always kept whole.
+
+    Returns ``(context, question, truncated?)``. Token counts are not exactly additive at the seams
+    (and a chat template adds its own tokens), so the length is re-checked after each cut.
+    """
+    truncated = False
+    for _ in range(4):
+        context, question = render(style, tokenizer, body, query, answer_prefix)
+        excess = count_tokens(tokenizer, context + question) - limit
+        if excess <= 0:
+            return context, question, truncated
+        body, truncated = truncate_middle(body, max(1, count_tokens(tokenizer, body) - excess - 2), tokenizer)
+    raise FitnessError(f"{what}: cannot fit the prompt into {limit} tokens")
+
+
 def truncate_middle(text: str, max_tokens: int, tokenizer) -> tuple[str, bool]:
     """Keep the first and last ``max_tokens / 2`` tokens of ``text`` (LongBench's advice: the
     instructions sit at both ends). Returns ``(text, truncated?)``."""

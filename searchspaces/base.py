@@ -38,6 +38,12 @@ class SearchSpace:
         ratio_bounds: ``(lower, upper)`` bounds on ``k_i / c`` for the optimizer.
         min_budget: no unit decodes below this (e.g. the scorer's always-kept tokens).
         max_budget: no unit decodes above this (``None``: no cap).
+        layer_caps: per layer the most tokens a budget can usefully give it (a sliding-window
+            layer's ``W - 1``), or ``None``. A layer capped at or below ``c`` is *pinned* at its
+            cap: the window decides it, so it is in no group and CMA-ES spends no dimension on
+            it; a layer capped above ``c`` is searched with its cap as its upper bound. The total
+            stays ``c`` per unit: what a pinned layer cannot hold goes to the others (exact rule).
+            Only spaces whose units are layers or (layer, head) pairs take caps.
         exact_total: complete every decoded candidate to exactly ``round(c * n_units)`` tokens
             (EvolKV §3.2's completion rule, applied before evaluation instead of only to the
             best profile at the end), so every candidate costs the memory the shipped profile
@@ -54,6 +60,8 @@ class SearchSpace:
     scorers: tuple[str, ...] | None = None
     #: The space's own settings (recipe ``search_space.<name>``) its ``__init__`` takes.
     params: tuple[str, ...] = ()
+    #: Whether ``_from_grid`` maps a per-layer grid onto units (layers, heads), so caps apply.
+    takes_layer_caps: bool = False
 
     @property
     def adapter_params(self) -> dict:
@@ -72,6 +80,7 @@ class SearchSpace:
         min_budget: int = 1,
         max_budget: int | None = None,
         exact_total: bool = False,
+        layer_caps=None,
     ):
         if num_layers < 1 or num_kv_heads < 1:
             raise ValueError(f"num_layers and num_kv_heads must be >= 1, got {num_layers} x {num_kv_heads}")
@@ -95,6 +104,29 @@ class SearchSpace:
         self.max_budget = None if max_budget is None else int(max_budget)
         self.ratio_bounds = self._resolve_bounds(ratio_bounds)
         self.exact_total = bool(exact_total)
+        self.unit_caps = self._resolve_caps(layer_caps)
+
+    def _resolve_caps(self, layer_caps) -> np.ndarray | None:
+        """``[n_units]`` int64 caps (a huge number where none), or ``None`` when no layer is capped."""
+        if layer_caps is None or all(cap is None for cap in layer_caps):
+            return None
+        if len(layer_caps) != self.num_layers:
+            raise ValueError(f"layer_caps has {len(layer_caps)} entries, expected {self.num_layers}")
+        if not self.takes_layer_caps:
+            raise ValueError(f"search space {self.name!r} cannot take a model with sliding-window layers yet; "
+                             "use layer_groups or head_groups")
+        huge = np.iinfo(np.int64).max // 4
+        grid = np.repeat(np.array([huge if c is None else int(c) for c in layer_caps], dtype=np.int64)[:, None],
+                         self.num_kv_heads, axis=1)
+        caps = np.round(self._from_grid(grid.astype(np.float64))).astype(np.int64)
+        return np.minimum(caps, huge)
+
+    @property
+    def pinned_units(self) -> np.ndarray:
+        """Indices of the units whose cap is at or below ``c``: held at their cap, never searched."""
+        if self.unit_caps is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(self.unit_caps <= self.target)
 
     def _resolve_bounds(self, bounds: tuple[float, float] | None) -> tuple[float, float]:
         if bounds is None:
@@ -131,12 +163,11 @@ class SearchSpace:
     def groups(self) -> list[np.ndarray]:
         """Unit indices of each contiguous group, bottom-up (layer 0 first).
 
-        ``ceil(n_units / group_size)`` int64 arrays; the last one may be smaller.
+        ``ceil(n_units / group_size)`` int64 arrays; the last one may be smaller. Pinned units
+        (``layer_caps``) are in none.
         """
-        return [
-            np.arange(start, min(start + self.group_size, self.n_units), dtype=np.int64)
-            for start in range(0, self.n_units, self.group_size)
-        ]
+        searched = np.setdiff1d(np.arange(self.n_units, dtype=np.int64), self.pinned_units)
+        return [searched[start : start + self.group_size] for start in range(0, searched.size, self.group_size)]
 
     def initial_ratios(self) -> np.ndarray:
         """``[n_units]`` float64, all 1.0: every unit at the target ``c`` (uniform)."""
@@ -158,9 +189,17 @@ class SearchSpace:
         clipped = np.clip(ratios, *self.ratio_bounds)
         budgets = np.floor(clipped * self.target + 0.5).astype(np.int64)
         budgets = np.clip(budgets, self.min_budget, self.max_budget)
+        if self.unit_caps is not None:
+            budgets = np.minimum(budgets, self.unit_caps)
+            budgets[self.pinned_units] = self.unit_caps[self.pinned_units]
         if self.exact_total:
-            # Proportional, as the final completion; units keep their order and the floor.
-            budgets = complete_budgets(budgets, self.total_budget, floor=self.min_budget)
+            # Proportional, as the final completion; units keep their order and the floor. Pinned
+            # units stay at their caps; the others share the rest of the total.
+            free = np.ones(self.n_units, dtype=bool)
+            free[self.pinned_units] = False
+            caps = None if self.unit_caps is None else self.unit_caps[free]
+            rest = self.total_budget - int(budgets[~free].sum())
+            budgets[free] = complete_budgets(budgets[free], rest, floor=self.min_budget, caps=caps)
         return self._to_grid(budgets).astype(np.int64)
 
     @property

@@ -10,7 +10,33 @@ from __future__ import annotations
 import numpy as np
 
 
-def complete_budgets(units: np.ndarray, total: int, floor: int = 1) -> np.ndarray:
+def complete_budgets(units: np.ndarray, total: int, floor: int = 1, caps: np.ndarray | None = None) -> np.ndarray:
+    """``_complete`` under per-unit ``caps`` (``[n]``, ``None``: no cap; a sliding-window layer's
+    ``W - 1``): a unit whose share exceeds its cap is held at the cap and the rest of ``total`` is
+    completed over the others, until none exceeds its own. A total above what all caps hold gives
+    every unit its cap. Without caps this is exactly EvolKV's completion (below).
+    """
+    if caps is None:
+        return _complete(units, total, floor)
+    k = np.asarray(units)
+    caps = np.asarray(caps, dtype=np.int64)
+    if caps.shape != k.shape:
+        raise ValueError(f"caps must have the units' shape {k.shape}, got {caps.shape}")
+    budgets = np.zeros(k.shape, dtype=np.int64)
+    free = np.ones(k.shape, dtype=bool)
+    while free.any():
+        share = _complete(k[free], max(int(total) - int(budgets[~free].sum()), 0), 0 if total < floor * free.sum() else floor)
+        over = share > caps[free]
+        if not over.any():
+            budgets[free] = share
+            break
+        capped = np.flatnonzero(free)[over]
+        budgets[capped] = caps[capped]
+        free[capped] = False
+    return budgets
+
+
+def _complete(units: np.ndarray, total: int, floor: int = 1) -> np.ndarray:
     """Scale non-negative integer budgets ``[n]`` to sum to exactly ``total``; returns int64 ``[n]``.
 
     EvolKV §3.2: with ``A = sum(k)``, ``b_i = ceil(k_i + k_i / A * (T - A)) = ceil(k_i * T / A)``.

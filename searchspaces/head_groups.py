@@ -18,6 +18,7 @@ class HeadGroups(SearchSpace):
     """
 
     granularity = "head"
+    takes_layer_caps = True
 
     @property
     def n_units(self) -> int:

@@ -13,6 +13,7 @@ class LayerGroups(SearchSpace):
     """Units are layers ``0 .. num_layers-1``; groups are ``n_g`` consecutive layers."""
 
     granularity = "layer"
+    takes_layer_caps = True
 
     @property
     def n_units(self) -> int:

@@ -48,6 +48,7 @@ def get_search_space(
     min_budget: int = 1,
     max_budget: int | None = None,
     exact_total: bool = False,
+    layer_caps=None,
     **params,
 ) -> SearchSpace:
     """Build the search space ``name``; ``ValueError`` listing the valid names if unknown.
@@ -67,5 +68,6 @@ def get_search_space(
         min_budget=min_budget,
         max_budget=max_budget,
         exact_total=exact_total,
+        layer_caps=layer_caps,
         **params,
     )

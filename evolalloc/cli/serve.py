@@ -85,9 +85,13 @@ def submit(recipe, name, service, token_file):
     """Queue RECIPE as a search job on a service; prints the job id."""
     import yaml
 
+    from evolalloc.config.recipe import read_recipe_file
+
     text = recipe.read_text(encoding="utf-8")
+    data, chain = read_recipe_file(recipe)
+    if len(chain) > 1:  # a base: chain is merged here, so the service never reads a file
+        text = yaml.safe_dump(data, sort_keys=False)
     if name is None:
-        data = yaml.safe_load(text)
         if not (isinstance(data, dict) and data.get("name")):
             name = recipe.stem  # as `evolalloc search` names a run
     job = _call(_client(service, token_file).submit, text, name)

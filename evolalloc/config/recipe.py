@@ -4,6 +4,10 @@
 >>> recipe.budgets  # doctest: +SKIP
 [128, 256, 512]
 
+A recipe file may name a ``base:`` recipe and override a few of its keys; the chain is merged
+before anything is checked (``recipe_base.py``), so what is validated, resolved and saved is the
+merged recipe.
+
 Every problem (unreadable file, bad YAML, unknown or missing key, wrong type, bad value, an
 unknown task or scorer) raises one ``UserError(message, source=<file or --set>, field=<dotted
 key>)`` before anything is written. The sections and their defaults are in ``evolalloc.config.schema``.
@@ -28,6 +32,7 @@ from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
 from evolalloc.core.errors import UserError
 from evolalloc.core.topup import TOPUP_RULES, topup_problem
 from evolalloc.core.record_settings import parse_size
+from evolalloc.config.recipe_base import BASE_KEY, Layer, origin_of, read_with_bases
 from evolalloc.config.schema import (
     FieldProblem, RecipeData, TRAINABLE_SCORERS, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
 )
@@ -185,13 +190,14 @@ def _apply_overrides(data: Any, overrides: Iterable[str]) -> tuple[Any, dict[str
     return data, applied
 
 
-def _source_of(field: str, file_source: str, applied: dict[str, str]) -> str:
-    """Blame ``--set`` when the faulty field (or a section holding it) came from an override."""
+def _source_of(field: str, file_source: str, applied: dict[str, str], layers: list[Layer] = ()) -> str:
+    """Blame ``--set`` when the faulty field (or a section holding it) came from an override, and
+    the base recipe that set it when it was inherited (``base:``)."""
     field = re.sub(r"\[(\d+)\]", r".\1", field)  # tasks[1].weight is set as tasks.1.weight
     for key in applied:
         if field == key or field.startswith(key + ".") or field.startswith(key + "[") or key.startswith(field + "."):
             return f"{OVERRIDE_SOURCE} {applied[key]}"
-    return file_source
+    return origin_of(field, list(layers)) or file_source
 
 
 def load_recipe(path: str | Path, overrides: Iterable[str] = (), *, check_names: bool = True) -> Recipe:
@@ -203,17 +209,31 @@ def load_recipe(path: str | Path, overrides: Iterable[str] = (), *, check_names:
     imports torch, ~3 s); switch it off for commands that only read a finished run.
     """
     path = Path(path)
-    data, applied = _apply_overrides(_read(path), overrides)
-    return recipe_from_dict(data, source=str(path), default_name=path.stem, applied=applied, check_names=check_names)
+    merged, layers = read_recipe_file(path)
+    data, applied = _apply_overrides(merged, overrides)
+    return recipe_from_dict(data, source=str(path), default_name=path.stem, applied=applied, check_names=check_names,
+                            layers=layers)
+
+
+def read_recipe_file(path: str | Path) -> tuple[Any, list[Layer]]:
+    """The parsed recipe file merged over its ``base:`` chain (``recipe_base``), not yet
+    validated, and the chain's files (``path`` first) for blaming a bad field on its file."""
+    return read_with_bases(Path(path), _read)
 
 
 def recipe_from_dict(
     data: Any, *, source: str = "<recipe>", default_name: str = "run", applied: dict[str, str] | None = None,
-    check_names: bool = True,
+    check_names: bool = True, layers: list[Layer] = (),
 ) -> Recipe:
-    """Validate and resolve an already-parsed recipe (see ``load_recipe``)."""
+    """Validate and resolve an already-parsed recipe (see ``load_recipe``). ``layers``: the
+    ``base:`` chain it was merged from, so an inherited bad field names the base file."""
     applied = applied or {}
     try:
+        if isinstance(data, dict) and BASE_KEY in data:
+            # Only a recipe *file* has a folder its base is relative to (and the service must not
+            # be made to read files): a parsed mapping arrives merged.
+            raise FieldProblem(BASE_KEY, "is resolved only when a recipe file is read (`evolalloc search FILE`); "
+                                         "send the merged recipe instead (a run folder's recipe.yaml)")
         if isinstance(data, dict) and data.get("task") is None and data.get("tasks") is None:
             raise FieldProblem("task.name", _NO_TASK)  # the first thing a recipe must say
         recipe = build_section(Recipe, data)
@@ -222,7 +242,8 @@ def recipe_from_dict(
         if check_names:
             _check_names(recipe)
     except FieldProblem as problem:
-        raise UserError(problem.message, source=_source_of(problem.field, source, applied), field=problem.field) from None
+        raise UserError(problem.message, source=_source_of(problem.field, source, applied, layers),
+                        field=problem.field) from None
     recipe.source = source
     return recipe
 

@@ -27,7 +27,10 @@ __all__ = ["Allocation", "complete_budgets", "FORMAT", "FORMAT_VERSION", "GRANUL
 
 FORMAT = "evolalloc.allocation"
 EXPANSION_RULES = ("proportional", "additive", TOPUP, TOPUP_HALF)  # how expand() carries a profile to a new budget
-FORMAT_VERSION = 1
+# Version 2 adds ``geometry.windows`` (sliding-window layers); a file without windows is still
+# written as version 1, so the files of full-attention models read in older evolalloc too.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 GRANULARITIES = ("layer", "head")
 
 
@@ -36,6 +39,30 @@ def _now() -> str:
 
 
 # -- the allocation ------------------------------------------------------------------------
+
+
+def unit_caps(geometry: ModelGeometry, granularity: str) -> np.ndarray | None:
+    """Caps of the completion's units (``[layers]`` or ``[layers * heads]``): a sliding layer's
+    ``W - 1`` (``ModelGeometry.caps``), a huge number elsewhere; ``None`` when no layer slides."""
+    if geometry.windows is None:
+        return None
+    huge = np.iinfo(np.int64).max // 4
+    per_layer = np.array([huge if c is None else c for c in geometry.caps()], dtype=np.int64)
+    return per_layer if granularity == "layer" else np.repeat(per_layer, geometry.num_kv_heads)
+
+
+def fit_to_windows(budgets: np.ndarray, geometry: ModelGeometry, granularity: str) -> np.ndarray:
+    """``[L, H]`` budgets with every sliding layer held to its window cap and what it cannot hold
+    given to the other layers in proportion (the total is kept): every method at a budget ``c``
+    then spends the same real memory. Unchanged for a model without sliding layers."""
+    caps = unit_caps(geometry, granularity)
+    if caps is None:
+        return budgets
+    budgets = np.asarray(budgets, dtype=np.int64)
+    heads = budgets.shape[1]
+    units = budgets[:, 0] if granularity == "layer" else budgets.reshape(-1)
+    out = complete_budgets(units, int(units.sum()), 0, caps=caps)
+    return np.repeat(out[:, None], heads, axis=1) if granularity == "layer" else out.reshape(budgets.shape)
 
 
 # The largest total a profile may have: budgets are int64, and a float total above 2**53 is no
@@ -112,6 +139,12 @@ class Allocation:
             return round(self.target * layers) * heads
         return round(self.target * layers * heads)
 
+    def capped_budgets(self) -> np.ndarray:
+        """``[L, H]`` what each (layer, head) can really hold: the budget, at most ``W - 1`` in a
+        sliding layer of window ``W`` (the exporters ship these)."""
+        caps = unit_caps(self.geometry, "layer")
+        return self.budgets if caps is None else np.minimum(self.budgets, caps[:, None])
+
     @property
     def bytes(self) -> int:
         """Bytes the kept keys and values occupy if each (layer, head) stores exactly its budget."""
@@ -137,7 +170,7 @@ class Allocation:
             units = np.maximum(units + round(target - self.target), 0)
         elif rule != "proportional" and rule not in TOPUP_RULES:  # a top-up's budgets are the proportional ones
             raise ValueError(f"unknown expansion rule {rule!r}; choose from {', '.join(EXPANSION_RULES)}")
-        out = complete_budgets(units, total, min_budget)
+        out = complete_budgets(units, total, min_budget, caps=unit_caps(self.geometry, self.granularity))
         return np.repeat(out[:, None], heads, axis=1) if self.granularity == "layer" else out.reshape(layers, heads)
 
     def complete(self, min_budget: int = 1) -> Allocation:

@@ -23,7 +23,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 
-from evolalloc.core.allocation import FORMAT, FORMAT_VERSION, Allocation
+from evolalloc.core.allocation import FORMAT, FORMAT_VERSION, READABLE_VERSIONS, Allocation
 from evolalloc.core.methods import methods
 from evolalloc.core.fileio import write_atomic
 from evolalloc.core.errors import UserError
@@ -33,7 +33,7 @@ from searchspaces.gate_prior import ADAPTER as GATE_PRIOR, PRIOR_DECIMALS, recor
 # Fields of the geometry an allocation must share with the model it is loaded for. dtype_bytes
 # and max_positions are left out on purpose: a profile searched in fp32 applies unchanged in
 # bf16, and the context length is a serving choice, not a property of the budgets.
-_MATCHED_GEOMETRY = ("num_layers", "num_kv_heads", "num_query_heads", "head_dim")
+_MATCHED_GEOMETRY = ("num_layers", "num_kv_heads", "num_query_heads", "head_dim", "windows")
 
 
 @lru_cache(maxsize=1)
@@ -67,7 +67,7 @@ def allocation_to_dict(alloc: Allocation) -> dict:
     target = alloc.target
     return {
         "format": FORMAT,
-        "version": FORMAT_VERSION,
+        "version": FORMAT_VERSION if alloc.geometry.windows is not None else 1,
         "model": alloc.model,
         "geometry": alloc.geometry.to_dict(),
         "scorer": alloc.scorer,
@@ -207,7 +207,7 @@ def _check_header(data: dict, source: str) -> None:
             f"written by a newer evolalloc (format version {version}); this one reads version {FORMAT_VERSION}",
             source=source, field="$.version",
         )
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise UserError(f"unsupported format version {version} (this evolalloc reads {FORMAT_VERSION})",
                         source=source, field="$.version")
 

@@ -20,8 +20,7 @@ At ``c' == c`` it is the profile itself (floors = budgets, nothing left over).
 c / (2 c')``): every head still keeps at least half of what the search gave it, and the gates'
 global top-k places the other ``(c' - c/2) * L * H`` entries per input. Why a second rule: on the
 7-digit prose needle's search split (48 prompts), full floors scored below the plain global top-k
-at 48 and 64 for every seed, half floors never below it (README: the number prose needle's
-expansions). The floors are the same ``~ b/2`` at every ``c' > c``, so for one input the count a
+at 48 and 64 for every seed, half floors never below it (results/design-number-topup-half/README.md). The floors are the same ``~ b/2`` at every ``c' > c``, so for one input the count a
 head keeps never falls as ``c'`` grows (a fixed floor, a larger global total); unlike ``topup``
 it can fall below the searched ``b`` itself at ``c' > c``.
 

@@ -100,7 +100,7 @@ def export_kvpress(allocation: Allocation, context_length: int | None = None) ->
     ``compression_ratios`` (one per layer, only when ``context_length`` is given), and
     ``head_budgets`` (only for head granularity).
     """
-    per_layer = allocation.budgets.mean(axis=1)
+    per_layer = allocation.capped_budgets().mean(axis=1)  # a sliding layer holds at most its window - 1
     budgets = [int(b) if float(b).is_integer() else round(float(b), 3) for b in per_layer]
     document = {
         "format": KVPRESS_FORMAT,
@@ -121,7 +121,9 @@ def export_kvpress(allocation: Allocation, context_length: int | None = None) ->
         "compression_ratios": None if context_length is None else compression_ratios(per_layer, context_length),
     }
     if allocation.granularity == "head":
-        document["head_budgets"] = allocation.budgets.tolist()
+        document["head_budgets"] = allocation.capped_budgets().tolist()
+    if allocation.geometry.windows is not None:
+        document["sliding_windows"] = list(allocation.geometry.windows)  # the model's own, per layer (null: full)
     return document
 
 

@@ -70,7 +70,9 @@ class TrtllmExporter(Exporter):
 
     def render(self, allocation: Allocation) -> Rendered:
         self.check(allocation)
-        windows = [int(b) for b in allocation.budgets[:, 0]]
+        # The model's own sliding window stays where it is smaller than the profile's (Gemma).
+        model_windows = allocation.geometry.windows or [None] * allocation.geometry.num_layers
+        windows = [int(b) if w is None else min(int(b), int(w)) for b, w in zip(allocation.budgets[:, 0], model_windows)]
         sinks = int(allocation.scorer_params.get("sinks", 4)) if allocation.scorer == "streaming" else 0
         exact = allocation.scorer == "window"
         document = {

@@ -56,6 +56,7 @@ from tqdm.auto import tqdm
 from evolalloc.learned.settings import TraceSettings
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture, _attention_rows
 from evolalloc.runtime.gates import snap_votes
+from evolalloc.runtime.support import text_config
 
 FORMAT = "evolalloc-trace"
 VERSION = 2
@@ -124,7 +125,7 @@ def trace_ids(model, ids: list[int], splits: list[int], future: int, votes: int 
     capture = TraceCapture(splits, future, votes)
     model(input_ids=tensor, position_ids=torch.arange(len(ids), device=device)[None], use_cache=False,
           logits_to_keep=1, evolalloc_capture=capture)
-    layers = model.config.num_hidden_layers
+    layers = text_config(model.config).num_hidden_layers
     record = {
         "ids": torch.tensor(ids, dtype=torch.int32),
         # Stored as float16 on the CPU (checked to fit in record()).

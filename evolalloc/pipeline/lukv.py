@@ -29,6 +29,7 @@ import torch
 
 from evolalloc.core.baselines.lukv import CURVES_FILE, UtilityCurves
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
+from evolalloc.runtime.support import text_config
 
 UTILITY = ("attention mass the future queries (question + first reference answer, teacher-forced) put on the "
            "top-b tokens of the run scorer's ranking, per (layer, KV head), uncompressed cache, mean over the search split")
@@ -51,9 +52,9 @@ def future_attention(model, context_ids, future_ids) -> torch.Tensor:
     capture = PrefillCapture(CaptureSpec(window_queries=len(future)))
     model(input_ids=ids, position_ids=torch.arange(ids.shape[1], device=device)[None, :], use_cache=False,
           logits_to_keep=1, evolalloc_capture=capture)
-    length, kv_heads = len(context), model.config.num_key_value_heads
+    length, kv_heads = len(context), text_config(model.config).num_key_value_heads
     per_layer = []
-    for layer in range(model.config.num_hidden_layers):
+    for layer in range(text_config(model.config).num_hidden_layers):
         rows = capture.window_attention[layer][:, :, :length]  # [Hq, w, L]
         per_layer.append(rows.mean(dim=1).reshape(kv_heads, -1, length).mean(dim=1))
     return torch.stack(per_layer).float()

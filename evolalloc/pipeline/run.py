@@ -31,7 +31,8 @@ def search_config(recipe, experiment: Experiment) -> SearchConfig:
     # The study is named after the run, so several runs can share one database URL.
     return SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space, optimizer=recipe.optimizer,
                                       num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
-                                      min_budget=experiment.min_budget(), storage=recipe.storage, study_name=recipe.name)
+                                      min_budget=experiment.min_budget(), storage=recipe.storage, study_name=recipe.name,
+                                      layer_caps=g.caps() if g.windows else None)
 
 
 def evolved_allocation(recipe, experiment: Experiment, result, config: SearchConfig, target: float | None = None) -> Allocation:

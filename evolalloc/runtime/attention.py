@@ -26,8 +26,9 @@ A fifth, for training gates on the answer (``runtime/soft_keep.py``): tokens fed
 cache with ``log r`` added to the attention logits of the prompt's keys (kwarg
 ``evolalloc_keep_bias``: ``[layers, B, Hkv, n]``).
 
-Sliding-window attention (Mistral's ``sliding_window``) is not applied: evolalloc's budgets
-already bound what a layer sees, and the supported checkpoints run with full attention.
+The model's own sliding windows (Mistral, Phi-3, Gemma 2/3) and Gemma 2's logit soft-capping
+are applied as the stock model applies them (``runtime/sliding.py``); which models the function
+serves exactly is decided in ``runtime/support.py``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ import contextvars
 
 import torch
 import torch.nn.functional as F
+
+from evolalloc.runtime.sliding import (contiguous_key_positions, evicted_key_positions, query_positions,
+                                       sliding_window_mask, softcapped_attention)
+from evolalloc.runtime.support import UnsupportedAttention, check_attention_arguments, note_attention_call
 
 ATTENTION_NAME = "evolalloc"
 # The evicted cache for calls that cannot pass the ``evolalloc_cache`` kwarg: transformers'
@@ -66,41 +71,78 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
     """Attention for one layer.
 
     Shapes: query ``[B, Hq, q, D]``; key, value ``[B, Hkv, S, D]`` (the layer's whole cache,
-    new tokens last). Returns ``([B, q, Hq, D], None)`` as transformers expects.
+    new tokens last). Returns ``([B, q, Hq, D], None)`` as transformers expects. ``sliding_window``
+    and ``softcap`` are the stock model's (``runtime/sliding.py``); any other argument the model
+    passes with a value refuses the call (``runtime/support.py``): never silently something else.
     """
+    check_attention_arguments(kwargs)
+    note_attention_call(module.layer_idx)
+    sliding, softcap = kwargs.get("sliding_window"), kwargs.get("softcap")
     q_len, k_len = query.shape[2], key.shape[2]
     n_rep = query.shape[1] // key.shape[1]
     cache = kwargs.get("evolalloc_cache")
     if cache is None and "evolalloc_capture" not in kwargs:
         cache = _ACTIVE_CACHE.get()
-    valid = cache.valid[module.layer_idx] if cache is not None else None
     keep_bias = kwargs.get("evolalloc_keep_bias")
     if keep_bias is not None:  # soft eviction (runtime.soft_keep): differentiable in the bias
+        if sliding or softcap:
+            raise UnsupportedAttention("soft eviction (training gates on the answer) is not implemented for "
+                                       "sliding-window or soft-capped attention")
         from evolalloc.runtime.soft_keep import keep_bias_attention
 
         out = keep_bias_attention(query, key, value, scaling, keep_bias[module.layer_idx])
         return out.transpose(1, 2).contiguous(), None
-    window_mask = _window_mask(module.layer_idx, q_len, key, cache, kwargs.get("evolalloc_windows"))
 
-    if window_mask is not None:
-        mask = window_mask.repeat_interleave(n_rep, dim=1) if window_mask.shape[1] > 1 else window_mask
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=n_rep > 1)
-    elif valid is None and q_len == k_len:
+    mask = _visibility(module.layer_idx, query, key, cache, kwargs, sliding)
+    if softcap:
+        if mask is None and q_len > 1:
+            mask = causal_mask(q_len, k_len, query.device)
+        out = softcapped_attention(query, key, value, mask, scaling, softcap)
+    elif mask is None:
         # Full prefill (or plain use): let SDPA pick its fused causal kernel.
         out = F.scaled_dot_product_attention(query, key, value, is_causal=q_len > 1, scale=scaling, enable_gqa=n_rep > 1)
     else:
-        mask = None
-        if valid is not None:
-            mask = valid.repeat_interleave(n_rep, dim=1)[:, :, None, :]  # [B, Hkv, S] -> [B, Hq, 1, S]
-        if q_len > 1:
-            causal = causal_mask(q_len, k_len, query.device)
-            mask = causal if mask is None else mask & causal
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=n_rep > 1)
 
     capture = kwargs.get("evolalloc_capture")
     if capture is not None:
-        capture.record(module.layer_idx, query, key, value, scaling)
+        capture.record(module.layer_idx, query, key, value, scaling, window=sliding, softcap=softcap)
     return out.transpose(1, 2).contiguous(), None
+
+
+def _visibility(layer: int, query, key, cache, kwargs, sliding: int | None) -> torch.Tensor | None:
+    """Bool mask broadcastable to ``[B, Hq, q, S]`` (True = visible), or ``None`` for plain causal
+    attention with ``q == S`` (a full prefill) or one query seeing every slot.
+
+    Combines: the evicted cache's valid slots; causality aligned to the end of the layer's keys
+    (new tokens come last); a profile's TensorRT-LLM windows (``runtime/windowed.py``); and the
+    model's own sliding window, by original position (``runtime/sliding.py``).
+    """
+    q_len, k_len, device = query.shape[2], key.shape[2], query.device
+    n_rep = query.shape[1] // key.shape[1]
+    valid = cache.valid[layer] if cache is not None else None
+    mask = _window_mask(layer, q_len, key, cache, kwargs.get("evolalloc_windows"))  # [B, Hkv or 1, q, S]
+    if mask is None and valid is not None:
+        mask = valid[:, :, None, :]  # [B, Hkv, 1, S]
+    if sliding is not None and k_len > 1:
+        query_pos = query_positions(kwargs, q_len, k_len, device)
+        if cache is not None and getattr(cache, "positions", None) is not None:
+            key_pos = evicted_key_positions(cache, layer, query_pos)
+        elif cache is not None:
+            raise UnsupportedAttention("this evicted cache does not track token positions, which a sliding-window "
+                                       "layer needs (build it with runtime.compress)")
+        else:
+            key_pos = contiguous_key_positions(query_pos, k_len)
+        window = sliding_window_mask(query_pos, key_pos, sliding)  # [B, Hkv or 1, q, S]
+        mask = window if mask is None else mask & window
+    if mask is None and q_len == k_len:
+        return None
+    if q_len > 1:
+        causal = causal_mask(q_len, k_len, device)
+        mask = causal if mask is None else mask & causal
+    if mask is not None and mask.dim() == 4 and mask.shape[1] > 1 and n_rep > 1:
+        mask = mask.repeat_interleave(n_rep, dim=1)
+    return mask
 
 
 def _window_mask(layer: int, q_len: int, key: torch.Tensor, cache, prefill_windows) -> torch.Tensor | None:

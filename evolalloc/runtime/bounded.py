@@ -47,7 +47,7 @@ def bound_record(record: PrefillRecord, b_max: int | None) -> PrefillRecord:
     heads = record.keys[0].shape[0]
     length = record.length
     tops = torch.stack([ranking[..., :b_max] for ranking in record.rankings.values()], dim=2)  # [layers, Hkv, S, b]
-    keys, values = [], []
+    keys, values, slot_positions = [], [], []
     local_rankings = {name: [] for name in record.rankings}
     for layer in range(record.num_layers):
         member = torch.zeros(heads, length, dtype=torch.bool, device=tops.device)
@@ -61,6 +61,7 @@ def bound_record(record: PrefillRecord, b_max: int | None) -> PrefillRecord:
         rows, cols = member.nonzero(as_tuple=True)
         positions[rows, slot_of[rows, cols]] = cols
         spare = torch.arange(width, device=tops.device)[None, :] >= sizes[:, None]  # [Hkv, m]
+        slot_positions.append(positions)
         head_index = torch.arange(heads, device=tops.device)[:, None]
         for store, source in ((keys, record.keys[layer]), (values, record.values[layer])):
             kept = source[head_index.to(source.device), positions.to(source.device)]  # [Hkv, m, D]
@@ -76,7 +77,17 @@ def bound_record(record: PrefillRecord, b_max: int | None) -> PrefillRecord:
         rankings={name: torch.stack(per_layer) for name, per_layer in local_rankings.items()},
         scores={name: s[..., :b_max].contiguous() for name, s in record.scores.items()},
         bound=int(b_max),
+        slot_positions=_stack_padded(slot_positions),
     )
+
+
+def _stack_padded(per_layer: list[torch.Tensor]) -> torch.Tensor:
+    """Per layer ``[Hkv, m_l]`` -> ``[layers, Hkv, max m_l]``, zero-padded (spare slots point at 0)."""
+    width = max(t.shape[1] for t in per_layer)
+    out = per_layer[0].new_zeros(len(per_layer), per_layer[0].shape[0], width)
+    for layer, t in enumerate(per_layer):
+        out[layer, :, : t.shape[1]] = t
+    return out
 
 
 def check_within_bound(record: PrefillRecord, budgets) -> None:
@@ -84,7 +95,7 @@ def check_within_bound(record: PrefillRecord, budgets) -> None:
     below the prompt length (a budget >= the prompt keeps everything only in a full record)."""
     if record.bound is None:
         return
-    largest = int(np.minimum(np.asarray(budgets), record.length).max())
+    largest = int(np.minimum(np.asarray(budgets), record.layer_reach()[:, None]).max())
     if largest > record.bound:
         raise RecordBoundError(
             f"a budget of {largest} tokens is above b_max = {record.bound}, the most this run's records keep per "

@@ -33,17 +33,23 @@ class EvictedCache:
             self.valid.append(m)
             self.used.append(s)
         self._pending_valid: torch.Tensor | None = None
+        # Original positions of each layer's slots ``[B, Hkv, used]`` (compression fills them; the
+        # attention function appends new tokens'), for the model's sliding windows; None: untracked.
+        self.positions: list[torch.Tensor] | None = None
         # Sliding windows while decoding (TensorRT-LLM semantics, ``runtime/windowed.py``): per
         # layer a ``[B]`` long tensor of window sizes, or None for plain attention to every slot.
         self.windows: list[torch.Tensor | None] | None = None
 
     @classmethod
-    def adopt(cls, keys: list[torch.Tensor], values: list[torch.Tensor], valid: list[torch.Tensor | None], used: list[int]) -> "EvictedCache":
+    def adopt(cls, keys: list[torch.Tensor], values: list[torch.Tensor], valid: list[torch.Tensor | None], used: list[int],
+              positions: list[torch.Tensor] | None = None) -> "EvictedCache":
         """A cache over buffers already allocated with room: per layer ``[B, Hkv, used[l] + room, D]``
-        whose first ``used[l]`` slots are filled (no copy, unlike the constructor)."""
+        whose first ``used[l]`` slots are filled (no copy, unlike the constructor). ``positions``:
+        per layer ``[B, Hkv, used[l]]`` the slots' original positions, or None."""
         cache = cls.__new__(cls)
         cache.keys, cache.values, cache.valid, cache.used = list(keys), list(values), list(valid), list(used)
         cache._pending_valid = None
+        cache.positions = list(positions) if positions is not None else None
         cache.windows = None
         return cache
 
@@ -88,6 +94,8 @@ class EvictedCache:
             self.values[layer] = self.values[layer].index_select(0, rows)
             if self.valid[layer] is not None:
                 self.valid[layer] = self.valid[layer].index_select(0, rows)
+            if self.positions is not None:
+                self.positions[layer] = self.positions[layer].index_select(0, rows)
             if self.windows is not None and self.windows[layer] is not None:
                 self.windows[layer] = self.windows[layer].index_select(0, rows)
 

@@ -57,9 +57,12 @@ class PrefillCapture:
         self.window_attention: dict[int, torch.Tensor] = {}
         self.attention_sums: dict[int, torch.Tensor] = {}
 
-    def record(self, layer_idx: int, query, key, value, scaling: float) -> None:
+    def record(self, layer_idx: int, query, key, value, scaling: float, window: int | None = None,
+               softcap: float | None = None) -> None:
         """query ``[1, Hq, q, D]`` of positions ``S - q .. S - 1``; key/value ``[1, Hkv, S, D]``,
         every key so far (``q == S`` in a one-shot prefill; one chunk's queries otherwise).
+        ``window``/``softcap``: the layer's sliding window and logit soft-cap, so that the recorded
+        attention is the attention the model computed (``runtime/sliding.py``).
 
         Each query's softmax row is complete here (a causal query sees no later key), so rows
         from different chunks are only padded with zeros to ``L`` and put side by side.
@@ -70,11 +73,11 @@ class PrefillCapture:
         self.keys[layer_idx] = key[0]
         self.values[layer_idx] = value[0]
         if self.window_queries or self.attention_sum:
-            self._record_statistics(layer_idx, query, key, scaling)
+            self._record_statistics(layer_idx, query, key, scaling, window, softcap)
         if self.on_layer_done is not None and key.shape[2] == (self.length or key.shape[2]):
             self.on_layer_done(layer_idx)
 
-    def _record_statistics(self, layer_idx: int, query, key, scaling: float) -> None:
+    def _record_statistics(self, layer_idx: int, query, key, scaling: float, sliding, softcap) -> None:
         n_rep = query.shape[1] // key.shape[1]
         seen, q_len = key.shape[2], query.shape[2]
         total_length = self.length or seen
@@ -86,7 +89,7 @@ class PrefillCapture:
         keys = key[0].repeat_interleave(n_rep, dim=0)  # [Hq, S, D]
         if self.window_queries:
             if start < seen:
-                rows = _attention_rows(query[0, :, start - first :], keys, scaling, start)  # [Hq, m, S]
+                rows = _attention_rows(query[0, :, start - first :], keys, scaling, start, sliding, softcap)  # [Hq, m, S]
                 if seen == total_length and start == total_length - w:
                     self.window_attention[layer_idx] = rows  # the one-shot case: no copy
                 else:
@@ -103,16 +106,23 @@ class PrefillCapture:
                 self.attention_sums[layer_idx] = total
             for offset in range(0, q_len, _SUM_CHUNK):
                 rows = query[0, :, offset : offset + _SUM_CHUNK]
-                total[:, :seen] += _attention_rows(rows, keys, scaling, first + offset).sum(dim=1)
+                total[:, :seen] += _attention_rows(rows, keys, scaling, first + offset, sliding, softcap).sum(dim=1)
 
 
-def _attention_rows(queries: torch.Tensor, keys: torch.Tensor, scaling: float, first_position: int) -> torch.Tensor:
-    """Causal softmax attention of queries at positions ``first_position + i``.
+def _attention_rows(queries: torch.Tensor, keys: torch.Tensor, scaling: float, first_position: int,
+                    window: int | None = None, softcap: float | None = None) -> torch.Tensor:
+    """Causal softmax attention of queries at positions ``first_position + i``, within the layer's
+    sliding ``window`` (keys ``p - W < j <= p``) and soft-capped as the model does, when it does.
 
     queries ``[Hq, n, D]``, keys ``[Hq, L, D]`` -> ``[Hq, n, L]`` float32.
     """
     logits = torch.matmul(queries.float(), keys.float().transpose(1, 2)) * scaling
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
     n, length = queries.shape[1], keys.shape[1]
     rows = torch.arange(n, device=keys.device)[:, None] + first_position
-    future = torch.arange(length, device=keys.device)[None, :] > rows
-    return torch.softmax(logits.masked_fill(future, float("-inf")), dim=-1)
+    cols = torch.arange(length, device=keys.device)[None, :]
+    hidden = cols > rows
+    if window is not None:
+        hidden = hidden | (cols <= rows - int(window))
+    return torch.softmax(logits.masked_fill(hidden, float("-inf")), dim=-1)

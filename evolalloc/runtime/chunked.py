@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from evolalloc.runtime.cache import EvictedCache
+from evolalloc.runtime.support import text_config
 
 #: Prompts up to this many tokens take one forward: the README's ~1k-token jobs keep the records
 #: they had before chunking existed (bit-identical).
@@ -39,6 +40,7 @@ class _PrefillCache(EvictedCache):
         self.valid = [None] * num_layers  # every slot is a real prompt token
         self.used = [0] * num_layers
         self._pending_valid = None
+        self.positions = None  # slot = position in a prefill
         self.windows = None
 
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
@@ -77,7 +79,7 @@ def prefill_forward(model, ids: torch.Tensor, capture, *, chunk_size: int | None
         out = model(input_ids=ids, position_ids=positions, use_cache=False, logits_to_keep=1, evolalloc_capture=capture, **extra)
         return out.logits[0, -1]
     capture.length = length
-    cache = _PrefillCache(model.config.num_hidden_layers, length)
+    cache = _PrefillCache(text_config(model.config).num_hidden_layers, length)
     for start in range(0, length, chunk_size):
         stop = min(start + chunk_size, length)
         # Only the last chunk's logits are wanted; 1 keeps the others' to one row.

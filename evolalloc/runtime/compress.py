@@ -19,11 +19,14 @@ from evolalloc.runtime.scorers import Scorer
 from evolalloc.runtime.spill import release
 
 
-def validate_budgets(budgets, num_layers: int, num_kv_heads: int, scorer: Scorer | None = None) -> np.ndarray:
+def validate_budgets(budgets, num_layers: int, num_kv_heads: int, scorer: Scorer | None = None,
+                     reach: np.ndarray | None = None) -> np.ndarray:
     """Check and normalise budgets to an int64 array ``[num_layers, num_kv_heads]``.
 
     Accepts ``[num_layers]`` (one budget per layer, every head alike) or
     ``[num_layers, num_kv_heads]``. Raises ``ValueError`` saying what was expected.
+    ``reach``: ``[num_layers]`` the most tokens each layer can use (a sliding layer's ``W - 1``);
+    where it is below the scorer's always-kept tokens, it is that layer's floor instead.
     """
     array = np.asarray(budgets)
     expected = f"[{num_layers}] or [{num_layers}, {num_kv_heads}]"
@@ -42,9 +45,11 @@ def validate_budgets(budgets, num_layers: int, num_kv_heads: int, scorer: Scorer
     if np.any(array < 0):
         raise ValueError(f"budgets must be >= 0; got {int(array.min())}")
     floor = scorer.min_budget if scorer is not None else 1
+    if reach is not None:
+        floor = np.minimum(floor, np.asarray(reach, dtype=np.int64))[:, None]
     if np.any(array < floor):
         what = f"scorer {scorer.name!r} always keeps {scorer.always_kept} tokens (sinks + window)" if scorer else "each head needs at least one token"
-        raise ValueError(f"budgets must be >= {floor}: {what}; got a budget of {int(array.min())}")
+        raise ValueError(f"budgets must be >= {int(np.max(floor))}: {what}; got a budget of {int(array.min())}")
     return array
 
 
@@ -88,20 +93,22 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
     for record, budgets in rows:
         if scorer.key not in record.rankings:
             raise ValueError(f"record {record.uid!r} has no ranking for scorer {scorer.key!r}; it has {sorted(record.rankings)}")
-        array = validate_budgets(budgets, num_layers, num_kv_heads, scorer)
+        array = validate_budgets(budgets, num_layers, num_kv_heads, scorer, reach=record.layer_reach())
         check_within_bound(record, array)
         adapt = getattr(scorer, "adapt", None)  # an input-adaptive method (runtime.adaptive.Adapted)
         if adapt is not None:
             # A bounded record's scores stop at b_max, so an adapter gives no head more (its cap).
             array = np.asarray(adapt(record, array), dtype=np.int64)
             check_within_bound(record, array)
-        clipped.append(np.minimum(array, record.length))
+        # No (layer, head) keeps more than the prompt, nor more than a sliding layer can reach.
+        clipped.append(np.minimum(array, record.layer_reach()[:, None]))
     slots = np.stack(clipped).max(axis=(0, 2))  # [num_layers]: each layer's largest kept set
     widest = int(slots.max())
-    kept = []  # per row: (positions, valid), each [num_layers, Hkv, widest]
+    kept = []  # per row: (slots, valid, original positions), each [num_layers, Hkv, widest]
     for (record, _), budget in zip(rows, clipped):
         ranking = record.rankings[scorer.key]
-        kept.append(_kept_slots(ranking, torch.as_tensor(budget, device=ranking.device), widest, record.slots))
+        slots_kept, ok = _kept_slots(ranking, torch.as_tensor(budget, device=ranking.device), widest, record.slots)
+        kept.append((slots_kept, ok, record.positions_of(slots_kept)))
     # The cache lives where the model computes (first_logits' device), in its dtype; a record's
     # K/V may be stored elsewhere (pinned host memory, a spilled file) or narrower (record_dtype).
     device = first.first_logits.device
@@ -113,7 +120,7 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
             for layer, dim in enumerate(_head_dims(first.keys))]
     values = [torch.empty(len(rows), num_kv_heads, int(slots[layer]) + room, dim, dtype=dtype, device=device)
               for layer, dim in enumerate(_head_dims(first.values))]
-    for row, ((record, _), (positions, _)) in enumerate(zip(rows, kept)):
+    for row, ((record, _), (positions, _, _)) in enumerate(zip(rows, kept)):
         for layer in range(num_layers):
             n = int(slots[layer])
             store = record.keys[layer].device
@@ -123,10 +130,12 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
             keys[layer][row, :, :n] = record.keys[layer][heads, pick]
             values[layer][row, :, :n] = record.values[layer][heads, pick]
         release(record)  # a no-op for a record held in memory; a spilled one is mapped again on its next use
-    valid = []
+    valid, original = [], []
     for layer in range(num_layers):
         n = int(slots[layer])
-        mask = torch.stack([ok[layer, :, :n] for _, ok in kept])  # [B, Hkv, n]
+        # Original positions of the kept slots: a sliding-window layer masks by them (runtime/sliding.py).
+        original.append(torch.stack([pos[layer, :, :n] for _, _, pos in kept]).to(device))  # [B, Hkv, n]
+        mask = torch.stack([ok[layer, :, :n] for _, ok, _ in kept])  # [B, Hkv, n]
         if bool(mask.all()):
             mask = None
         else:
@@ -135,7 +144,7 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
             keys[layer][:, :, :n].mul_(mask[..., None])
             values[layer][:, :, :n].mul_(mask[..., None])
         valid.append(mask)
-    return EvictedCache.adopt(keys, values, valid, used=[int(n) for n in slots])
+    return EvictedCache.adopt(keys, values, valid, used=[int(n) for n in slots], positions=original)
 
 
 def _head_dims(layers) -> list[int]:

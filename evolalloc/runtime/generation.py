@@ -33,7 +33,7 @@ from evolalloc.core.allocation import Allocation
 from evolalloc.core.errors import UserError
 from evolalloc.runtime.compress import validate_budgets
 from evolalloc.runtime.decode import DecodeSettings, build_cache, decode_batch, eos_ids_of
-from evolalloc.runtime.memory import CacheMemory, cache_memory
+from evolalloc.runtime.memory import CacheMemory, cache_memory, reachable_budgets
 from evolalloc.runtime.positions import positions_beyond
 from evolalloc.runtime.prefill import prefill
 from evolalloc.runtime.sampling import row_generator
@@ -165,8 +165,10 @@ def generate(
 
     The model is switched to evolalloc's attention for the call and switched back afterwards.
     """
-    from evolalloc.runtime.attention import ATTENTION_NAME, use_evolalloc_attention
+    from evolalloc.runtime.attention import ATTENTION_NAME
+    from evolalloc.runtime.model import check_supported, prepare_model
 
+    check_supported(model.config, getattr(model.config, "name_or_path", None) or "the model")
     if isinstance(prompts, (str, tuple, dict)):
         prompts = [prompts]
     prompts = list(prompts)
@@ -190,7 +192,7 @@ def generate(
 
     previous = model.config._attn_implementation
     if previous != ATTENTION_NAME:
-        use_evolalloc_attention(model)
+        prepare_model(model, getattr(model.config, "name_or_path", None) or "the model")  # switched and probed
     try:
         generations = []
         room = max_new_tokens + max((len(q) for _, q in encoded if q), default=0)
@@ -207,12 +209,14 @@ def generate(
 
     kept, memory, notes = [], [], []
     for ids, _ in encoded:
-        clipped = np.minimum(budgets, len(ids))
+        clipped = reachable_budgets(budgets, geometry, len(ids))
         kept.append(clipped)
         memory.append(cache_memory(budgets, geometry, len(ids)))
         parts = [profile_note] if profile_note else []
         if int(budgets.max()) > len(ids):
             parts.append(f"budgets above the prompt's {len(ids)} tokens clipped to {len(ids)}")
+        if np.any(clipped < np.minimum(budgets, len(ids))):
+            parts.append("sliding-window layers' budgets clipped to their windows")
         notes.append("; ".join(parts))
     return GenerationResult(
         texts=[g.text for g in generations],

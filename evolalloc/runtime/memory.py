@@ -28,13 +28,25 @@ class CacheMemory:
         return self.actual / self.full if self.full else 0.0
 
 
+def reachable_budgets(budgets: np.ndarray, geometry: ModelGeometry, prompt_length: int) -> np.ndarray:
+    """``[L, Hkv]`` the tokens each (layer, head) really keeps: the budget, clipped to the prompt and,
+    for a sliding layer of window ``W``, to the ``W - 1`` tokens it can still attend to."""
+    reach = np.array([prompt_length if cap is None else min(cap, prompt_length) for cap in geometry.caps()], dtype=np.int64)
+    return np.minimum(np.asarray(budgets, dtype=np.int64), reach[:, None])
+
+
 def cache_memory(budgets: np.ndarray, geometry: ModelGeometry, prompt_length: int) -> CacheMemory:
-    """Memory of one sequence of ``prompt_length`` tokens under ``budgets`` ``[L, Hkv]``."""
-    kept = np.minimum(np.asarray(budgets, dtype=np.int64), prompt_length)
+    """Memory of one sequence of ``prompt_length`` tokens under ``budgets`` ``[L, Hkv]``.
+
+    ``full`` is what the stock model's cache holds: every token in a full-attention layer, at
+    most ``W - 1`` in a sliding layer (transformers' sliding cache keeps no more).
+    """
+    kept = reachable_budgets(budgets, geometry, prompt_length)
+    full_reach = reachable_budgets(np.full((geometry.num_layers, geometry.num_kv_heads), prompt_length), geometry, prompt_length)
     per_token = geometry.bytes_per_token_per_head
     padded = kept.max(axis=1) * geometry.num_kv_heads
     return CacheMemory(
         actual=int(padded.sum()) * per_token,
         budgeted=int(kept.sum()) * per_token,
-        full=prompt_length * geometry.num_layers * geometry.num_kv_heads * per_token,
+        full=int(full_reach.sum()) * per_token,
     )

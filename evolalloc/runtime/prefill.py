@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
 from evolalloc.runtime.chunked import prefill_forward
 from evolalloc.runtime.scorers import Scorer
+from evolalloc.runtime.sliding import reachable_first, window_cap
+from evolalloc.runtime.support import sliding_windows, text_config
 from evolalloc.runtime.scorers.base import LayerStats
 
 
@@ -40,6 +43,12 @@ class PrefillRecord:
     and scores keep their first ``b_max`` columns.
     ``compute_dtype``: the dtype the model computes in when keys/values are stored in another
     (``engine.record_dtype``); compression casts back to it. ``None``: the stored dtype.
+    ``reach``: ``[num_layers]`` the most prompt tokens each layer can attend to after the prompt
+    (the length; ``W - 1`` for a sliding layer of window ``W`` on a longer prompt); compression
+    clips budgets to it. ``None``: the length everywhere.
+    ``slot_positions``: a bounded record's ``[num_layers, Hkv, m]`` original position of each
+    stored slot (``m`` the widest layer; spare slots 0), so that sliding-window layers can mask by
+    position after eviction; ``None`` in a full record, where slot = position.
     """
 
     uid: str
@@ -54,6 +63,21 @@ class PrefillRecord:
     prompt_ids: torch.Tensor | None = None
     bound: int | None = None
     compute_dtype: torch.dtype | None = None
+    slot_positions: torch.Tensor | None = None
+    reach: torch.Tensor | None = None
+
+    def layer_reach(self) -> np.ndarray:
+        """``[num_layers]`` int64: the most tokens each layer can use (see ``reach``)."""
+        if self.reach is None:
+            return np.full(self.num_layers, self.length, dtype=np.int64)
+        return self.reach.cpu().numpy().astype(np.int64)
+
+    def positions_of(self, slots: torch.Tensor) -> torch.Tensor:
+        """Original positions of stored ``slots`` ``[num_layers, Hkv, n]`` (identity in a full record)."""
+        if self.slot_positions is None:
+            return slots
+        table = self.slot_positions.to(slots.device)
+        return torch.gather(table, 2, slots.clamp(max=table.shape[2] - 1))
 
     @property
     def slots(self) -> int:
@@ -102,7 +126,8 @@ def prefill(
         raise ValueError("prefill needs at least one prompt token")
     if model.config._attn_implementation != "evolalloc":
         raise ValueError("the model does not use evolalloc attention; load it with load_model() or call use_evolalloc_attention(model)")
-    num_layers = model.config.num_hidden_layers
+    num_layers = text_config(model.config).num_hidden_layers
+    windows = sliding_windows(model.config)
     ranked = {scorer.key: ([None] * num_layers, [None] * num_layers) for scorer in scorers}
     dispersion_rows: list[torch.Tensor | None] = [None] * num_layers
 
@@ -118,7 +143,8 @@ def prefill(
         )
         for scorer in scorers:
             per_layer, per_layer_scores = ranked[scorer.key]
-            per_layer[layer], per_layer_scores[layer] = scorer.rank_scored(stats)
+            # A sliding layer's unreachable tokens rank last (runtime/sliding.py).
+            per_layer[layer], per_layer_scores[layer] = reachable_first(*scorer.rank_scored(stats), length, windows[layer])
         window = capture.window_attention.pop(layer, None)
         if window is not None:
             dispersion_rows[layer] = window_dispersion(window)
@@ -145,7 +171,14 @@ def prefill(
         scores=scores,
         dispersion=dispersion,
         prompt_ids=ids[0],
+        reach=layer_reach(length, windows),
     )
+
+
+def layer_reach(length: int, windows: Sequence[int | None]) -> torch.Tensor | None:
+    """``[num_layers]`` the most prompt tokens each layer can use; ``None`` when every layer sees all."""
+    caps = [length if window_cap(w) is None else min(length, window_cap(w)) for w in windows]
+    return None if all(c == length for c in caps) else torch.tensor(caps, dtype=torch.long)
 
 
 def window_dispersion(attention: torch.Tensor) -> torch.Tensor:

@@ -44,7 +44,7 @@ def _tensors(record: PrefillRecord) -> dict[str, torch.Tensor]:
     tensors["first_logits"] = record.first_logits
     tensors.update({f"rankings.{name}": r for name, r in record.rankings.items()})
     tensors.update({f"scores.{name}": s for name, s in record.scores.items()})
-    for name in ("question_ids", "dispersion", "prompt_ids"):
+    for name in ("question_ids", "dispersion", "prompt_ids", "slot_positions", "reach"):
         if getattr(record, name) is not None:
             tensors[name] = getattr(record, name)
     return {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
@@ -195,7 +195,7 @@ def _mapped_record(path: Path, header: dict, offset: int, meta: dict) -> Prefill
         first_logits=small["first_logits"],
         rankings={name.removeprefix("rankings."): t for name, t in small.items() if name.startswith("rankings.")},
         scores={name.removeprefix("scores."): t for name, t in small.items() if name.startswith("scores.")},
-        question_ids=small.get("question_ids"), dispersion=small.get("dispersion"), prompt_ids=small.get("prompt_ids"),
+        question_ids=small.get("question_ids"), dispersion=small.get("dispersion"), prompt_ids=small.get("prompt_ids"), slot_positions=small.get("slot_positions"), reach=small.get("reach"),
         bound=int(meta["bound"]) if meta.get("bound") else None,
         compute_dtype=getattr(torch, meta["compute_dtype"]) if meta.get("compute_dtype") else None,
     )

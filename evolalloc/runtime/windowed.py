@@ -18,6 +18,7 @@ from evolalloc.runtime.chunked import prefill_forward
 from evolalloc.runtime.prefill import PrefillRecord
 from evolalloc.runtime.scorers import Scorer
 from evolalloc.runtime.scorers.base import LayerStats
+from evolalloc.runtime.support import text_config
 
 
 def layer_windows(budgets: np.ndarray) -> np.ndarray:
@@ -38,7 +39,7 @@ def windowed_record(model, record: PrefillRecord, budgets: np.ndarray, scorer: S
     capture = PrefillCapture()
     # In chunks past ONE_SHOT_TOKENS: the window mask is then [chunk, L], not [L, L].
     last_logits = prefill_forward(model, ids, capture, windows=[int(w) for w in windows])
-    layers = range(model.config.num_hidden_layers)
+    layers = range(text_config(model.config).num_hidden_layers)
     keys = [capture.keys[i] for i in layers]
     values = [capture.values[i] for i in layers]
     ranking = torch.stack([scorer.rank(LayerStats(layer_idx=i, keys=keys[i], values=values[i])) for i in layers])

@@ -93,11 +93,12 @@ class SearchConfig:
     study_name: str = "evolalloc"
     optimizer_options: dict = field(default_factory=dict)
     space_params: dict = field(default_factory=dict)
+    layer_caps: tuple[int | None, ...] | None = None
 
     @classmethod
     def from_sections(cls, *, target: float, search_space, optimizer, num_layers: int, num_kv_heads: int,
                       min_budget: int = 1, max_budget: int | None = None, storage: str | None = None,
-                      study_name: str = "evolalloc") -> "SearchConfig":
+                      study_name: str = "evolalloc", layer_caps=None) -> "SearchConfig":
         """The search at budget ``target`` (a run's resolved ``c``) that a recipe's ``search_space``
         and ``optimizer`` sections describe (any objects with those fields; ``evolalloc.config.schema``
         defines the recipe's), for a model of ``num_layers`` x ``num_kv_heads``. ``min_budget`` /
@@ -108,10 +109,13 @@ class SearchConfig:
             ratio_bounds=tuple(search_space.ratio_bounds) if search_space.ratio_bounds else None,
             min_budget=min_budget, max_budget=max_budget, storage=storage, study_name=study_name,
             optimizer_options=dict(optimizer.options), space_params=space_params_of(search_space),
+            layer_caps=tuple(layer_caps) if layer_caps is not None and any(c is not None for c in layer_caps) else None,
             **{mine: getattr(optimizer, theirs) for mine, theirs in OPTIMIZER_FIELDS.items()},
         )
 
     def __post_init__(self):
+        if self.layer_caps is not None:  # a list when read back from a checkpoint's JSON
+            object.__setattr__(self, "layer_caps", tuple(None if c is None else int(c) for c in self.layer_caps))
         check_optimizer_options(self.optimizer, self.optimizer_options)
         for name, rule in RANGES.items():
             value = getattr(self, name)
@@ -145,6 +149,7 @@ class SearchConfig:
                 min_budget=self.min_budget,
                 max_budget=self.max_budget,
                 exact_total=self.budget_rule == "exact",
+                layer_caps=self.layer_caps,
                 **self.space_params,
             )
         except ValueError as err:

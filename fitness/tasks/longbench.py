@@ -22,7 +22,7 @@ from fitness.registry import register_task
 from fitness.splits import check_split, choose
 from fitness.task import Task
 from fitness.tasks.longbench_config import FIRST_LINE_ONLY, NO_CHAT_TEMPLATE, SUBSETS, canonical_subset
-from fitness.tokens import check_prompt_style, count_tokens, render, require_tokenizer, truncate_middle
+from fitness.tokens import check_prompt_style, count_tokens, render_within, require_tokenizer
 
 _PARAGRAPH = re.compile(r"Paragraph \d+")
 
@@ -109,14 +109,7 @@ class LongBench(Task):
     def _fit(self, record: dict, limit: int, tokenizer) -> tuple[str, str, bool]:
         style = "raw" if self.subset in NO_CHAT_TEMPLATE else self.prompt_style
         body, query = self._parts(record)
-        truncated = False
-        for _ in range(4):  # token counts are not exactly additive at the seams: re-check
-            context, question = render(style, tokenizer, body, query)
-            excess = count_tokens(tokenizer, context + question) - limit
-            if excess <= 0:
-                return context, question, truncated
-            body, truncated = truncate_middle(body, max(1, count_tokens(tokenizer, body) - excess - 2), tokenizer)
-        raise FitnessError(f"{self.data_file}: cannot fit a {self.subset} prompt into {limit} tokens")
+        return render_within(style, tokenizer, body, query, limit, what=f"{self.data_file} ({self.subset})")
 
     def instances(self, split: str, n: int, seed: int, context_tokens: int | None, tokenizer) -> list[Instance]:
         check_split(split)

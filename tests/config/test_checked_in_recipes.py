@@ -1,5 +1,6 @@
-"""Every recipe checked in under runs/ loads: names, parameters and values valid, and its task
-(with its parameters) builds, so a recipe the README points at never fails on a typo."""
+"""Every recipe checked in loads — the examples under runs/ and each study's own under
+results/<study>/recipes/: names, parameters and values valid, and its task (with its parameters)
+builds, so a recipe the README or a results page points at never fails on a typo."""
 
 from __future__ import annotations
 
@@ -10,14 +11,27 @@ import pytest
 import fitness
 from evolalloc.config.recipe import load_recipe
 
-RUNS = Path(__file__).resolve().parents[2] / "runs"
-RECIPES = sorted(RUNS.glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "runs"
+STUDY_RECIPES = sorted((ROOT / "results").glob("*/recipes/*.yaml"))
+RECIPES = sorted(RUNS.glob("*.yaml")) + STUDY_RECIPES
+
+
+def study_recipe(stem: str) -> Path:
+    """The one study recipe named ``stem`` (``results/<study>/recipes/<stem>.yaml``)."""
+    (path,) = [p for p in STUDY_RECIPES if p.stem == stem]
+    return path
 
 
 def test_there_are_checked_in_recipes_including_the_prose_ones():
     names = {path.stem for path in RECIPES}
     assert {"quickstart", "niah_single"} <= names
     assert any(name.startswith("prose_") for name in names)
+
+
+def test_no_two_recipes_share_a_name_so_no_two_runs_share_a_folder():
+    names = [path.stem for path in RECIPES]
+    assert len(names) == len(set(names))
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
@@ -31,7 +45,7 @@ def test_a_checked_in_recipe_loads_and_its_task_builds(path):
 
 
 def test_the_kamradt_design_recipe_reuses_the_word_answer_gates_whose_mixture_never_shows_its_needle():
-    kamradt, word = load_recipe(RUNS / "design_kamradt_evolved.yaml"), load_recipe(RUNS / "design_word_answer.yaml")
+    kamradt, word = load_recipe(study_recipe("design_kamradt_evolved")), load_recipe(study_recipe("design_word_answer"))
     # The same scorer section is the same trained-gates cache entry: no retraining for this table.
     assert kamradt.scorer == word.scorer
     (entry,) = kamradt.task_entries
@@ -45,7 +59,7 @@ def test_the_evolved_word_recipe_searches_budgets_over_the_answer_trained_gates_
     """design_word_evolved differs from design_word_answer only in what is searched and how it is
     carried: same task and scorer section (so the cached checkpoint is re-used), static per-layer
     budgets in one group of 30, CMA-ES 6 x 4, expansions chosen on the search split."""
-    evolved, answer = load_recipe(RUNS / "design_word_evolved.yaml"), load_recipe(RUNS / "design_word_answer.yaml")
+    evolved, answer = load_recipe(study_recipe("design_word_evolved")), load_recipe(study_recipe("design_word_answer"))
     assert evolved.scorer == answer.scorer and evolved.task_entries == answer.task_entries
     assert (evolved.search_space.name, evolved.search_space.group_size) == ("layer_groups", 30)
     assert (evolved.optimizer.name, evolved.optimizer.popsize, evolved.optimizer.generations_per_group) == ("cma", 6, 4)
@@ -56,7 +70,7 @@ def test_the_multikey_word_recipe_reuses_the_query_aware_gates_whose_mixture_lac
     """design_mkword_evolved searches static per-layer budgets over the query-aware gates of
     design_number_hybrid (same scorer section: the cached checkpoint, no retraining) on the multi-key
     common-word needle, a task their training mixture does not contain."""
-    mkword, number = load_recipe(RUNS / "design_mkword_evolved.yaml"), load_recipe(RUNS / "design_number_hybrid.yaml")
+    mkword, number = load_recipe(study_recipe("design_mkword_evolved")), load_recipe(study_recipe("design_number_hybrid"))
     assert mkword.scorer == number.scorer
     (entry,) = mkword.task_entries
     assert (entry.name, entry.params) == ("niah_multikey", {"needle_type": "word", "haystack": "prose"})
@@ -68,7 +82,7 @@ def test_the_multikey_word_recipe_reuses_the_query_aware_gates_whose_mixture_lac
 
 
 def test_the_passkey_design_recipe_reuses_the_number_needles_gates_and_searches_them_6x4_in_one_group():
-    passkey, number = load_recipe(RUNS / "design_passkey_evolved.yaml"), load_recipe(RUNS / "design_number_hybrid.yaml")
+    passkey, number = load_recipe(study_recipe("design_passkey_evolved")), load_recipe(study_recipe("design_number_hybrid"))
     # The same scorer section is the same trained-gates cache entry: no retraining for this table.
     assert passkey.scorer == number.scorer and passkey.scorer.name == "gates"
     ((task,),) = [[entry.name for entry in passkey.task_entries]]

@@ -128,7 +128,7 @@ MALFORMED = {
     "NaN": (lambda: json.dumps(good_document()).replace('"target": 10', '"target": NaN'), None, "NaN"),
     "other format": (edit(set_path("format", "kvpress.budgets")), "$.format", "not an evolalloc allocation file"),
     "no format": (edit(drop("format")), "$.format", "no 'format' field"),
-    "newer version": (edit(set_path("version", 2)), "$.version", "newer evolalloc"),
+    "newer version": (edit(set_path("version", 3)), "$.version", "newer evolalloc"),
     "missing budgets": (edit(drop("budgets")), "$.budgets", "missing required field"),
     "missing geometry field": (edit(lambda d: d["geometry"].pop("head_dim")), "$.geometry.head_dim", "missing required field"),
     "unknown top-level key": (edit(set_path("budget", [])), "$.budget", "unknown field (did you mean 'budgets'?"),
@@ -258,3 +258,22 @@ def test_a_folder_without_profiles_is_named_as_not_a_finished_run(tmp_path):
     with pytest.raises(UserError, match="not a finished run folder") as caught:
         searched_profile(tmp_path)
     assert str(tmp_path) in str(caught.value)
+
+
+def test_a_sliding_window_profile_is_version_2_and_refused_for_a_model_with_other_windows(tmp_path):
+    from evolalloc.core.allocation_file import check_geometry, load_allocation, save_allocation
+    from evolalloc.core.geometry import ModelGeometry
+    from evolalloc.core.errors import UserError
+    from evolalloc.core.baselines import make_baseline
+
+    sliding = ModelGeometry(num_layers=4, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096,
+                            windows=(16, None, 16, None))
+    profile = make_baseline("uniform").allocation(sliding, 32)
+    assert profile.budgets[:, 0].tolist() == [15, 49, 15, 49]  # capped at W - 1, the rest to the full layers
+    path = save_allocation(profile, tmp_path / "a.json")
+    assert json.loads(path.read_text())["version"] == 2
+    loaded = load_allocation(path, expect_geometry=sliding)
+    assert loaded.geometry.windows == (16, None, 16, None)
+    other = ModelGeometry(num_layers=4, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096)
+    with pytest.raises(UserError, match=r"windows = \(16, None, 16, None\), this model has None"):
+        check_geometry(loaded, other, source="a.json")

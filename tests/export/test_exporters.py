@@ -129,3 +129,22 @@ def test_the_cli_lists_the_registry_and_prints_one_line_errors(tmp_path):
     bad_targets = run("--format", "curve", "--targets", "128,-5", "-o", str(tmp_path / "d.npy"))
     assert bad_targets.returncode == 2 and bad_targets.stderr.count("\n") == 1 and "--targets" in bad_targets.stderr
     assert not (tmp_path / "d.npy").exists()
+
+
+def sliding_profile(scorer: str) -> Allocation:
+    geometry = ModelGeometry(num_layers=4, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096,
+                             windows=(64, None, 64, None))
+    budgets = np.repeat(np.array([[200], [100], [50], [162]]), 2, axis=1)  # layer 0 asks for more than its window
+    return Allocation(model="gemma", geometry=geometry, target=128, budgets=budgets, scorer=scorer,
+                      provenance={"method": "evolved"})
+
+
+def test_trtllm_keeps_the_models_own_window_where_it_is_smaller():
+    document = json.loads(export_text(sliding_profile("window"), "trtllm"))
+    assert document["kv_cache_config"]["max_attention_window"] == [64, 100, 50, 162]
+
+
+def test_kvpress_ships_what_a_sliding_layer_can_hold_and_names_the_windows():
+    document = json.loads(export_text(sliding_profile("snapkv"), "kvpress"))
+    assert document["budgets"] == [63, 100, 50, 162]
+    assert document["sliding_windows"] == [64, None, 64, None]

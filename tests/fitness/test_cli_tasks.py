@@ -66,3 +66,12 @@ def test_a_bad_data_file_is_one_error_line_naming_file_line_and_field(cli, tmp_p
     code, out, err = cli("tasks", "show", "longbench", "-p", f"data_file={path}")
     assert code == 2 and "Traceback" not in err
     assert err.strip() == f"error: {path}:1: field 'context': missing"
+
+
+def test_a_bad_line_of_your_own_data_is_one_error_line_and_exit_status_2(cli, tmp_path):
+    path = tmp_path / "mine.jsonl"
+    good = {"context": "The door was blue.", "question": "What colour was the door?", "answers": ["blue"]}
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "answers": "blue"}) + "\n", encoding="utf-8")
+    code, out, err = cli("tasks", "show", "jsonl_qa", "-p", f"path={path}")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.strip() == f"error: {path}:2: field 'answers': expected a non-empty list of strings"

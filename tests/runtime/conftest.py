@@ -3,7 +3,8 @@
 ``EVOLALLOC_TEST_DEVICE`` (default ``cpu``) and ``EVOLALLOC_TEST_DTYPE`` (default ``float32``) put
 the tiny models and the random prompts on another device or in another precision, so the
 exactness tests run unchanged on a GPU in bfloat16 (``benchmarks/gpu_check.sh``); ``LOGITS_CLOSE``
-is the logit tolerance for that precision (the tokens must still be identical).
+is the logit tolerance for that precision (the tokens must still be identical). A test that asks
+``tiny_model`` for a dtype gets that one, on the same device.
 """
 
 from __future__ import annotations
@@ -37,20 +38,48 @@ DTYPE = getattr(torch, os.environ.get("EVOLALLOC_TEST_DTYPE", "float32"))
 # the way out, so two equal computations in a different kernel order differ by a few of its ulps.
 LOGITS_CLOSE = dict(rtol=1e-4, atol=1e-4) if DTYPE == torch.float32 else dict(rtol=2e-2, atol=2e-2)
 
+# A sliding window shorter than the test prompts, so that the window decides what a layer sees.
+WINDOW = 24
+GEMMA = {"head_dim": 16, "query_pre_attn_scalar": 24, "pad_token_id": 0, "sliding_window": WINDOW}
 
-def tiny_model(architecture: str = "llama", attn: str = "evolalloc", seed: int = 0):
-    """A 3-layer GQA model (4 query heads, 2 KV heads) with random weights, in eval mode."""
-    from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    classes = {
-        "llama": (LlamaConfig, LlamaForCausalLM, {}),
-        "mistral": (MistralConfig, MistralForCausalLM, {"sliding_window": None}),
-        "qwen2": (Qwen2Config, Qwen2ForCausalLM, {"use_sliding_window": False}),
+def architectures() -> dict:
+    """Name -> (config class, model class, config overrides): every architecture the runtime
+    supports, with the features that change attention (rope scaling, q/k norms, fused qkv,
+    sliding windows, soft-capping, query scaling) switched on."""
+    import transformers as T
+
+    return {
+        "llama": (T.LlamaConfig, T.LlamaForCausalLM, {}),
+        "llama3-rope": (T.LlamaConfig, T.LlamaForCausalLM, {"rope_scaling": {
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64}}),
+        "mistral": (T.MistralConfig, T.MistralForCausalLM, {"sliding_window": None}),
+        "mistral-sliding": (T.MistralConfig, T.MistralForCausalLM, {"sliding_window": WINDOW}),
+        "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM, {"use_sliding_window": False}),
+        "qwen3": (T.Qwen3Config, T.Qwen3ForCausalLM, {"head_dim": 16, "use_sliding_window": False}),
+        "phi3": (T.Phi3Config, T.Phi3ForCausalLM, {"sliding_window": None, "pad_token_id": 0}),
+        "phi3-sliding": (T.Phi3Config, T.Phi3ForCausalLM, {"sliding_window": WINDOW, "pad_token_id": 0}),
+        "gemma2": (T.Gemma2Config, T.Gemma2ForCausalLM, {**GEMMA, "attn_logit_softcapping": 50.0,
+                                                         "final_logit_softcapping": 30.0}),
+        "gemma3": (T.Gemma3TextConfig, T.Gemma3ForCausalLM, {**GEMMA, "layer_types": [
+            "sliding_attention", "full_attention", "sliding_attention"]}),
     }
-    config_cls, model_cls, extra = classes[architecture]
+
+
+def tiny_config(architecture: str = "llama", **overrides):
+    """The config of ``tiny_model(architecture)``."""
+    config_cls, _, extra = architectures()[architecture]
+    return config_cls(**{**TINY, **extra, **overrides})
+
+
+def tiny_model(architecture: str = "llama", attn: str = "evolalloc", seed: int = 0, dtype=None, **overrides):
+    """A 3-layer GQA model (4 query heads, 2 KV heads) with random weights, in eval mode, on
+    ``DEVICE`` in ``dtype`` (default ``DTYPE``)."""
+    _, model_cls, _ = architectures()[architecture]
     torch.manual_seed(seed)
-    config = config_cls(**TINY, **extra)
-    model = model_cls(config).to(device=DEVICE, dtype=DTYPE).eval()
+    config = tiny_config(architecture, **overrides)
+    model = model_cls(config).to(device=DEVICE, dtype=dtype or DTYPE).eval()
     if attn == "evolalloc":
         use_evolalloc_attention(model)
     else:

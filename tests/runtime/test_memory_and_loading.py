@@ -36,11 +36,11 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path):
         load_model(str(tmp_path / "weights.bin"))
 
 
-def test_an_unsupported_architecture_is_refused(tmp_path):
-    from transformers import GPT2Config
+def test_an_unsupported_architecture_is_refused_before_its_weights_are_read(tmp_path):
+    from transformers import DeepseekV3Config
 
-    GPT2Config(n_layer=1, n_embd=16, n_head=2).save_pretrained(tmp_path)
-    with pytest.raises(UserError, match="unsupported architecture 'gpt2'.*llama, mistral, qwen2"):
+    DeepseekV3Config(num_hidden_layers=1).save_pretrained(tmp_path)  # a config and no weights at all
+    with pytest.raises(UserError, match="unsupported model 'deepseek_v3'.*multi-head latent attention"):
         load_model(str(tmp_path))
 
 

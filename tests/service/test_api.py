@@ -194,6 +194,16 @@ def test_the_cli_client_submits_lists_and_pulls(queue_only, tmp_path, tiny_model
     assert bad.returncode == 2 and bad.stderr.strip() == "error: service: no profile 999"
 
 
+def test_the_cli_client_sends_a_recipe_merged_over_its_base(queue_only, tmp_path, tiny_model_dir):
+    """The service reads no files: `submit` merges the base: chain and sends the result."""
+    (tmp_path / "parent.yaml").write_text(tiny_recipe_text(tiny_model_dir, "parent"))
+    (tmp_path / "child-run.yaml").write_text("base: parent.yaml\noptimizer: {seed: 3}\n")
+    submitted = subprocess.run([sys.executable, "-m", "evolalloc", "submit", str(tmp_path / "child-run.yaml"),
+                                "--service", queue_only.url], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "(child-run): queued" in submitted.stdout
+
+
 def test_writes_need_the_token_when_one_is_set(service_factory, tiny_model_dir):
     service = service_factory(max_jobs=0, token=TOKEN)
     body = tiny_recipe_text(tiny_model_dir, "guarded")

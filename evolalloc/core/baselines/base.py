@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from evolalloc.core.allocation import Allocation
+from evolalloc.core.allocation import Allocation, fit_to_windows
 from evolalloc.core.geometry import ModelGeometry
 from evolalloc.core.methods import BASELINES
 
@@ -113,7 +113,8 @@ class Baseline:
         return Allocation(
             model=model, geometry=geometry, scorer=scorer, scorer_params=dict(scorer_params or {}),
             target=target, granularity=granularity,
-            budgets=self.budgets(geometry, target, reserved=reserved, granularity=granularity),
+            budgets=fit_to_windows(self.budgets(geometry, target, reserved=reserved, granularity=granularity),
+                                   geometry, granularity),
             provenance={**(provenance or {}), "method": self.name, **self.provenance(reserved=reserved)},
         )
 
