@@ -110,6 +110,15 @@ def free_bytes(device: str) -> int | None:
         return None
 
 
+def check_shape(shape: ModelShape, device: str, dtype: str) -> None:
+    """Before any weight: the runtime implements the shape's attention (``runtime/support.py``), and
+    its weights fit the device (``check_weights_fit``); else a ``UserError``."""
+    from evolalloc.runtime.model import check_supported
+
+    check_supported(hf_config(shape), shape.name)
+    check_weights_fit(shape, device, dtype)
+
+
 def check_weights_fit(shape: ModelShape, device: str, dtype: str) -> None:
     """Refuse (``UserError``) a shape whose weights alone would take over 90% of the device's free memory."""
     need, free = planned_weight_bytes(shape, dtype), free_bytes(device)
@@ -124,8 +133,7 @@ def random_model(shape: ModelShape, *, device: str, dtype: str, seed: int = 0):
     in ``dtype``, switched to evolalloc's attention. It has no tokenizer: prompts are token ids."""
     from transformers import AutoModelForCausalLM
 
-    from evolalloc.runtime.attention import use_evolalloc_attention
-    from evolalloc.runtime.model import DTYPES, LoadedModel, geometry_of
+    from evolalloc.runtime.model import DTYPES, LoadedModel, geometry_of, prepare_model
 
     if dtype not in DTYPES:
         raise UserError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}", field="--dtype")
@@ -136,7 +144,7 @@ def random_model(shape: ModelShape, *, device: str, dtype: str, seed: int = 0):
     # Allocated where it will run: the default device makes every parameter born there.
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype]).eval()
-    use_evolalloc_attention(model)
+    prepare_model(model, shape.name)  # evolalloc's attention, probed as load_model probes a checkpoint
     return LoadedModel(spec=f"shape:{shape.name}", model=model, tokenizer=None, geometry=geometry_of(config, DTYPES[dtype]))
 
 

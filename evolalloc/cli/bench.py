@@ -62,7 +62,7 @@ def bench_gpu_cmd(shape, layers, device, dtype, context, budget, prompts, candid
     import torch
 
     from evolalloc.bench.gpu import GpuBenchSettings, bench_gpu, check_settings
-    from evolalloc.bench.gpu_shape import check_weights_fit, load_shape, random_model
+    from evolalloc.bench.gpu_shape import check_shape, load_shape, random_model
 
     model_shape = load_shape(shape, layers)
     if model_shape.truncated:
@@ -74,7 +74,7 @@ def bench_gpu_cmd(shape, layers, device, dtype, context, budget, prompts, candid
                                 reprefill_candidates=reprefill_candidates, new_tokens=new_tokens, batch_size=batch_size,
                                 instances=instances, seed=seed)
     check_settings(int(model_shape.config.get("max_position_embeddings") or 0), settings)  # before any weight exists
-    check_weights_fit(model_shape, device, dtype)
+    check_shape(model_shape, device, dtype)
     loaded = random_model(model_shape, device=device, dtype=dtype, seed=seed)
     result = bench_gpu(loaded, model_shape, settings, log=lambda m: click.echo(m, err=True))
     _echo_lines(result)

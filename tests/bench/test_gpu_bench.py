@@ -90,3 +90,13 @@ def test_a_shape_too_large_for_the_device_is_refused_before_any_weight(monkeypat
     assert result.code == 2
     assert result.error_lines[-1] == ("error: --shape: llama-3.1-8b's 32 layers need 15.0 GiB of weights in bfloat16; cpu has "
                                       "4.0 GiB free: build fewer layers (--layers K) or use a device with more memory")
+
+
+def test_a_shape_whose_attention_the_runtime_does_not_implement_is_refused_before_any_weight(tmp_path):
+    shape = dict(load_shape("tiny-llama").config)
+    (tmp_path / "config.json").write_text(json.dumps({**shape, "use_bidirectional_attention": True}))
+    result = run_cli("bench", "gpu", "--shape", tmp_path, "--device", "cpu", "--dtype", "float32", "--context", "200", "--budget", "40")
+    assert result.code == 2
+    assert result.error_lines[-1] == (f"error: model: unsupported model 'llama' in {tmp_path / 'config.json'}: "
+                                      "bidirectional attention is not implemented: the runtime decodes causally")
+    assert "prefill" not in result.stderr  # refused before any weight
