@@ -144,6 +144,7 @@ def random_model(shape: ModelShape, *, device: str, dtype: str, seed: int = 0):
     # Allocated where it will run: the default device makes every parameter born there.
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype]).eval()
+    model.to(device)  # a no-op when every parameter was born there (buffers made on the host, if any, follow)
     prepare_model(model, shape.name)  # evolalloc's attention, probed as load_model probes a checkpoint
     return LoadedModel(spec=f"shape:{shape.name}", model=model, tokenizer=None, geometry=geometry_of(config, DTYPES[dtype]))
 
