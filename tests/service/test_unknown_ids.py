@@ -20,6 +20,16 @@ def service(tmp_path_factory):
     service.stop()
 
 
+def api_routes(routes):
+    """Every ``APIRoute``, inside included routers too (FastAPI >= 0.16x keeps those as a wrapper of
+    the router; none of ours has a prefix)."""
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route
+        elif hasattr(route, "original_router"):
+            yield from api_routes(route.original_router.routes)
+
+
 def routes_with_ids(tmp_path) -> list[tuple[str, str]]:
     """``(method, path template)`` of every route of the app that takes an id in its path."""
     from evolalloc.service.app import create_app, open_service
@@ -28,7 +38,7 @@ def routes_with_ids(tmp_path) -> list[tuple[str, str]]:
     service = open_service(make_settings(runs_dir=tmp_path / "table-only"))  # its route table; never served
     try:
         app = create_app(service)
-        return [(method, route.path) for route in app.routes if isinstance(route, APIRoute) and "{" in route.path
+        return [(method, route.path) for route in api_routes(app.routes) if "{" in route.path
                 for method in sorted(route.methods) if method != "HEAD"]
     finally:
         service.lock_handle.close()
