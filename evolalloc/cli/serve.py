@@ -138,6 +138,9 @@ def jobs(job_id, cancel, service, token_file):
         planned = job["evaluations_planned"] or "?"
         best = f"{job['best_fitness']:.4f}" if job["best_fitness"] is not None else "-"
         line = f"{job['id']:>5}  {job['status']:<9}  {job['name']:<24} {job['evaluations_done']:>5}/{planned:<5} best {best}"
+        if job["status"] == "running" and job.get("phase"):  # e.g. "prefilling 3/20"
+            counted = f" {job['phase_done'] or 0}/{job['phase_total']}" if job.get("phase_total") else ""
+            line += f"  {job['phase']}{counted}"
         click.echo(line + (f"  error: {job['error']}" if job["error"] else ""))
 
 
