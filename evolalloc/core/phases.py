@@ -4,8 +4,9 @@ the progress within it (``prefilling`` 3 of 20 prompts, ``searching`` 40 of 400 
 The pipeline announces phases at the points where the slow work happens (the model load, drawing a
 split's instances, each prefill, each step of training a scorer, each generation of the search, each
 held-out evaluation); nobody listens by default, so a run from the command line pays one ``None``
-test per announcement. The service's job worker installs a listener that writes the phase to a file its service reads
-(``service/worker.py``): a person watching a job can tell a slow start from a hung one.
+test per announcement. The service's job worker installs a listener that writes the phase to a
+file its service reads (``service/worker.py``): a person watching a job can tell a slow start from
+a hung one.
 
 One listener per process (a worker runs one job); announcements come from the thread that runs
 the pipeline.
