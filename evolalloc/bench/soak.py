@@ -11,9 +11,11 @@ never run: the soak measures the HTTP service, not a search). Then, at once, for
   one finishes.
 
 Every request is timed. A 429 (the bounded queue) is an expected answer, counted apart; any 5xx
-or a broken connection is an error. The service's resident memory (its HTTP process, and with its
-children: the recipe validator) is read from ``/proc`` after a warm-up and at the end. Bounded in
-time (``seconds``) and in count (``MAX_REQUESTS``); loopback only; stops by itself.
+or a broken connection is an error. Before the clock starts, one job is submitted and cancelled and
+one study created (the recipe validator process starts, importing torch): the start-up is neither
+timed nor in the memory at start. The service's resident memory (its HTTP process, and with its
+children: the recipe validator) is read from ``/proc`` then, every tenth of the run, and at the end.
+Bounded in time (``seconds``) and in count (``MAX_REQUESTS``); loopback only; stops by itself.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from evolalloc.bench.asktell import objective, study_body
 from evolalloc.bench.server import ServeProcess
 
 MAX_REQUESTS = 1_000_000  # a hard bound besides the duration
-WARM_UP_SECONDS = 1.0  # the first requests (validator start-up, first studies) before memory is read
+SAMPLES = 10  # memory readings during the run, besides the start and the end
 
 
 @dataclass
@@ -47,6 +49,7 @@ class SoakBench:
     first_error: str | None = None
     rss_start: tuple[int, int] = (0, 0)  # bytes: HTTP process, with its children
     rss_end: tuple[int, int] = (0, 0)
+    rss_series: list[int] = field(default_factory=list)  # the HTTP process, every tenth of the run
     jobs_submitted: int = 0
     trials_completed: int = 0
 
@@ -73,6 +76,7 @@ class SoakBench:
             + (f" (first: {self.first_error})" if self.first_error else ""),
             f"service RSS: start {mib(self.rss_start[0]):.1f} MiB, end {mib(self.rss_end[0]):.1f} MiB ({growth:+.1f}%); "
             f"with its children: {mib(self.rss_start[1]):.1f} -> {mib(self.rss_end[1]):.1f} MiB",
+            "service RSS over the run (MiB): " + " ".join(f"{mib(b):.0f}" for b in self.rss_series),
         ]
 
 
@@ -175,16 +179,29 @@ async def _run(server: ServeProcess, recipe: str, result: SoakBench, seconds: fl
         started = time.perf_counter()
         stop_at = started + seconds
 
-        async def memory_after_warm_up():
-            await asyncio.sleep(min(WARM_UP_SECONDS, seconds / 4))
-            result.rss_start = resident_bytes(server.process.pid)
+        async def memory():
+            for _ in range(SAMPLES - 1):
+                await asyncio.sleep(seconds / SAMPLES)
+                result.rss_series.append(resident_bytes(server.process.pid)[0])
 
-        await asyncio.gather(memory_after_warm_up(),
+        result.rss_start = resident_bytes(server.process.pid)
+        result.rss_series.append(result.rss_start[0])
+        await asyncio.gather(memory(),
                              *(_job_client(_Timed(http, result, stop_at), recipe, k) for k in range(result.job_clients)),
                              *(_study_client(_Timed(http, result, stop_at), generations, k)
                                for k in range(result.study_clients)))
         result.seconds = time.perf_counter() - started
     result.rss_end = resident_bytes(server.process.pid)
+    result.rss_series.append(result.rss_end[0])
+
+
+def _warm_up(server: ServeProcess, recipe: str) -> None:
+    """One job submitted and cancelled, one study created: the validator process is up."""
+    with httpx.Client(base_url=server.url, timeout=120) as http:
+        job = http.post("/jobs", content=recipe, params={"name": "soak-warm-up"},
+                        headers={"Content-Type": "application/yaml"}).raise_for_status().json()
+        http.post(f"/jobs/{job['id']}/cancel").raise_for_status()
+        http.post("/studies", json={**study_body(1, seed=0), "name": "soak-warm-up"}).raise_for_status()
 
 
 def bench_soak(*, seconds: float = 60.0, job_clients: int = 4, study_clients: int = 4, generations: int = 2,
@@ -200,5 +217,6 @@ def bench_soak(*, seconds: float = 60.0, job_clients: int = 4, study_clients: in
         with ServeProcess(Path(tmp) / "runs", log=Path(tmp) / "service.log", extra=extra) as server:
             log(f"server on {server.url} (pid {server.process.pid}, --max-jobs 0 --max-queued {max_queued}); "
                 f"{job_clients} job clients, {study_clients} study clients for {seconds:g} s")
+            _warm_up(server, recipe)
             asyncio.run(_run(server, recipe, result, seconds, generations))
     return result
