@@ -17,6 +17,8 @@ LIMIT_HELP = {
     "max_traces": "Most traces a recipe may train its scorer on (scorer.train.traces).",
     "max_train_steps": "Most scorer training steps (scorer.train.steps).",
     "max_evaluations": "Most evaluations one job plans (groups x generations x population x curve anchors).",
+    "max_budgets": "Most budgets a job ships and compares (the target and budget.expansions, or the curve's grid).",
+    "max_workers": "Most evaluator processes (engine.workers, Ray actors) one job may start.",
     "max_job_hours": "Wall time of one run of a job; over it the job fails (resume continues it).",
     "max_queued": "Most jobs waiting in the queue; beyond it a submission is a 429 with Retry-After.",
     "max_queued_per_token": "Most jobs waiting per bearer token (where tokens are used).",

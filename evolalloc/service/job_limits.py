@@ -30,6 +30,8 @@ DEFAULTS = {
     "max_traces": 1000,  # scorer.train.traces (null = every search instance)
     "max_train_steps": 20_000,  # scorer.train.steps
     "max_evaluations": 10_000,  # planned evaluations of one job
+    "max_budgets": 64,  # budgets a job ships and compares (the target and expansions, or the curve's grid)
+    "max_workers": 32,  # engine.workers: evaluator processes (Ray actors) one job starts
     "max_job_hours": 24.0,  # wall time of one run of a job (a resume starts a new one)
     "max_queued": 20,  # jobs waiting in the queue, the whole service
     "max_queued_per_token": 10,  # jobs waiting, per bearer token (where tokens are used)
@@ -45,6 +47,8 @@ class JobLimits:
     max_traces: int = DEFAULTS["max_traces"]
     max_train_steps: int = DEFAULTS["max_train_steps"]
     max_evaluations: int = DEFAULTS["max_evaluations"]
+    max_budgets: int = DEFAULTS["max_budgets"]
+    max_workers: int = DEFAULTS["max_workers"]
     max_job_hours: float = DEFAULTS["max_job_hours"]
     max_queued: int = DEFAULTS["max_queued"]
     max_queued_per_token: int = DEFAULTS["max_queued_per_token"]
@@ -78,7 +82,8 @@ def _refuse(field: str, value, limit: str, what: str, limits: JobLimits, source:
 
 
 def check_recipe_size(recipe, limits: JobLimits, source: str) -> None:
-    """``UserError`` naming the first field over a limit (what needs no model: instances, draws, training)."""
+    """``UserError`` naming the first field over a limit (what needs no model: instances, draws,
+    budgets, workers, training)."""
     for path, task in _task_sections(recipe):
         for split in ("search", "heldout"):
             section = getattr(task, split)
@@ -88,6 +93,11 @@ def check_recipe_size(recipe, limits: JobLimits, source: str) -> None:
             draws = curate.draw if curate.draw is not None else (2 * section.n if curate.active else None)
             if draws is not None and draws > limits.max_draws:
                 _refuse(f"{path}.{split}.curate.draw", draws, "max_draws", "draws", limits, source)
+    if len(recipe.budgets) > limits.max_budgets:
+        where = "budget.curve.points" if recipe.budget.curve is not None else "budget.expansions"
+        _refuse(where, len(recipe.budgets), "max_budgets", "budgets", limits, source)
+    if recipe.engine.workers > limits.max_workers:
+        _refuse("engine.workers", recipe.engine.workers, "max_workers", "workers", limits, source)
     train = recipe.scorer.train
     if train is not None:
         if train.traces is not None and train.traces > limits.max_traces:

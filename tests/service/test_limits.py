@@ -37,6 +37,8 @@ def tiny_task(**splits) -> dict:
      "12000000000 evaluations", "100"),
     ({"optimizer": {"name": "cma", "generations_per_group": 9}}, "optimizer.generations_per_group", "108 evaluations", "100"),
     ({"scorer": {"name": "gates", "train": {"steps": 10**7}}}, "scorer.train.steps", "10000000", "20000"),
+    ({"budget": {"target": 24, "expansions": list(range(25, 125))}}, "budget.expansions", "101 budgets", "64"),
+    ({"engine": {"kind": "local", "workers": 100_000}}, "engine.workers", "100000 workers", "32"),
 ])
 def test_a_recipe_over_a_limit_is_a_422_naming_field_value_and_limit_and_nothing_is_queued(
         service, tiny_model_dir, changes, field, value, limit):

@@ -88,6 +88,7 @@ function limitsCard(info) {
   return `<div class="card" id="limits"><h3>Limits</h3>${full}<dl class="facts">
     <dt>queue</dt><dd>${q.queued} of ${q.max_queued} waiting (${l.max_queued_per_token} per token) · ${info.max_jobs} run at once</dd>
     <dt>per job</dt><dd>${l.max_evaluations} evaluations · ${l.max_instances} instances per split · ${l.max_draws} draws ·
+      ${l.max_budgets} budgets · ${l.max_workers} workers ·
       ${l.max_traces} training traces · ${l.max_train_steps} training steps · ${l.max_job_hours} h wall time per run</dd>
     <dt>estimates</dt><dd class="muted">answers decoded × ${l.seconds_per_answer} s per answer (the operator's rate): rough</dd>
   </dl></div>`;
