@@ -79,7 +79,7 @@ class Job(Base):
     phase_total: Mapped[int | None] = mapped_column(Integer, nullable=True)
     phase_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     estimated_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)  # job_limits.plan_job's estimate
-    submitter: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)  # token fingerprint
+    submitter: Mapped[str | None] = mapped_column(String(32), nullable=True)  # token fingerprint (job_queue.py)
     evaluations_done: Mapped[int] = mapped_column(Integer, default=0)
     evaluations_planned: Mapped[int | None] = mapped_column(Integer, nullable=True)
     best_fitness: Mapped[float | None] = mapped_column(Float, nullable=True)
