@@ -19,6 +19,14 @@ def service(tmp_path_factory):
     service.stop()
 
 
+@pytest.fixture(scope="module")
+def default_service(tmp_path_factory):
+    """A service started as the issue's probes found it: no limit option given."""
+    service = ServiceProcess(tmp_path_factory.mktemp("defaults") / "runs", max_jobs=0).start()
+    yield service
+    service.stop()
+
+
 def submit(http: httpx.Client, model, name: str, **changes) -> httpx.Response:
     return http.post("/jobs", content=tiny_recipe_text(model, name, **changes), headers={"Content-Type": "application/yaml"})
 
@@ -90,20 +98,29 @@ def test_the_queue_is_bounded_a_429_with_retry_after_and_cancelling_makes_room(s
             http.post(f"/jobs/{job['id']}/cancel")
 
 
-def test_sixty_submissions_at_once_queue_no_more_than_the_limit(service, tiny_model_dir):
+@pytest.mark.parametrize("changes, field", [
+    ({"task": tiny_task(heldout={"n": 1_000_000_000})}, "task.heldout.n"),
+    ({"optimizer": {"name": "cma", "generations_per_group": 1_000_000_000}}, "optimizer.generations_per_group"),
+])
+def test_the_issues_oversized_recipes_are_refused_by_the_default_limits(default_service, tiny_model_dir, changes, field):
+    with default_service.client() as http:
+        response = submit(http, tiny_model_dir, "probe", **changes)
+        assert response.status_code == 422 and response.json()["field"] == field, response.text
+        assert http.get("/jobs").json()["jobs"] == []
+
+
+def test_sixty_submissions_at_once_queue_no_more_than_the_default_limit(default_service, tiny_model_dir):
     from concurrent.futures import ThreadPoolExecutor
 
     def one(k: int) -> int:
-        with service.client() as http:
+        with default_service.client() as http:
             return submit(http, tiny_model_dir, f"burst-{k}").status_code
 
     with ThreadPoolExecutor(8) as pool:
         codes = list(pool.map(one, range(60)))
-    assert codes.count(201) == 3 and codes.count(429) == 57, codes
-    with service.client() as http:
-        assert len(http.get("/jobs", params={"status": "queued"}).json()["jobs"]) == 3
-        for job in http.get("/jobs", params={"status": "queued"}).json()["jobs"]:
-            http.post(f"/jobs/{job['id']}/cancel")
+    assert codes.count(201) == 20 and codes.count(429) == 40, codes  # serve --max-queued: 20 by default
+    with default_service.client() as http:
+        assert len(http.get("/jobs", params={"status": "queued"}).json()["jobs"]) == 20
 
 
 def test_each_token_has_its_own_queue_limit(tmp_path, tiny_model_dir):
