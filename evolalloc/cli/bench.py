@@ -169,6 +169,25 @@ def bench_asktell_cmd(clients, generations, seconds, seed):
         raise click.ClickException(f"{result.errors} request(s) failed")
 
 
+@bench.command("soak")
+@click.option("--seconds", default=60.0, show_default=True, help="How long the clients run (the goal: 600, memory flat).")
+@click.option("--job-clients", default=4, show_default=True, help="Clients submitting, polling, cancelling and resuming jobs.")
+@click.option("--study-clients", default=4, show_default=True, help="Clients running ask/tell studies.")
+@click.option("--generations", default=2, show_default=True, help="Generations per group of each ask/tell study.")
+@click.option("--max-queued", default=8, show_default=True, help="The service's --max-queued (small: the 429 is exercised).")
+@model_option("model_spec")
+def bench_soak_cmd(seconds, job_clients, study_clients, generations, max_queued, model_spec):
+    """A real `evolalloc serve` on loopback under jobs and ask/tell studies at once for a bounded time:
+    requests/s, p99 latency, 5xx count and the service's resident memory at start and end."""
+    from evolalloc.bench.soak import bench_soak
+
+    result = bench_soak(seconds=seconds, job_clients=job_clients, study_clients=study_clients, generations=generations,
+                        model=model_spec, max_queued=max_queued, log=lambda m: click.echo(m, err=True))
+    _echo_lines(result)
+    if result.server_errors or result.broken:
+        raise click.ClickException(f"{result.server_errors} server error(s), {result.broken} broken connection(s)")
+
+
 @bench.command("scale")
 @model_option("model_spec")
 @click.option("--task", "task_name", default="passkey", show_default=True, help="Task whose prompts are prefilled.")

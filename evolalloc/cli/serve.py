@@ -10,6 +10,32 @@ from evolalloc.cli import main
 
 service_option = click.option("--service", "service", default=None, metavar="URL",
                               help="Service URL (default: $EVOLALLOC_SERVICE or http://127.0.0.1:8700).")
+# The operator's job limits (``service/job_limits.py`` holds the defaults and what each means).
+LIMIT_HELP = {
+    "max_instances": "Most task instances per split a recipe may ask for (task.search.n, task.heldout.n).",
+    "max_draws": "Most candidates drawn to curate a split (curate.draw; null = 2n).",
+    "max_traces": "Most traces a recipe may train its scorer on (scorer.train.traces).",
+    "max_train_steps": "Most scorer training steps (scorer.train.steps).",
+    "max_evaluations": "Most evaluations one job plans (groups x generations x population x curve anchors).",
+    "max_budgets": "Most budgets a job ships and compares (the target and budget.expansions, or the curve's grid).",
+    "max_workers": "Most evaluator processes (engine.workers, Ray actors) one job may start.",
+    "max_job_hours": "Wall time of one run of a job; over it the job fails (resume continues it).",
+    "max_queued": "Most jobs waiting in the queue; beyond it a submission is a 429 with Retry-After.",
+    "max_queued_per_token": "Most jobs waiting per bearer token (where tokens are used).",
+    "seconds_per_answer": "Seconds one decoded answer takes here: the rate of a job's estimated duration.",
+}
+
+
+def limit_options(command):
+    from evolalloc.service.job_limits import DEFAULTS, OPTIONS
+
+    for name in reversed(list(DEFAULTS)):
+        kind = float if isinstance(DEFAULTS[name], float) else int
+        command = click.option(OPTIONS[name], name, default=DEFAULTS[name], show_default=True, type=kind,
+                               help=LIMIT_HELP[name])(command)
+    return command
+
+
 token_option = click.option("--token-file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
                             help="File holding the bearer token (default: $EVOLALLOC_SERVICE_TOKEN).")
 
@@ -34,20 +60,22 @@ token_option = click.option("--token-file", type=click.Path(dir_okay=False, exis
               help="File holding a token every read then needs too (the write token also reads).")
 @click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
               help="A Host header name clients use besides the bound address and localhost (repeatable).")
+@limit_options
 def serve(host, port, runs_dir, db_url, max_jobs, token_file, max_body, data_roots, model_roots, ray_address,
-          read_token_file, allowed_hosts):
+          read_token_file, allowed_hosts, **limits):
     """Run the evolalloc service: search jobs, the profile registry and a web page (open http://HOST:PORT/)."""
     import logging
 
     import uvicorn
 
     from evolalloc.service.app import create_app, open_service
+    from evolalloc.service.job_limits import JobLimits
     from evolalloc.service.settings import make_settings
 
     settings = make_settings(runs_dir=runs_dir, db_url=db_url, host=host, port=port, max_jobs=max_jobs,
                              token_file=token_file, max_body_bytes=max_body, data_roots=data_roots,
                              model_roots=model_roots, ray_address=ray_address, read_token_file=read_token_file,
-                             allowed_hosts=allowed_hosts)
+                             allowed_hosts=allowed_hosts, limits=JobLimits(**limits))
     service = open_service(settings)
     from evolalloc.service.redaction import RedactingFormatter
 
@@ -116,6 +144,9 @@ def jobs(job_id, cancel, service, token_file):
         planned = job["evaluations_planned"] or "?"
         best = f"{job['best_fitness']:.4f}" if job["best_fitness"] is not None else "-"
         line = f"{job['id']:>5}  {job['status']:<9}  {job['name']:<24} {job['evaluations_done']:>5}/{planned:<5} best {best}"
+        if job["status"] == "running" and job.get("phase"):  # e.g. "prefilling 3/20"
+            counted = f" {job['phase_done'] or 0}/{job['phase_total']}" if job.get("phase_total") else ""
+            line += f"  {job['phase']}{counted}"
         click.echo(line + (f"  error: {job['error']}" if job["error"] else ""))
 
 

@@ -56,6 +56,7 @@ import torch
 from tqdm.auto import tqdm
 
 from evolalloc.core.fileio import write_atomic
+from evolalloc.core.phases import announce
 from evolalloc.learned.answer_train import answer_loss
 from evolalloc.learned.traces import TraceSet, votes_window
 from evolalloc.learned.train import lr_factor  # the policy's schedule: warm-up, then cosine
@@ -220,6 +221,7 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     bar = tqdm(range(first, config.steps), desc="train gates", unit="step", disable=not progress,
                initial=first, total=config.steps)
     for step in bar:
+        announce("training scorer", step, config.steps)
         item, capacity = draws[step]
         features, importance, age = item_tensors(traces, item, config.sinks, config.window, with_votes)
         if answer:

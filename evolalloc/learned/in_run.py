@@ -29,6 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from evolalloc.core.fileio import write_atomic
+from evolalloc.core.phases import announce
 from evolalloc.learned.answer_train import answer_target
 from evolalloc.learned.gates_train import GatesTrainConfig, train_gates
 from evolalloc.learned.settings import TraceSettings, TrainConfig
@@ -101,6 +102,7 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
                                    splits_per_trace=settings.splits_per_trace, min_split=settings.min_split, votes=settings.votes)
     entries = []
     for i, (task, inst) in enumerate(tqdm(instances, desc="trace search split", unit="prompt", disable=not progress)):
+        announce("tracing", i, len(instances))
         name = f"trace-{i:05d}.pt"
         prompt = loaded.tokenizer.encode(inst.prompt)
         answer = loaded.tokenizer.encode(inst.references[0], add_special_tokens=False) if inst.references else []

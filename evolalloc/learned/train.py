@@ -29,6 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from evolalloc.core.fileio import write_atomic
+from evolalloc.core.phases import announce
 from evolalloc.learned.reward import normalised_reward
 from evolalloc.learned.settings import TrainConfig
 from evolalloc.learned.traces import TraceSet
@@ -141,6 +142,7 @@ def train(traces: TraceSet, config: TrainConfig, *, log_path: str | Path | None 
     started = time.perf_counter()
     bar = tqdm(range(first, config.steps), desc="train", unit="step", disable=not progress, initial=first, total=config.steps)
     for step in bar:
+        announce("training scorer", step, config.steps)
         item = items[int(torch.randint(len(items), (1,), generator=generator))]
         features, importance = item_tensors(traces, item, config.sinks, config.window, config.max_tokens, generator)
         scores = policy(features)  # [H, m]

@@ -27,6 +27,7 @@ from evolalloc.engine.workload import Workload
 from evolalloc.pipeline.curation import DRAWN, drawn_slice, is_drawn  # noqa: F401 - DRAWN, drawn_slice: the names callers use
 from evolalloc.runtime.instances import prefill_instances
 from evolalloc.core.errors import UserError
+from evolalloc.core.phases import announce
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
 
@@ -137,6 +138,7 @@ class Experiment:
 
         if self.recipe.engine.threads:
             torch.set_num_threads(self.recipe.engine.threads)
+        announce("loading model")
         return load_model(self.recipe.model.spec, dtype=self.recipe.model.dtype)
 
     @cached_property
@@ -376,6 +378,7 @@ class Experiment:
         from fitness import FitnessError
 
         section = self.split_section(split)
+        announce("drawing instances")
         try:
             instances = self.task.instances(split, n, section.seed, self.recipe.task.context_tokens, self.tokenizer)
         except FitnessError as err:

@@ -16,6 +16,7 @@ from pathlib import Path
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import load_allocation, save_allocation
 from evolalloc.core.baselines import BASELINES, EVOLVED
+from evolalloc.core.phases import announce
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.config.run_folder import (
     COMPARISON_FILE, CURATION_FILE, REPORT_FILE, allocation_filename, load_resolved, load_run_recipe, missing_outputs,
@@ -116,9 +117,12 @@ def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float,
     # The held-out records need keep only what these allocations read (issue 22: memory).
     experiment.bound_split(HELDOUT, [a for per_budget in methods.values() for a in per_budget.values()])
     per_task: dict[str, dict[str, dict[float, dict[str, float]]]] = {}
+    done, steps = 0, len(experiment.parts) * len(methods)
     for label, _, part in experiment.parts:
         scores = per_task[label] = {}
         for method, per_budget in methods.items():
+            announce("comparing", done, steps)
+            done += 1
             scores[method] = {}
             # One evaluation per scorer: a topup expansion selects with another adapter than its c profile.
             for scorer, group in by_scorer(part, per_budget):

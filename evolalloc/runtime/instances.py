@@ -12,6 +12,7 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
+from evolalloc.core.phases import announce
 from evolalloc.runtime.heap import give_back
 from evolalloc.runtime.model import LoadedModel
 from evolalloc.runtime.positions import positions_beyond
@@ -56,7 +57,8 @@ def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer],
         bound = None
     elif bound == POLICY_BOUND:
         bound = keeper.policy.bound
-    for instance in tqdm(instances, desc="prefill", unit="prompt", disable=not progress):
+    for done, instance in enumerate(tqdm(instances, desc="prefill", unit="prompt", disable=not progress)):
+        announce("prefilling", done, len(instances))
         ids, question = tokenize_instance(loaded.tokenizer, instance, question_after_compression)
         limit = loaded.geometry.max_positions
         if positions_beyond(limit, len(ids), len(question or []), instance.max_new_tokens):

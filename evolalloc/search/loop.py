@@ -37,6 +37,7 @@ from tqdm import tqdm
 from evolalloc.engine.base import Evaluator
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import follow_umask
+from evolalloc.core.phases import announce
 from evolalloc.search.checkpoint import (
     STUDY_FILE, Checkpoint, checkpoint_path, has_checkpoint, legacy_checkpoint_path, load_checkpoint, refuse_legacy,
     save_checkpoint,
@@ -192,6 +193,7 @@ class GroupwiseSearch:
         with tqdm(
             total=total, initial=min(len(self.store), total), disable=not self.progress, desc="search", unit="eval"
         ) as bar:
+            announce("searching", min(len(self.store), total), total)
             while not self.algorithm.done:
                 self._generation(bar)
                 self._checkpoint()
@@ -230,6 +232,7 @@ class GroupwiseSearch:
                 records[i] = self.store.add(alg.score(candidates[i], result))
             self.evaluated += len(missing)
             bar.update(len(missing))
+            announce("searching", len(self.store), alg.total_evaluations())  # again after a lazy prefill
         alg.tell(records)
         if alg.found:
             bar.set_postfix(best=f"{alg.best_fitness:.4f}", group=f"{group + 1}/{len(alg.groups)}")

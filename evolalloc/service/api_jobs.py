@@ -19,6 +19,8 @@ from evolalloc.search.config import default_popsize
 from evolalloc.search.optimizers import check_optimizer_options
 from evolalloc.service.confinement import check_reach
 from evolalloc.service.db import ACTIVE_STATES, JOB_STATES, Job, Profile
+from evolalloc.service.job_limits import check_recipe_size, plan_job
+from evolalloc.service.job_queue import QUEUE_LOCK, check_room, queue_counts, submitter_of
 from evolalloc.service.jobs import JobError
 from evolalloc.service.limits import check_search_size
 from evolalloc.service.progress import read_progress
@@ -59,14 +61,19 @@ async def submit_job(request: Request, name: str | None = Query(None, descriptio
     """Queue a search. The body is a run recipe (YAML, or JSON with ``Content-Type: application/json``),
     checked exactly as ``evolalloc search`` checks it; a bad recipe is a 422 naming the field."""
     body = await request.body()
-    return await run_in_threadpool(_submit, _service(request), body, request.headers.get("content-type"), name)
+    submitter = submitter_of(request.headers.get("authorization"), _service(request).settings)
+    return await run_in_threadpool(_submit, _service(request), body, request.headers.get("content-type"), name, submitter)
 
 
-def _submit(service, body: bytes, content_type: str | None, name: str | None) -> dict:
+def _submit(service, body: bytes, content_type: str | None, name: str | None, submitter: str | None) -> dict:
+    limits = service.settings.limits
+    with service.sessions() as session:  # a full queue refuses before any parsing (checked again below)
+        check_room(session, limits, submitter)
     raw = parse_body(body, content_type)
     recipe = check_schema(raw, name)
     check_confinement(recipe, service.settings.runs_dir)
     check_reach(raw, recipe, service.settings)
+    check_recipe_size(recipe, limits, SOURCE)  # instances, draws, training: the operator's limits
     popsize = recipe.optimizer.popsize or default_popsize(recipe.search_space.group_size)
     check_search_size(cells=None, group_size=recipe.search_space.group_size, popsize=popsize, source=SOURCE)
     try:  # typed, allow-listed options now, not a failed job later
@@ -79,14 +86,17 @@ def _submit(service, body: bytes, content_type: str | None, name: str | None) ->
     geometry = service.validator.check(recipe.to_dict(), SOURCE)
     check_search_size(cells=geometry["num_layers"] * geometry["num_kv_heads"], group_size=recipe.search_space.group_size,
                       popsize=popsize, source=SOURCE, cells_field="model.spec")
-    with service.sessions.begin() as session:
+    plan = plan_job(recipe, geometry, limits, SOURCE)  # its evaluations under the limit, and an estimate
+    with QUEUE_LOCK, service.sessions.begin() as session:
+        check_room(session, limits, submitter)
         clash = session.scalar(select(Job.id).where(Job.name == recipe.name, Job.status.in_(ACTIVE_STATES)))
         if clash is not None:
             raise JobError(409, f"job {clash} already runs under the name {recipe.name!r}; pass ?name= to choose another")
         if (service.settings.runs_dir / recipe.name).exists():
             raise JobError(409, f"run folder {recipe.name!r} already exists; a run is never overwritten: pass ?name=")
         job = Job(name=recipe.name, status="queued", recipe=recipe.to_yaml(), model=recipe.model.spec,
-                  task=recipe.task_names, engine=recipe.engine.kind)
+                  task=recipe.task_names, engine=recipe.engine.kind, submitter=submitter, phase="queued",
+                  evaluations_planned=plan.evaluations, estimated_seconds=round(plan.estimated_seconds, 1))
         session.add(job)
         session.flush()
         result = redact(job.to_dict())
@@ -152,6 +162,25 @@ def resume_job(request: Request, job_id: int):
     """Queue a failed or cancelled job again: its worker resumes from the run folder (no finished
     evaluation is lost or repeated); 409 if it is queued, running or finished."""
     service = _service(request)
-    service.runner.requeue(job_id)
+    with QUEUE_LOCK:
+        with service.sessions() as session:
+            job = _job(session, job_id)
+            if job.status in ("failed", "cancelled"):  # it would join the queue (anything else is a 409 below)
+                check_room(session, service.settings.limits, job.submitter)
+        service.runner.requeue(job_id)
     with service.sessions() as session:
         return redact(_job(session, job_id).to_dict())
+
+
+@router.get("/limits")
+async def get_limits(request: Request):
+    """The operator's limits (job sizes, queue, wall time; ``serve --help``) and the queue now."""
+    service = _service(request)
+    submitter = submitter_of(request.headers.get("authorization"), service.settings)
+    with service.sessions() as session:
+        queued, mine = queue_counts(session, submitter)
+    limits = service.settings.limits
+    return {"limits": limits.to_dict(), "max_jobs": service.settings.max_jobs,
+            "queue": {"queued": queued, "max_queued": limits.max_queued, "full": queued >= limits.max_queued,
+                      **({"queued_by_this_token": mine} if submitter else {})},
+            "estimate": "answers decoded x seconds_per_answer: a rough estimate (docs/service.md, limits)"}

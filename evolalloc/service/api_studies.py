@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
@@ -21,7 +21,9 @@ from evolalloc.core.errors import UserError
 from evolalloc.engine.base import EvalResult
 from evolalloc.search.config import SearchConfig, default_popsize
 from evolalloc.service.confinement import check_model
+from evolalloc.service.jobs import JobError
 from evolalloc.service.limits import MAX_BUDGET, check_search_size
+from evolalloc.service.study_db import Study, StudyTrial
 
 router = APIRouter(tags=["studies"])
 
@@ -185,6 +187,22 @@ def _studies(request: Request):
     return request.app.state.service.studies
 
 
+# Route dependencies run before the body is read (FastAPI), so an unknown id is a 404 whatever the
+# body holds, as it is on every other route, not a 422 about the body.
+def known_study(request: Request, study_id: int) -> None:
+    _known(request, Study, study_id, "study")
+
+
+def known_trial(request: Request, trial_id: int) -> None:
+    _known(request, StudyTrial, trial_id, "trial")
+
+
+def _known(request: Request, table, row_id: int, what: str) -> None:
+    with request.app.state.service.sessions() as session:
+        if session.get(table, row_id) is None:
+            raise JobError(404, f"no {what} {row_id}")
+
+
 @router.post("/studies", status_code=201)
 def post_study(request: Request, body: StudyIn):
     """Create an ask/tell study; its first generation is ready for ``suggest`` at once."""
@@ -211,7 +229,7 @@ def get_trials(request: Request, study_id: int):
     return {"trials": _studies(request).trials(study_id)}
 
 
-@router.post("/studies/{study_id}/suggest")
+@router.post("/studies/{study_id}/suggest", dependencies=[Depends(known_study)])
 def post_suggest(request: Request, study_id: int, body: SuggestIn):
     """A trial to evaluate (the same one again while this client holds it), or ``wait`` with
     ``Retry-After`` (the generation barrier), or ``finished``."""
@@ -220,7 +238,7 @@ def post_suggest(request: Request, study_id: int, body: SuggestIn):
     return JSONResponse(answer, headers=headers)
 
 
-@router.post("/trials/{trial_id}/complete")
+@router.post("/trials/{trial_id}/complete", dependencies=[Depends(known_trial)])
 def post_complete(request: Request, trial_id: int, body: CompleteIn):
     """Report a task score; CacheScore and fitness are computed here from the trial's budgets."""
     result = EvalResult(task_score=float(body.task_score), seconds=float(body.seconds))
@@ -229,7 +247,7 @@ def post_complete(request: Request, trial_id: int, body: CompleteIn):
                                           scorer=scorer)
 
 
-@router.post("/trials/{trial_id}/fail")
+@router.post("/trials/{trial_id}/fail", dependencies=[Depends(known_trial)])
 def post_fail(request: Request, trial_id: int, body: FailIn):
     """Record a failed evaluation (a FAIL trial: it ranks below every success, never a made-up score)."""
     result = EvalResult(task_score=None, error=body.error)

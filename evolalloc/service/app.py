@@ -96,7 +96,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(JobError)
     async def job_error(_request: Request, err: JobError):
-        return _error(err.status, f"{err.field}: {err}" if err.field else str(err), err.field)
+        return _error(err.status, f"{err.field}: {err}" if err.field else str(err), err.field, err.headers)
 
     @app.exception_handler(BodyTooLarge)
     async def too_large(_request: Request, err: BodyTooLarge):
@@ -111,6 +111,9 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, err: RequestValidationError):
+        if any(tuple(e.get("loc", ()))[:1] == ("path",) for e in err.errors()):
+            # An id that cannot exist (``/jobs/abc``) is as unknown as one that does not: 404 everywhere.
+            return _error(404, "no such resource")
         first = err.errors()[0] if err.errors() else {"loc": (), "msg": "invalid request"}
         field = ".".join(str(part) for part in first.get("loc", ()) if part not in ("query", "path", "body"))
         return _error(422, f"{field}: {first['msg']}" if field else first["msg"], field or None)

@@ -23,6 +23,8 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    inspect,
+    text,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
@@ -72,7 +74,12 @@ class Job(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # worker launches (resumes count)
     owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    phase: Mapped[str | None] = mapped_column(String(32), nullable=True)  # search / compare / done
+    phase: Mapped[str | None] = mapped_column(String(32), nullable=True)  # core/phases.py's names, done
+    phase_done: Mapped[int | None] = mapped_column(Integer, nullable=True)  # progress within the phase
+    phase_total: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    phase_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    estimated_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)  # job_limits.plan_job's estimate
+    submitter: Mapped[str | None] = mapped_column(String(32), nullable=True)  # token fingerprint (job_queue.py)
     evaluations_done: Mapped[int] = mapped_column(Integer, default=0)
     evaluations_planned: Mapped[int | None] = mapped_column(Integer, nullable=True)
     best_fitness: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -83,7 +90,8 @@ class Job(Base):
         end = aware(self.finished_at) or (utcnow() if start else None)
         return {
             "id": self.id, "name": self.name, "status": self.status, "model": self.model, "task": self.task,
-            "engine": self.engine, "phase": self.phase,
+            "engine": self.engine, "phase": self.phase, "phase_done": self.phase_done, "phase_total": self.phase_total,
+            "phase_since": iso(self.phase_since), "estimated_seconds": self.estimated_seconds,
             "evaluations_done": self.evaluations_done, "evaluations_planned": self.evaluations_planned,
             "best_fitness": self.best_fitness, "error": self.error, "attempts": self.attempts,
             "created_at": iso(self.created_at), "started_at": iso(self.started_at), "finished_at": iso(self.finished_at),
@@ -136,7 +144,23 @@ def make_engine(url: str) -> Engine:
     else:
         engine = create_engine(url, pool_pre_ping=True)
     Base.metadata.create_all(engine)
+    _add_missing_columns(engine)
     return engine
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Columns added to a table since a database was made (all nullable): added to it, so a service
+    upgraded in place keeps its jobs (``create_all`` makes missing tables, never missing columns)."""
+    existing = inspect(engine)
+    for table in Base.metadata.sorted_tables:
+        if not existing.has_table(table.name):
+            continue
+        present = {column["name"] for column in existing.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in present and column.nullable:
+                kind = column.type.compile(dialect=engine.dialect)
+                with engine.begin() as connection:
+                    connection.execute(text(f'ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}'))
 
 
 def make_sessions(engine: Engine) -> sessionmaker:

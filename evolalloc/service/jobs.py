@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,16 +43,18 @@ KILL_GRACE_SECONDS = 5.0
 class JobError(Exception):
     """A request about a job that cannot be honoured (``status`` is the HTTP status)."""
 
-    def __init__(self, status: int, message: str, field: str | None = None):
+    def __init__(self, status: int, message: str, field: str | None = None, headers: dict | None = None):
         super().__init__(message)
         self.status = status
         self.field = field
+        self.headers = headers  # e.g. a 429's Retry-After
 
 
 @dataclass
 class _Running:
     process: subprocess.Popen
     log_file: object
+    started: float  # time.monotonic() at launch: the wall-time limit counts from here
 
 
 def child_env() -> dict[str, str]:
@@ -116,6 +119,7 @@ class JobRunner:
         while not self._stop.is_set():
             try:
                 self._reap()
+                self._stop_overdue()
                 self._launch()
                 self._refresh()
             except Exception:  # keep scheduling; the log keeps the traceback
@@ -148,6 +152,10 @@ class JobRunner:
             job = session.get(Job, job_id)
             if job.started_at is None:
                 job.started_at = utcnow()
+            # A phase from the first second: the worker reports its own once its libraries are imported.
+            job.phase, job.phase_done, job.phase_total, job.phase_since = "starting", None, None, utcnow()
+            phase_file = self.jobs_dir / f"{job.id}.phase.json"
+            phase_file.unlink(missing_ok=True)
             recipe_file = self.jobs_dir / f"{job.id}.yaml"
             recipe_file.write_text(job.recipe, encoding="utf-8")
             error_file = self.jobs_dir / f"{job.id}.error"
@@ -156,11 +164,12 @@ class JobRunner:
             command = [sys.executable, "-m", "evolalloc.service.worker", "--recipe-file", str(recipe_file),
                        "--runs-dir", str(self.settings.runs_dir), "--name", job.name, "--attempt", str(job.attempts),
                        "--parent", str(os.getpid()), "--lock", str(self.locks_dir / f"job-{job.id}.lock"),
-                       "--error-file", str(error_file), "--result-file", str(self.jobs_dir / f"{job.id}.result.json")]
+                       "--error-file", str(error_file), "--result-file", str(self.jobs_dir / f"{job.id}.result.json"),
+                       "--phase-file", str(phase_file)]
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                        env=child_env(), start_new_session=True)
             job.pid = process.pid
-            self._running[job.id] = _Running(process, log_file)
+            self._running[job.id] = _Running(process, log_file, time.monotonic())
             log.info("job %d (%s): worker %d started, attempt %d", job.id, job.name, process.pid, job.attempts)
 
     # -- reaping -----------------------------------------------------------------------------
@@ -201,6 +210,27 @@ class JobRunner:
             log.info("job %d (%s): %s%s", job.id, job.name, job.status, f" ({redact(job.error)})" if job.error else "")
             release(run_dir, (yaml.safe_load(job.recipe) or {}).get("storage"))  # its connections, not kept forever
 
+    # -- the wall-time limit ------------------------------------------------------------------
+
+    def _stop_overdue(self) -> None:
+        """A worker running longer than ``--max-job-hours`` is stopped and its job recorded as failed
+        with that reason; ``resume`` continues it from its last checkpoint (with a new allowance)."""
+        limit = self.settings.limits.max_job_seconds
+        now = time.monotonic()
+        with self._lock:
+            overdue = {job_id: r for job_id, r in self._running.items() if now - r.started > limit}
+        for job_id, running in overdue.items():
+            with self.sessions.begin() as session:
+                stopped = session.execute(
+                    update(Job).where(Job.id == job_id, Job.status == "running", Job.owner == self.owner)
+                    .values(status="failed", finished_at=utcnow(), pid=None,
+                            error=f"stopped at this service's wall-time limit of {_hours(limit)} per run "
+                                  "(serve --max-job-hours); resume it to continue from its last checkpoint")).rowcount
+            if stopped:
+                log.info("job %d: over the wall-time limit, stopped", job_id)
+                _signal_group(running.process, signal.SIGTERM)
+                threading.Timer(KILL_GRACE_SECONDS, _signal_group, (running.process, signal.SIGKILL)).start()
+
     # -- progress ----------------------------------------------------------------------------
 
     def _refresh(self) -> None:
@@ -213,6 +243,11 @@ class JobRunner:
                     self._update_progress(job)
 
     def _update_progress(self, job: Job) -> None:
+        reported = read_phase(self.jobs_dir / f"{job.id}.phase.json")
+        if reported is not None:  # the worker's own phase (core/phases.py)
+            phase, job.phase_done, job.phase_total, since = reported
+            if phase != job.phase:
+                job.phase, job.phase_since = phase, since
         recipe = yaml.safe_load(job.recipe)
         try:
             progress = read_progress(self.settings.runs_dir / job.name, recipe.get("storage"), job.name)
@@ -220,9 +255,11 @@ class JobRunner:
             log.debug("job %d: progress not readable yet", job.id, exc_info=True)
             return
         job.evaluations_done = progress.done
-        job.evaluations_planned = progress.planned
+        if progress.planned is not None:  # else the plan made at submission stays
+            job.evaluations_planned = progress.planned
         job.best_fitness = progress.best_fitness
-        job.phase = progress.phase
+        if reported is None and progress.phase is not None:  # no phase file: what the run folder tells
+            job.phase = progress.phase
 
     # -- cancel ------------------------------------------------------------------------------
 
@@ -270,6 +307,22 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
         os.killpg(process.pid, sig)
     except ProcessLookupError:
         pass
+
+
+def read_phase(path: Path):
+    """``(phase, done, total, since)`` from a worker's phase file, or ``None`` (none yet, or unreadable)."""
+    from datetime import datetime, timezone
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return (str(data["phase"])[:32], data.get("done"), data.get("total"),
+                datetime.fromtimestamp(float(data["since"]), timezone.utc))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:g} h" if seconds >= 3600 else f"{seconds:g} s"
 
 
 def _min_budget(jobs_dir: Path, job_id: int) -> int:

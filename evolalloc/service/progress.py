@@ -92,12 +92,14 @@ def open_stores() -> int:
 
 
 def phase_of(run_dir: Path) -> str | None:
+    """The phase the run folder shows, named as the worker announces them (``core/phases.py``): the
+    service's fallback where a worker left no phase file."""
     if (run_dir / REPORT_FILE).exists():
         return "done"
     if any(run_dir.glob("allocation-c*.json")):
-        return "compare"
+        return "comparing"
     if has_checkpoint(run_dir):
-        return "search"
+        return "searching"
     return "starting" if run_dir.exists() else None
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evolalloc.core.errors import UserError
+from evolalloc.service.job_limits import JobLimits
 
 TOKEN_ENV = "EVOLALLOC_SERVICE_TOKEN"
 SERVICE_DIR = ".service"  # inside the runs dir: database, worker logs, locks (no run can be named so)
@@ -37,6 +38,7 @@ class ServiceSettings:
     ray_address: str = "local"
     read_token: str | None = None  # if set, reads need it (or the write token) too
     allowed_hosts: tuple[str, ...] = ()  # extra Host names besides the bound address and loopback names
+    limits: JobLimits = field(default_factory=JobLimits)  # job sizes, queue, wall time (``job_limits.py``)
 
     @property
     def service_dir(self) -> Path:
@@ -87,7 +89,7 @@ def _roots(paths, option: str) -> tuple[Path, ...]:
 
 def make_settings(*, runs_dir, db_url=None, host="127.0.0.1", port=8700, max_jobs=1, token_file=None,
                   max_body_bytes=DEFAULT_MAX_BODY, data_roots=(), model_roots=(), ray_address=None,
-                  read_token_file=None, allowed_hosts=()) -> ServiceSettings:
+                  read_token_file=None, allowed_hosts=(), limits: JobLimits | None = None) -> ServiceSettings:
     """Checked settings; ``UserError`` for a public bind without a token or a bad value."""
     runs_dir = Path(runs_dir).resolve()
     token = read_token(token_file)
@@ -113,4 +115,4 @@ def make_settings(*, runs_dir, db_url=None, host="127.0.0.1", port=8700, max_job
                            max_jobs=max_jobs, token=token, max_body_bytes=max_body_bytes,
                            data_roots=_roots(data_roots, "--data-root"), model_roots=_roots(model_roots, "--model-root"),
                            ray_address=ray_address, read_token=reader,
-                           allowed_hosts=tuple(h.lower() for h in allowed_hosts))
+                           allowed_hosts=tuple(h.lower() for h in allowed_hosts), limits=limits or JobLimits())

@@ -260,6 +260,10 @@ class StudyManager:
                 study.status, study.finished_at = "finished", utcnow()
                 if self.on_finish is not None:
                     study.profile_ids = self.on_finish(session, study, algorithm)
+                # A finished study needs no optimizer state (its reads and late results use the rows):
+                # a long-running service would otherwise keep every study's CMA-ES in memory.
+                self._algorithms.pop(study.id, None)
+                self._turnaround.pop(study.id, None)
             else:
                 self._insert_generation(session, study, algorithm)
         return {"accepted": True, "duplicate": False, "trial": self._trial_done(row)}

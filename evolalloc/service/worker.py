@@ -34,6 +34,7 @@ from pathlib import Path
 LOCK_WAIT_SECONDS = float(os.environ.get("EVOLALLOC_WORKER_LOCK_WAIT", "120"))  # tests shorten it
 EXIT_USER_ERROR = 2
 EXIT_LOCKED = 75  # another worker still holds the job after LOCK_WAIT_SECONDS
+PHASE_WRITE_SECONDS = 0.5  # progress within a phase is written at most this often (a phase change at once)
 
 
 def _end_group(*_args) -> None:
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock", type=Path, required=True)
     parser.add_argument("--error-file", type=Path, required=True)
     parser.add_argument("--result-file", type=Path, required=True)
+    parser.add_argument("--phase-file", type=Path, default=None)
     args = parser.parse_args(argv)
 
     _die_with_parent(args.parent)
@@ -149,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         args.error_file.write_text("another worker still runs this job", encoding="utf-8")
         return EXIT_LOCKED
     args.error_file.unlink(missing_ok=True)
+    if args.phase_file is not None:
+        _report_phases(args.phase_file)
 
     from evolalloc.core.errors import UserError
 
@@ -166,6 +170,29 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     _write_result(args.result_file, args.runs_dir / args.name)
     return 0
+
+
+def _report_phases(path: Path) -> None:
+    """Write each phase the pipeline announces (``core/phases.py``) to ``path`` for the service:
+    a new phase at once, progress within one at most every ``PHASE_WRITE_SECONDS``."""
+    import json
+
+    from evolalloc.core import phases
+    from evolalloc.core.fileio import write_atomic
+
+    last = {"phase": None, "at": 0.0}
+
+    def write(phase: str, done, total) -> None:
+        now = time.monotonic()
+        if phase == last["phase"] and now - last["at"] < PHASE_WRITE_SECONDS and done != total:
+            return
+        if phase != last["phase"]:
+            last["since"] = time.time()
+        last.update(phase=phase, at=now)
+        write_atomic(path, json.dumps({"phase": phase, "done": done, "total": total, "since": last["since"]}))
+
+    phases.listen(write)
+    phases.announce("starting")  # importing the libraries, checking the recipe: before any slow step
 
 
 def _quiet_libraries() -> None:

@@ -69,17 +69,42 @@ function progressBar(job) {
 }
 const seconds = (s) => (s === null || s === undefined ? "–" : s < 120 ? `${s.toFixed(0)} s` : `${(s / 60).toFixed(1)} min`);
 
+// "prefilling 3/20 · 12 s": the phase a job is in, its progress within it, and how long it has been there
+// (a person can tell a slow phase from a hung one).
+function phaseText(job) {
+  if (!job.phase) return "";
+  const counted = job.phase_total ? ` ${job.phase_done ?? 0}/${job.phase_total}` : "";
+  const since = job.phase_since && job.status === "running" ? ` · ${seconds((Date.now() - Date.parse(job.phase_since)) / 1000)}` : "";
+  return `${job.phase}${counted}${since}`;
+}
+const estimate = (job) => (job.estimated_seconds === null || job.estimated_seconds === undefined ? "–" : `~${seconds(job.estimated_seconds)} (estimate)`);
+
+// The operator's limits and the queue: why a submission may be refused (422 over a limit, 429 queue full).
+function limitsCard(info) {
+  const l = info.limits;
+  const q = info.queue;
+  const full = q.full ? `<p class="error">The queue is full (${q.queued} of ${q.max_queued} waiting): new jobs are refused
+    with 429 and Retry-After until one starts or is cancelled.</p>` : "";
+  return `<div class="card" id="limits"><h3>Limits</h3>${full}<dl class="facts">
+    <dt>queue</dt><dd>${q.queued} of ${q.max_queued} waiting (${l.max_queued_per_token} per token) · ${info.max_jobs} run at once</dd>
+    <dt>per job</dt><dd>${l.max_evaluations} evaluations · ${l.max_instances} instances per split · ${l.max_draws} draws ·
+      ${l.max_budgets} budgets · ${l.max_workers} workers ·
+      ${l.max_traces} training traces · ${l.max_train_steps} training steps · ${l.max_job_hours} h wall time per run</dd>
+    <dt>estimates</dt><dd class="muted">answers decoded × ${l.seconds_per_answer} s per answer (the operator's rate): rough</dd>
+  </dl></div>`;
+}
+
 function setStatus(text) { document.getElementById("status").textContent = text; }
 
 // -- the home page: jobs and profiles ----------------------------------------------------------
 
 async function renderHome() {
-  const [jobs, profiles] = await Promise.all([api("/jobs"), api("/profiles")]);
+  const [jobs, profiles, limits] = await Promise.all([api("/jobs"), api("/profiles"), api("/limits")]);
   const jobRows = jobs.jobs.map((j) => `
     <tr data-job="${j.id}">
       <td class="num">${j.id}</td>
       <td><a href="#/jobs/${j.id}">${esc(j.name)}</a></td>
-      <td>${badge(j.status)}</td>
+      <td>${badge(j.status)} <span class="muted">${esc(phaseText(j))}</span></td>
       <td>${progressBar(j)}</td>
       <td class="num">${num(j.best_fitness)}</td>
       <td>${esc(j.task)}</td>
@@ -99,6 +124,7 @@ async function renderHome() {
       <td class="muted" title="${esc(p.model)}">${esc(p.model.split("/").pop())}</td>
     </tr>`).join("");
   view.innerHTML = `
+    ${limitsCard(limits)}
     <h2>Jobs</h2>
     <table id="jobs"><thead><tr><th class="num">id</th><th>name</th><th>status</th><th>evaluations</th>
       <th class="num">best fitness</th><th>task</th><th class="num">time</th><th>error</th></tr></thead>
@@ -158,7 +184,9 @@ async function renderJob(id) {
     <p><a href="#/">← all jobs</a></p>
     <h2>Job ${job.id}: ${esc(job.name)} ${badge(job.status)}</h2>
     <div class="card"><dl class="facts">
-      <dt>progress</dt><dd>${progressBar(job)} ${job.phase ? `(${esc(job.phase)})` : ""}</dd>
+      <dt>phase</dt><dd id="phase">${esc(phaseText(job)) || "–"}</dd>
+      <dt>evaluations</dt><dd>${progressBar(job)}</dd>
+      <dt>duration</dt><dd>${estimate(job)}</dd>
       <dt>best fitness</dt><dd>${num(job.best_fitness)}</dd>
       <dt>model / task</dt><dd>${esc(job.model)} / ${esc(job.task)} (engine ${esc(job.engine)})</dd>
       <dt>time</dt><dd>${seconds(job.seconds)}${job.attempts > 1 ? ` · resumed ${job.attempts - 1}×` : ""}</dd>
