@@ -125,3 +125,12 @@ def test_the_long_context_gates_are_query_aware_and_trained_on_the_three_tasks_s
     assert {(t.name, t.params["needle_type"]) for t in train.tasks} == study
     assert all(t.params["haystack"] == "prose" and t.context_tokens in (None, 4096) for t in train.tasks)
     assert gates.task.context_tokens == 4096
+
+
+def test_the_8k_recipe_is_the_number_task_at_the_models_length_with_64_held_out_prompts():
+    from evolalloc.pipeline.start import check_context_fits
+
+    long, number = load_recipe(study_recipe("long_context_8k_number")), load_recipe(study_recipe("long_context_4k_number"))
+    assert long.task.heldout.n >= 64 and long.task.context_tokens > 8000
+    assert (long.task.name, long.task.params, long.baselines) == (number.task.name, number.task.params, number.baselines)
+    check_context_fits(long)  # prompt and answer within the model's 8192 positions (config only, no weights)
