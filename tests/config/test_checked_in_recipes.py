@@ -93,3 +93,44 @@ def test_the_passkey_design_recipe_reuses_the_number_needles_gates_and_searches_
     assert (passkey.optimizer.name, passkey.optimizer.popsize, passkey.optimizer.generations_per_group) == ("cma", 6, 4)
     assert passkey.budget.expansion_rule == "search" and len(passkey.budget.expansions) == 2
     assert all(c > passkey.budget.target for c in passkey.budget.expansions)
+
+
+def test_the_long_context_study_recipes_differ_from_ruler4k_only_in_task_heldout_and_rows():
+    """The three tasks of results/long-context-4k are runs/ruler4k.yaml's study (4096 tokens, 16 curated
+    search prompts, its search) with 100 held-out prompts of a fresh seed and every unsearched row, and
+    differ from each other only in the task: one search protocol, one test."""
+    ruler = load_recipe(RUNS / "ruler4k.yaml")
+    number, word, multikey = (load_recipe(study_recipe(f"long_context_4k_{t}")) for t in ("number", "word", "multikey"))
+    assert [(r.task.name, r.task.params["needle_type"]) for r in (number, word, multikey)] == [
+        ("niah_single", "number"), ("niah_single", "word"), ("niah_multikey", "number")]
+    for recipe in (number, word, multikey):
+        assert recipe.task.params["haystack"] == "prose" and recipe.task.context_tokens == 4096
+        assert (recipe.search_space, recipe.optimizer, recipe.fitness, recipe.model) == (
+            ruler.search_space, ruler.optimizer, ruler.fitness, ruler.model)
+        assert recipe.task.search.n == 16 and recipe.task.search.curate.full_cache_solves
+        assert recipe.task.heldout.n >= 100 and recipe.task.heldout.seed != ruler.task.heldout.seed
+        assert not recipe.task.heldout.curate.active  # never filtered by any method's score
+        assert recipe.budget.expansion_rule == "search" and len(recipe.budget.expansions) == 2
+        assert {"uniform", "pyramid", "streaming", "uniform+adakv", "cake", "lukv", "evolved+adakv"} <= set(recipe.baselines)
+    assert number.task.heldout == word.task.heldout == multikey.task.heldout
+    assert number.budget == word.budget == multikey.budget  # until the budget commit gives each task its own c
+
+
+def test_the_long_context_gates_are_query_aware_and_trained_on_the_three_tasks_search_splits_at_4096():
+    gates = load_recipe(study_recipe("long_context_4k_gates"))
+    train = gates.scorer.train
+    assert gates.scorer.name == "gates" and train.votes == 32 and train.splits_per_trace == 1
+    study = {(t.name, t.params["needle_type"]) for t in
+             (load_recipe(study_recipe(f"long_context_4k_{n}")).task for n in ("number", "word", "multikey"))}
+    assert {(t.name, t.params["needle_type"]) for t in train.tasks} == study
+    assert all(t.params["haystack"] == "prose" and t.context_tokens in (None, 4096) for t in train.tasks)
+    assert gates.task.context_tokens == 4096
+
+
+def test_the_8k_recipe_is_the_number_task_at_the_models_length_with_64_held_out_prompts():
+    from evolalloc.pipeline.start import check_context_fits
+
+    long, number = load_recipe(study_recipe("long_context_8k_number")), load_recipe(study_recipe("long_context_4k_number"))
+    assert long.task.heldout.n >= 64 and long.task.context_tokens > 8000
+    assert (long.task.name, long.task.params, long.baselines) == (number.task.name, number.task.params, number.baselines)
+    check_context_fits(long)  # prompt and answer within the model's 8192 positions (config only, no weights)

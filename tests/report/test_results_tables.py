@@ -130,7 +130,7 @@ def test_the_index_links_every_study_folder_once_with_its_status():
     linked = [re.search(r"\]\(([\w-]+)/README\.md\)", line)[1] for line in lines]
     folders = sorted(p.parent.name for p in (ROOT / "results").glob("*/README.md"))
     assert sorted(linked) == folders
-    assert all(re.match(r"- \*\*(met|not met|exploratory)\*\*", line) for line in lines)
+    assert all(re.match(r"- \*\*(met|not met|exploratory|pre-registered, not run)\*\*", line) for line in lines)
 
 
 def test_every_relative_link_of_a_results_page_reaches_a_file():
