@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 
 from evolalloc.config.resolved import ResolvedRun, resolve_run
+from evolalloc.config.run_folder import RECORDS_FOLDER
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.engine.base import ENGINES, Engine, Evaluator
@@ -29,8 +30,6 @@ from evolalloc.runtime.instances import prefill_instances
 from evolalloc.core.errors import UserError
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
-
-RECORDS_FOLDER = "records"  # spilled prefill records, inside the run folder
 
 
 class Experiment:

@@ -5,7 +5,8 @@
    saved as ``allocation-c{N}.json``;
 3. compare: evolved vs the baselines at every budget on the held-out split, with bootstrap
    intervals and paired tests (``comparison.json``);
-4. report: plots and ``report.md``.
+4. report: plots and ``report.md`` (its wall time: every session of the run, ``pipeline/wall_clock.py``);
+5. tidy: the spilled prefill records (``records/``) removed unless ``engine.keep_records``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.config.run_folder import (
     COMPARISON_FILE, CURATION_FILE, REPORT_FILE, allocation_filename, load_resolved, load_run_recipe, missing_outputs,
+    remove_records,
 )
+from evolalloc.pipeline.wall_clock import begin_session, end_session
 from evolalloc.search import SearchConfig, resume_search, run_search
 from evolalloc.search.loop import open_search
 
@@ -189,9 +192,10 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
                         scorer_checkpoint=methods["evolved"][target].provenance.get("scorer_checkpoint"))
 
 
-def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig, started: float,
+def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig,
            profiles: dict[float, Allocation] | None = None, progress: bool = True) -> Path:
-    """Ship (unless ``profiles``, already shipped, are given), compare and report."""
+    """Ship (unless ``profiles``, already shipped, are given), compare, report, and remove the spilled
+    records (a finished run never reads them; ``engine.keep_records`` keeps them)."""
     if profiles is None:
         profiles = ship(run_dir, recipe, experiment, evolved_allocation(recipe, experiment, result, config), config, progress)
     experiment.run_dir = experiment.run_dir or run_dir
@@ -199,7 +203,10 @@ def finish(run_dir: Path, recipe, experiment: Experiment, result, config: Search
         experiment.lukv_curves()  # profiled on the search records, so before they are released
     experiment.release("search")  # its prefill records are not needed for the held-out comparison
     rows, methods = compare(run_dir, recipe, experiment, profiles)
-    return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started, experiment)
+    path = report(run_dir, recipe, result, rows, methods, end_session(run_dir), experiment)
+    if not recipe.engine.keep_records:
+        remove_records(run_dir)  # after the report: a run killed before it still resumes from them
+    return path
 
 
 def quiet_optuna() -> None:
@@ -215,23 +222,23 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     The folder comes from ``create_run_folder``; ``pipeline.start.prepare_run`` + ``run_prepared``
     is the path that checks everything before writing anything.
     """
-    started = time.perf_counter()
+    begin_session(run_dir, time.time())
     quiet_optuna()
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
         config = search_config(recipe, experiment)
         result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
-        return finish(run_dir, recipe, experiment, result, config, started, progress=progress)
+        return finish(run_dir, recipe, experiment, result, config, progress=progress)
 
 
 def run_prepared(prepared, *, progress: bool = True) -> Path:
     """Search, ship, compare and report a run made by ``pipeline.start.prepare_run``."""
-    started = time.perf_counter()
+    begin_session(prepared.run_dir, prepared.started)  # its checks, model load and curation count too
     quiet_optuna()
     config = prepared.config
     with prepared.experiment as experiment:  # closes its engine (Ray workers) however the run ends
         experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
         result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress)
-        return finish(prepared.run_dir, prepared.recipe, experiment, result, config, started, progress=progress)
+        return finish(prepared.run_dir, prepared.recipe, experiment, result, config, progress=progress)
 
 
 def run_finished(run_dir: Path) -> bool:
@@ -263,7 +270,7 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     missing = missing_outputs(run_dir, load_resolved(run_dir))
     if not missing:
         return run_dir / REPORT_FILE
-    started = time.perf_counter()
+    begin_session(run_dir, time.time())  # closes the killed session at its last write
     quiet_optuna()
     recipe = load_run_recipe(run_dir)
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
@@ -275,4 +282,4 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
         if not any(name in missing for name in map(allocation_filename, budgets)):
             profiles = {float(budget): load_allocation(run_dir / allocation_filename(budget), expect_geometry=experiment.geometry)
                         for budget in budgets}
-        return finish(run_dir, recipe, experiment, result, config, started, profiles, progress=progress)
+        return finish(run_dir, recipe, experiment, result, config, profiles, progress=progress)
