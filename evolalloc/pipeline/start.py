@@ -114,7 +114,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     if recipe.scorer.train is None:
         experiment.scorers  # noqa: B018 - builds (and checks) the baselines' scorers too
     with blamed_on(recipe):
-        config = search_config(recipe, experiment)  # the geometry from the model's config alone
+        config = search_config(experiment)  # the geometry from the model's config alone
         if experiment.resolved.curve_grid:
             from evolalloc.pipeline.curve import check_anchors
 
