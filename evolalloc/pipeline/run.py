@@ -43,7 +43,7 @@ def evolved_allocation(experiment: Experiment, result, config: SearchConfig, tar
     or ``target``: a curve's anchor)."""
     space = config.build_space()
     best = Allocation(
-        model=experiment.recipe.model.spec,
+        model=experiment.resolved.model,
         geometry=experiment.geometry,
         scorer=experiment.scorer.name,
         scorer_params=experiment.scorer.params(),
@@ -52,7 +52,7 @@ def evolved_allocation(experiment: Experiment, result, config: SearchConfig, tar
         budgets=result.best_budgets,
         provenance={
             "method": "evolved",
-            "task": experiment.recipe.task_names,
+            "task": experiment.resolved.task_names,
             "fitness_mode": experiment.resolved.fitness_mode,
             "fitness": result.best_fitness,
             "task_score": result.best_task_score,
@@ -111,9 +111,9 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
     """
     from evolalloc.report.comparison import compare_scores, compare_tasks, save_comparison
 
-    recipe = experiment.recipe
+    run = experiment.resolved
     methods: dict[str, dict[float, Allocation]] = {"evolved": profiles}
-    for name in recipe.baselines:
+    for name in run.baselines:
         # A method that adapts the searched profile (evolved+adakv) starts from it at each budget.
         base = profiles if BASELINES.get(name).adapts == EVOLVED else {}
         methods[name] = {budget: experiment.baseline(name, budget, base=base.get(budget)) for budget in profiles}
@@ -132,11 +132,11 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
                         raise RuntimeError(f"held-out evaluation of {method} at c={budget:g} on {label} failed: {result.error}")
                     scores[method][budget] = {o.uid: o.score for o in result.instances}
             scores[method] = dict(sorted(scores[method].items()))
-    if recipe.multi_task:
+    if run.multi_task:
         weights = {label: weight for label, weight, _ in experiment.parts}
-        rows = compare_tasks(per_task, weights, reference="evolved", seed=recipe.seed)
+        rows = compare_tasks(per_task, weights, reference="evolved", seed=run.seed)
     else:
-        rows = compare_scores(per_task[experiment.label], reference="evolved", seed=recipe.seed)
+        rows = compare_scores(per_task[experiment.label], reference="evolved", seed=run.seed)
     save_comparison(rows, run_dir / COMPARISON_FILE, meta=comparison_meta(experiment), scores=per_task)
     return rows, methods
 
@@ -154,11 +154,11 @@ def by_scorer(experiment: Experiment, per_budget: dict[float, Allocation]) -> li
 
 def comparison_meta(experiment: Experiment) -> dict:
     """The context line of the comparison: split, instances really used (after any curation), task(s)."""
-    recipe = experiment.recipe
+    run = experiment.resolved
     counts = {label: len(part.instances(HELDOUT)) for label, _, part in experiment.parts}
-    meta = {"split": HELDOUT, "instances": counts[experiment.label] if not recipe.multi_task else counts,
-            "task": recipe.task_names, "scored by": "greedy generation, each task's metric"}
-    if recipe.multi_task:
+    meta = {"split": HELDOUT, "instances": counts[experiment.label] if not run.multi_task else counts,
+            "task": run.task_names, "scored by": "greedy generation, each task's metric"}
+    if run.multi_task:
         meta["weights"] = {label: weight for label, weight, _ in experiment.parts}
     filtered = [part.curations[HELDOUT].line() for _, _, part in experiment.parts if HELDOUT in part.curations]
     if filtered:
@@ -187,7 +187,7 @@ def report(run_dir: Path, experiment: Experiment, result, rows, methods, wall_se
     allocations = {budget: allocation_filename(budget) for budget in methods["evolved"]}
     from evolalloc.pipeline.curation import read_curations
 
-    return write_report(run_dir, experiment.recipe, resolved=resolved, history=result.history, comparison=rows, allocations=allocations,
+    return write_report(run_dir, resolved, history=result.history, comparison=rows, allocations=allocations,
                         plots=plots, best=best, wall_seconds=wall_seconds, comparison_meta=comparison_meta(experiment),
                         curation=[c.line() for c in read_curations(run_dir / CURATION_FILE)],
                         scorer_checkpoint=methods["evolved"][target].provenance.get("scorer_checkpoint"))
@@ -200,12 +200,12 @@ def finish(run_dir: Path, experiment: Experiment, result, config: SearchConfig,
     if profiles is None:
         profiles = ship(run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
     experiment.run_dir = experiment.run_dir or run_dir
-    if any(BASELINES.get(name).profiled for name in experiment.recipe.baselines):
+    if any(BASELINES.get(name).profiled for name in experiment.resolved.baselines):
         experiment.lukv_curves()  # profiled on the search records, so before they are released
     experiment.release("search")  # its prefill records are not needed for the held-out comparison
     rows, methods = compare(run_dir, experiment, profiles)
     path = report(run_dir, experiment, result, rows, methods, end_session(run_dir))
-    if not experiment.recipe.engine.keep_records:
+    if not experiment.resolved.keep_records:
         remove_records(run_dir)  # after the report: a run killed before it still resumes from them
     return path
 
