@@ -48,7 +48,7 @@ class _Run:
         self.records = RunRecords(
             recipe.engine, f"{recipe.model.spec}|{recipe.model.dtype}",
             bound=lambda: _run_bound(experiment) if bounded else None,  # False: whole records (`evaluate`)
-            spill_dir=lambda: str(self.curation_file.parent / RECORDS_FOLDER) if self.curation_file is not None else None)
+            spill_dir=lambda: str(self.curation_file.parent / RECORDS_FOLDER) if self.curation_file else None)
         self.methods = RunMethods(lambda: experiment.scorer, lambda: experiment.geometry, recipe.model.spec,
                                   recipe.source, lambda: _profile_lukv(experiment))
 
@@ -354,4 +354,5 @@ class MultiTaskExperiment(Experiment):
         """The weighted mean of the parts' scores (``WeightedEvaluator``)."""
         from evolalloc.engine.weighted import WeightedEvaluator
 
-        return WeightedEvaluator([(label, weight, part.evaluator(split, scorer, mode)) for label, weight, part in self.parts])
+        return WeightedEvaluator([(label, weight, part.evaluator(split, scorer, mode))
+                                  for label, weight, part in self.parts])

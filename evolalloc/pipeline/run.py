@@ -14,14 +14,20 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from evolalloc.config.run_folder import (
+    COMPARISON_FILE,
+    CURATION_FILE,
+    REPORT_FILE,
+    allocation_filename,
+    load_resolved,
+    load_run_recipe,
+    missing_outputs,
+    remove_records,
+)
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import load_allocation, save_allocation
 from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.pipeline.experiment import Experiment
-from evolalloc.config.run_folder import (
-    COMPARISON_FILE, CURATION_FILE, REPORT_FILE, allocation_filename, load_resolved, load_run_recipe, missing_outputs,
-    remove_records,
-)
 from evolalloc.pipeline.wall_clock import begin_session, end_session
 from evolalloc.search import SearchConfig, resume_search, run_search
 from evolalloc.search.loop import open_search

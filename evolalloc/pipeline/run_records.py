@@ -37,7 +37,8 @@ class RunRecords:
         from evolalloc.core.record_settings import parse_size
         from evolalloc.runtime.record_store import RecordPolicy
 
-        return RecordPolicy(bound=self._bound(), dtype=self.engine.record_dtype, memory=parse_size(self.engine.record_memory),
+        return RecordPolicy(bound=self._bound(), dtype=self.engine.record_dtype,
+                            memory=parse_size(self.engine.record_memory),
                             spill_dir=self._spill_dir(), model_id=self.model_id)
 
     def policy_for(self, split: str):

@@ -110,9 +110,8 @@ class RunScorers:
     def search_scorer(self) -> Scorer:
         """The recipe's scorer, wrapped in the budget adapter the search space's budgets are meant
         for (the hybrid's ``gate_prior``), if it declares one."""
-        from searchspaces import SEARCH_SPACES
-
         from evolalloc.search.config import space_params_of
+        from searchspaces import SEARCH_SPACES
 
         adapter = SEARCH_SPACES.get(self.recipe.search_space.name).adapter
         if adapter is None:
@@ -146,6 +145,6 @@ def _check_same_checkpoint(allocation: Allocation, scorer: Scorer) -> None:
     if recorded:
         now = scorer.checkpoint_provenance()
         if now is None or now["sha256"] != recorded:
-            raise ValueError(f"the profile was made with the {allocation.scorer} checkpoint sha256 {recorded[:12]}..., but "
-                             f"{now['path'] if now else 'its scorer'} now holds sha256 {now['sha256'][:12] if now else '-'}...; "
-                             "restore that checkpoint to reproduce it")
+            where, holds = (now["path"], now["sha256"][:12]) if now else ("its scorer", "-")
+            raise ValueError(f"the profile was made with the {allocation.scorer} checkpoint sha256 {recorded[:12]}..., "
+                             f"but {where} now holds sha256 {holds}...; restore that checkpoint to reproduce it")

@@ -37,7 +37,8 @@ class TaskSplits:
                 start, stop = (int(i) for i in piece.strip("[]").split(":"))
                 self.instances_of[split] = self.experiment.instances(base + DRAWN)[start:stop]
             elif is_drawn(split):
-                self.instances_of[split] = self.generate(split.removesuffix(DRAWN), section.curate.draw or 2 * section.n)
+                drawn = section.curate.draw or 2 * section.n
+                self.instances_of[split] = self.generate(split.removesuffix(DRAWN), drawn)
             elif section.curate.active:
                 self.instances_of[split] = self.curated(split)
             else:
@@ -50,7 +51,8 @@ class TaskSplits:
         experiment, section = self.experiment, self.section(split)
         recipe = experiment.recipe
         try:
-            instances = experiment.task.instances(split, n, section.seed, recipe.task.context_tokens, experiment.tokenizer)
+            instances = experiment.task.instances(split, n, section.seed, recipe.task.context_tokens,
+                                                  experiment.tokenizer)
         except FitnessError as err:
             raise UserError(str(err), source=recipe.source, field=f"task.{split}") from None
         self.check_fits(instances)
