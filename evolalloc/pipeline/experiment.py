@@ -19,6 +19,7 @@ and methods; its evaluators are the parts' evaluators combined by ``WeightedEval
 
 from __future__ import annotations
 
+import copy
 from functools import cached_property
 from pathlib import Path
 
@@ -83,8 +84,8 @@ class Experiment:
             (``lukv-curves.npz``); None: profiled in memory.
     """
 
-    def __new__(cls, recipe, **kwargs):
-        if cls is Experiment and recipe.multi_task:
+    def __new__(cls, recipe=None, **kwargs):  # recipe None: ``copy.copy`` making a ``variant``
+        if cls is Experiment and recipe is not None and recipe.multi_task:
             return super().__new__(MultiTaskExperiment)
         return super().__new__(cls)
 
@@ -118,6 +119,18 @@ class Experiment:
     def parts(self) -> list[tuple[str, float, "Experiment"]]:
         """``(label, weight, experiment)`` per task; a single-task experiment is its own one part."""
         return [(self.label, 1.0, self)]
+
+    def variant(self, recipe) -> "Experiment":
+        """This experiment under ``recipe``, another recipe of the same model and task (variants of one
+        search that share one prefill: ``benchmarks/search_versus.py``). The model, scorers, records,
+        splits and engine stay this experiment's (closed with it); the recipe, and so the search
+        settings, the run's name and what it resolved to, are the variant's."""
+        self.engine  # noqa: B018 - made now, so the variant shares it rather than starting its own
+        twin = copy.copy(self)
+        twin.recipe = recipe
+        twin._owns_run = False
+        twin.__dict__.pop("resolved", None)
+        return twin
 
     @cached_property
     def resolved(self) -> ResolvedRun:

@@ -277,12 +277,13 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     missing = missing_outputs(run_dir, load_resolved(run_dir))
     if not missing:
         return run_dir / REPORT_FILE
-    begin_session(run_dir, time.time())  # closes the killed session at its last write
+    started = time.time()
     quiet_optuna()
     recipe = load_run_recipe(run_dir)
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
         config = search_config(experiment)  # the geometry from the model's config: no weights yet
         opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
+        begin_session(run_dir, started)  # only now: a refused resume changes nothing in the folder
         result = opened.run(_OnFirstUse(experiment.search_evaluator), progress=progress)
         profiles = None
         budgets = experiment.resolved.budgets
