@@ -106,6 +106,8 @@ class ResolvedRun:
     engine: str = "local"
     workers: int = 1
     seed: int = 0  # the recipe's: the comparison's bootstrap
+    curve_range: tuple[float, float] | None = None  # budget.curve's low and high, as multiples of c
+    curve_anchors_named: tuple[int, ...] | None = None  # budget.curve.anchors as written; None: the ends and c
     keep_records: bool = False  # ``engine.keep_records``: the spilled records stay once the run is finished
     version: int = VERSION
 
@@ -133,8 +135,9 @@ class ResolvedRun:
             data[key] = tuple(data[key])
         if data["scorer_training"] is not None:
             data["scorer_training"] = tuple(data["scorer_training"])
-        if data.get("ratio_bounds") is not None:
-            data["ratio_bounds"] = tuple(data["ratio_bounds"])
+        for key in ("ratio_bounds", "curve_range", "curve_anchors_named"):
+            if data.get(key) is not None:
+                data[key] = tuple(data[key])
         return cls(**data)
 
 
@@ -186,6 +189,8 @@ def resolve_run(recipe) -> ResolvedRun:
         engine=recipe.engine.kind,
         workers=recipe.engine.workers,
         seed=recipe.seed,
+        curve_range=(curve.low, curve.high) if curve is not None else None,
+        curve_anchors_named=tuple(curve.anchors) if curve is not None and curve.anchors is not None else None,
         keep_records=recipe.engine.keep_records,
     )
 

@@ -75,6 +75,14 @@ def checkpoint_words(record: Mapping | None) -> str:
             + (" ".join(part for part in how if part) or "(no training record)"))
 
 
+def _curve_words(run) -> str:
+    """``budget.curve`` as the recipe put it (a run.json written before the range was recorded: its budgets)."""
+    low, high = run.curve_range or (None, None)
+    span = f"from {low:g}c to {high:g}c" if low is not None else f"from {run.curve_grid[0]} to {run.curve_grid[-1]}"
+    named = list(run.curve_anchors_named) if run.curve_anchors_named is not None else None
+    return f"{len(run.curve_grid)} budgets {span}, anchors {named or 'the ends and c'} searched (profile-curve.json)"
+
+
 def searched_section(run, scorer_checkpoint: Mapping | None = None) -> list[str]:
     """A key/value table of what the run (a ``ResolvedRun``) searched, in words a reader of the report
     needs; ``scorer_checkpoint``: the provenance of the trained scorer's checkpoint the profiles were
@@ -94,8 +102,7 @@ def searched_section(run, scorer_checkpoint: Mapping | None = None) -> list[str]
         ("target budget c", f"{run.target} tokens per (layer, KV head)"),
         ("expansions", (", ".join(map(str, run.expansions)) or "none")
                        + f" ({run.expansion_rule} rule)") if not run.curve_grid else
-        ("curve", f"{len(run.curve_grid)} budgets from {run.curve_grid[0]} to {run.curve_grid[-1]}, "
-                  f"anchors {', '.join(map(str, run.curve_anchors))} searched (profile-curve.json)"),
+        ("curve", _curve_words(run)),
         ("search space", f"{run.search_space}, group size {run.group_size}"
                          + (f", ratio bounds {list(run.ratio_bounds)}" if run.ratio_bounds else "")),
         ("optimizer", f"{run.optimizer}, sigma0 {run.sigma0}, population "

@@ -84,5 +84,5 @@ def test_the_report_renders_the_same_from_the_run_json_a_folder_saved(tmp_path):
     searched = in_memory.split("## What was searched")[1].split("\n## ")[0]
     for words in ("passkey (weight 2)", "curated: full cache solves, from up to 9 drawn", "| words: task | niah_single",
                   "ratio bounds [0.5, 2.0]", "population 6", "f(S) * (1 + 0.25 * CacheScore)", "2 worker(s)",
-                  "5 budgets from"):
+                  "5 budgets from 0.25c to 4c, anchors the ends and c searched"):
         assert words in searched, words
