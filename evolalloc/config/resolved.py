@@ -202,7 +202,8 @@ def _split_facts(section) -> SplitFacts:
 
 
 def _task_facts(entry, mode: str | None) -> TaskFacts:
-    return TaskFacts(label=entry.label, name=entry.name, weight=float(entry.weight), context_tokens=entry.context_tokens,
+    return TaskFacts(label=entry.label, name=entry.name, weight=float(entry.weight),
+                     context_tokens=entry.context_tokens,
                      fitness_mode=mode or _default_mode(entry.name), params=dict(entry.params),
                      search=_split_facts(entry.search), heldout=_split_facts(entry.heldout),
                      question_after_compression=entry.question_after_compression)

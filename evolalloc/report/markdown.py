@@ -88,7 +88,8 @@ def searched_section(run, scorer_checkpoint: Mapping | None = None) -> list[str]
     needs; ``scorer_checkpoint``: the provenance of the trained scorer's checkpoint the profiles were
     searched with."""
     if run.multi_task:
-        task_rows = [row for task in run.tasks for row in _task_rows(task, f"{task.label or task.name}: ", weighted=True)]
+        task_rows = [row for task in run.tasks
+                     for row in _task_rows(task, f"{task.label or task.name}: ", weighted=True)]
     else:
         task_rows = _task_rows(run.tasks[0])
     mode = run.fitness_mode if run.fitness_mode_given else None
