@@ -83,6 +83,7 @@ def run(args) -> int:
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.pipeline.run import (HELDOUT, _OnFirstUse, evolved_allocation, finish, quiet_optuna, run_finished,
                                         search_config, ship)
+    from evolalloc.pipeline.wall_clock import begin_session
     from evolalloc.search import resume_search, run_search
 
     progress = not args.no_progress
@@ -101,7 +102,7 @@ def run(args) -> int:
         if any(not (args.runs_dir / recipe.name).exists() for _, _, recipe in todo) and not base.multi_task:
             experiment.records("search")  # the shared prefill, outside every run's search time
         for vname, seed, recipe in todo:  # every search first: finish() releases the search records
-            config = search_config(recipe, experiment)
+            config = search_config(experiment.variant(recipe))
             started = time.perf_counter()
             run_dir = args.runs_dir / recipe.name
             if run_dir.exists():  # killed, or searched for --held-in only: replay the stored trials, evaluate the rest
@@ -120,15 +121,16 @@ def run(args) -> int:
         shipped = []
         for run_dir, recipe, result, config, seconds in searched:
             started = time.perf_counter()
-            profiles = ship(run_dir, recipe, experiment, evolved_allocation(recipe, experiment, result, config), config,
-                            progress)
+            variant = experiment.variant(recipe)
+            profiles = ship(run_dir, variant, evolved_allocation(variant, result, config), config, progress)
             shipped.append((run_dir, recipe, result, config, seconds + time.perf_counter() - started, profiles))
         if searched and not base.multi_task:
             experiment.records(HELDOUT)  # the shared held-out prefill, outside every run's own time
         for run_dir, recipe, result, config, seconds, profiles in shipped:
             started = time.perf_counter()
             # The report's wall time: this run's search and shipping plus its own comparison, not the shared prefill.
-            finish(run_dir, recipe, experiment, result, config, started - seconds, profiles=profiles, progress=progress)
+            begin_session(run_dir, time.time() - seconds)
+            finish(run_dir, experiment.variant(recipe), result, config, profiles=profiles, progress=progress)
             timings[run_dir.name] = (len(result.history), seconds + time.perf_counter() - started)
     for name, (evaluations, seconds) in timings.items():
         print(f"{name}: {evaluations} evaluations, {seconds:.0f} s (search + held-out comparison, busy machine)")
@@ -147,11 +149,11 @@ def held_in(args, searched, experiment) -> int:
     other = load_recipe(args.recipe, args.shared + [f"task.search.seed={seed}", f"task.search.n={n}",
                                                      "task.search.curate.full_cache_solves=false",
                                                      "task.search.curate.draw=null"])
-    profiles = {run_dir.name: evolved_allocation(recipe, experiment, result, config).budgets
+    profiles = {run_dir.name: evolved_allocation(experiment.variant(recipe), result, config).budgets
                 for run_dir, recipe, result, config, _ in searched}
     experiment.release("search")
     with Experiment(other, progress=not args.no_progress) as checking:
-        checking.__dict__["loaded"] = experiment.loaded  # one model in memory (a cached_property)
+        checking.run.model.loaded = experiment.loaded  # one model in memory (a cached_property)
         results = checking.evaluator("search", mode="generate").evaluate(list(profiles.values()))
     scores = {}
     for name, result in zip(profiles, results):

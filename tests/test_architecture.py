@@ -1,8 +1,10 @@
 """The package import rules of docs/architecture.md, and no import cycle between modules.
 
 Read from the source with ``ast`` (nothing is imported): every ``import`` counts, deferred ones
-inside functions too, for the layer rules and for cycles alike: a deferred import is still a
-dependency, and one that closes a circle only hides it from import time.
+inside functions and ones under ``if TYPE_CHECKING:`` too, for the layer rules and for cycles alike:
+a deferred import is still a dependency, one that closes a circle only hides it from import time,
+and a type checker's import is a dependency of the code's meaning (issue 37: one such edge closed a
+circle inside ``core/``).
 """
 
 from __future__ import annotations
@@ -72,9 +74,7 @@ def imports(path: Path, *, module_level_only: bool) -> list[tuple[str, list[str]
             elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
                 if top or not module_level_only:
                     found.append((child.module, [alias.name for alias in child.names]))
-            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                continue  # for type checkers only: never runs
-            else:
+            else:  # an ``if TYPE_CHECKING:`` block is walked like any other: its imports count
                 nested = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
                 visit(child, top and not nested)
 
@@ -157,6 +157,9 @@ def test_the_rules_see_a_violation(tmp_path):
     (tmp_path / "a.py").write_text("import evolalloc.b\n")
     (tmp_path / "b.py").write_text("def later():\n    import evolalloc.a\n")
     known = {"evolalloc.a": tmp_path / "a.py", "evolalloc.b": tmp_path / "b.py"}
+    assert cycles_in(import_graph(known)) == [["evolalloc.a", "evolalloc.b", "evolalloc.a"]]
+    # So is one closed by an import only a type checker reads.
+    (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import evolalloc.a\n")
     assert cycles_in(import_graph(known)) == [["evolalloc.a", "evolalloc.b", "evolalloc.a"]]
 
 

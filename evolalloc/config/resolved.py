@@ -15,7 +15,7 @@ This module is the only reader of ``budget.target`` after ``config/recipe.py`` c
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from evolalloc.core.errors import UserError
 
@@ -24,14 +24,42 @@ VERSION = 1
 
 
 @dataclass(frozen=True)
+class SplitFacts:
+    """How a split's instances are drawn: how many, the seed, and what curation keeps (if any)."""
+
+    n: int
+    seed: int | None
+    full_cache_solves: bool = False
+    reference_unsolved: str | None = None
+    draw: int | None = None
+
+    @property
+    def curated(self) -> bool:
+        return self.full_cache_solves or self.reference_unsolved is not None
+
+
+@dataclass(frozen=True)
 class TaskFacts:
-    """One task the fitness averages: its label (its name alone), weight, prompt length and mode."""
+    """One task the fitness averages: its label (its name alone), weight, prompt length and mode,
+    its parameters and how each split is drawn."""
 
     label: str
     name: str
     weight: float
     context_tokens: int
     fitness_mode: str
+    params: dict = field(default_factory=dict)
+    search: SplitFacts | None = None  # None: read from a run.json written before these were recorded
+    heldout: SplitFacts | None = None
+    question_after_compression: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TaskFacts":
+        data = dict(data)
+        for split in ("search", "heldout"):
+            if data.get(split) is not None:
+                data[split] = SplitFacts(**data[split])
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -65,7 +93,28 @@ class ResolvedRun:
     optimizer: str
     generations_per_group: int
     storage: str | None
+    # What the report says was searched (a run.json written before these were recorded lacks them).
+    dtype: str = "float32"
+    scorer_params: dict = field(default_factory=dict)
+    ratio_bounds: tuple[float, float] | None = None
+    sigma0: float | None = None
+    popsize: int | None = None  # None: EvolKV's 4 + floor(3 ln n_g)
+    optimizer_seed: int | None = None
+    lam: float | None = None
+    gamma: float | None = None
+    cache_scope: str = "group"
+    engine: str = "local"
+    workers: int = 1
+    seed: int = 0  # the recipe's: the comparison's bootstrap
+    curve_range: tuple[float, float] | None = None  # budget.curve's low and high, as multiples of c
+    curve_anchors_named: tuple[int, ...] | None = None  # budget.curve.anchors as written; None: the ends and c
+    keep_records: bool = False  # ``engine.keep_records``: the spilled records stay once the run is finished
     version: int = VERSION
+
+    @property
+    def task_names(self) -> str:
+        """``passkey`` or ``passkey+words``: the task label(s) in one word (as ``Recipe.task_names``)."""
+        return "+".join(task.label for task in self.tasks)
 
     @property
     def fitness_mode(self) -> str:
@@ -81,11 +130,14 @@ class ResolvedRun:
         data = dict(data)
         if data.get("version") != VERSION:
             raise ValueError(f"version {data.get('version')!r}, this evolalloc reads version {VERSION}")
-        data["tasks"] = tuple(TaskFacts(**task) for task in data["tasks"])
+        data["tasks"] = tuple(TaskFacts.from_dict(task) for task in data["tasks"])
         for key in ("budgets", "expansions", "curve_grid", "curve_anchors", "baselines"):
             data[key] = tuple(data[key])
         if data["scorer_training"] is not None:
             data["scorer_training"] = tuple(data["scorer_training"])
+        for key in ("ratio_bounds", "curve_range", "curve_anchors_named"):
+            if data.get(key) is not None:
+                data[key] = tuple(data[key])
         return cls(**data)
 
 
@@ -113,8 +165,7 @@ def resolve_run(recipe) -> ResolvedRun:
         curve_grid=tuple(curve.grid(budget.target)) if curve is not None else (),
         curve_anchors=tuple(curve.anchor_budgets(budget.target)) if curve is not None else (),
         granularity=recipe.granularity,
-        tasks=tuple(TaskFacts(label=e.label, name=e.name, weight=float(e.weight), context_tokens=e.context_tokens,
-                              fitness_mode=recipe.fitness.mode or _default_mode(e.name)) for e in recipe.task_entries),
+        tasks=tuple(_task_facts(entry, recipe.fitness.mode) for entry in recipe.task_entries),
         multi_task=recipe.multi_task,
         fitness_mode_given=recipe.fitness.mode is not None,
         scorer=recipe.scorer.name,
@@ -126,7 +177,36 @@ def resolve_run(recipe) -> ResolvedRun:
         optimizer=recipe.optimizer.name,
         generations_per_group=recipe.optimizer.generations_per_group,
         storage=recipe.storage,
+        dtype=recipe.model.dtype,
+        scorer_params=dict(recipe.scorer.params),
+        ratio_bounds=tuple(recipe.search_space.ratio_bounds) if recipe.search_space.ratio_bounds else None,
+        sigma0=recipe.optimizer.sigma0,
+        popsize=recipe.optimizer.popsize,
+        optimizer_seed=recipe.optimizer.seed,
+        lam=recipe.optimizer.lam,
+        gamma=recipe.optimizer.gamma,
+        cache_scope=recipe.optimizer.cache_scope,
+        engine=recipe.engine.kind,
+        workers=recipe.engine.workers,
+        seed=recipe.seed,
+        curve_range=(curve.low, curve.high) if curve is not None else None,
+        curve_anchors_named=tuple(curve.anchors) if curve is not None and curve.anchors is not None else None,
+        keep_records=recipe.engine.keep_records,
     )
+
+
+def _split_facts(section) -> SplitFacts:
+    curate = section.curate
+    return SplitFacts(n=section.n, seed=section.seed, full_cache_solves=curate.full_cache_solves,
+                      reference_unsolved=curate.reference_unsolved, draw=curate.draw)
+
+
+def _task_facts(entry, mode: str | None) -> TaskFacts:
+    return TaskFacts(label=entry.label, name=entry.name, weight=float(entry.weight),
+                     context_tokens=entry.context_tokens,
+                     fitness_mode=mode or _default_mode(entry.name), params=dict(entry.params),
+                     search=_split_facts(entry.search), heldout=_split_facts(entry.heldout),
+                     question_after_compression=entry.question_after_compression)
 
 
 def resolved_json(resolved: ResolvedRun) -> str:

@@ -12,6 +12,9 @@ A run folder (``runs/<name>/``) holds::
     comparison.json           held-out scores per method and budget (``compare``)
     curation.json             how many instances each curated split drew and kept
     report.md, *.png          the report and its plots
+    sessions.json             when each session of the run started and ended (the report's wall time)
+    records/                  spilled prefill records: what a killed run resumes from; removed when the
+                              run finishes unless ``engine.keep_records`` (``evolalloc clean RUN`` too)
 
 The names live here, below the search and report layers, so every command agrees on them.
 """
@@ -38,6 +41,8 @@ PLOT_LAYER_BUDGETS = "budgets-per-layer.png"
 PLOT_HEAD_BUDGETS = "budgets-per-head.png"
 PLOT_FITNESS = "fitness-over-evaluations.png"
 PLOT_SCORE_VS_BUDGET = "score-vs-budget.png"
+RECORDS_FOLDER = "records"  # spilled prefill records (``runtime/record_store.py``)
+SESSIONS_FILE = "sessions.json"  # ``pipeline/wall_clock.py``
 
 
 PROFILE_PATTERN = "allocation-c*.json"  # the evolved profiles' names (``allocation_filename``)
@@ -149,3 +154,21 @@ def load_resolved(run_dir: str | Path) -> ResolvedRun:
     if not path.is_file():
         return resolve_run(load_run_recipe(run_dir))
     return parse_resolved(path.read_text(), str(path))
+
+
+def folder_bytes(folder: str | Path) -> int:
+    """The bytes of every file under ``folder`` (0 when it does not exist)."""
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def remove_records(run_dir: str | Path) -> int:
+    """Delete the run folder's spilled prefill records (``records/``); returns the bytes freed.
+
+    A finished run never reads them again; an unfinished one would prefill its prompts again on
+    ``resume`` (same records, same scores: only the time is lost)."""
+    folder = Path(run_dir) / RECORDS_FOLDER
+    if not folder.is_dir():
+        return 0
+    freed = folder_bytes(folder)
+    shutil.rmtree(folder)
+    return freed

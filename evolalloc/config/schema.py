@@ -256,6 +256,8 @@ class EngineSection:
                               help="precision prefill records keep K/V in (float32: results identical; 16-bit: half the memory)")
     record_memory: str = _rule(DEFAULT_RECORD_MEMORY, help="records held in memory (a size such as 4GiB; 0B: none) before "
                                                            "the rest spill to the run folder and are memory-mapped per batch")
+    keep_records: bool = _rule(False, help="keep the spilled prefill records (records/) once the run has finished; "
+                                           "false: removed then (a killed run still resumes from them)")
     options: dict = _rule(help="keyword options passed to the engine as they are (ray: max_retries)", factory=dict)
 
 

@@ -63,7 +63,7 @@ def anchor_search_dir(run_dir: Path, budget: float) -> Path:
     return Path(run_dir) / CURVE_DIR / f"c{label}"
 
 
-def search_anchor(run_dir: Path, recipe, experiment, config: SearchConfig, budget: float, lo, hi, allocate, *,
+def search_anchor(run_dir: Path, experiment, config: SearchConfig, budget: float, lo, hi, allocate, *,
                   progress: bool):
     """Search (or resume) the anchor at ``budget``; return its profile, the budgets its best candidate
     was scored with. ``allocate(result, config, target)`` makes the run's evolved ``Allocation``."""
@@ -82,7 +82,7 @@ def search_anchor(run_dir: Path, recipe, experiment, config: SearchConfig, budge
     return dataclasses.replace(found, budgets=evaluator.bound(result.best_budgets), provenance=provenance)
 
 
-def ship_curve(run_dir: Path, recipe, experiment, pivot: Allocation, config: SearchConfig, allocate, *,
+def ship_curve(run_dir: Path, experiment, pivot: Allocation, config: SearchConfig, allocate, *,
                progress: bool = True) -> dict[float, Allocation]:
     """Search the other anchors, derive the grid, save ``allocation-c{N}.json`` per grid budget and
     ``profile-curve.json``; return the profiles by budget (the target first). ``pivot`` is the run's
@@ -98,13 +98,13 @@ def ship_curve(run_dir: Path, recipe, experiment, pivot: Allocation, config: Sea
         below = anchors[max(anchors)].budgets
         hi = np.maximum(np.full(shape, math.ceil(upper * budget - 1e-9)), below)
         tqdm.write(f"curve: searching the anchor at c={budget:g} (no unit below the c={max(anchors):g} profile)")
-        anchors[float(budget)] = search_anchor(run_dir, recipe, experiment, config, budget, below, hi, allocate,
+        anchors[float(budget)] = search_anchor(run_dir, experiment, config, budget, below, hi, allocate,
                                                progress=progress)
     for budget in sorted((b for b in anchors_at if b < c), reverse=True):
         above = anchors[min(anchors)].budgets
         tqdm.write(f"curve: searching the anchor at c={budget:g} (no unit above the c={min(anchors):g} profile)")
         lo = np.minimum(floor, above)
-        anchors[float(budget)] = search_anchor(run_dir, recipe, experiment, config, budget, lo, above, allocate,
+        anchors[float(budget)] = search_anchor(run_dir, experiment, config, budget, lo, above, allocate,
                                                progress=progress)
     family = ProfileCurve.from_anchors(anchors, grid, min_budget=floor)
     family.save(Path(run_dir) / CURVE_FILE)

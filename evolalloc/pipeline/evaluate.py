@@ -98,4 +98,4 @@ def compare_run(run_dir: Path, *, baselines: list[str] | None = None, progress: 
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE, run_dir=run_dir) as experiment:
         loaded = [load_allocation(path, expect_geometry=experiment.geometry) for path in files]
         profiles = {float(a.target): a for a in sorted(loaded, key=lambda a: a.target)}
-        compare(run_dir, recipe, experiment, profiles)
+        compare(run_dir, experiment, profiles)

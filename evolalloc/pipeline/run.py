@@ -5,7 +5,8 @@
    saved as ``allocation-c{N}.json``;
 3. compare: evolved vs the baselines at every budget on the held-out split, with bootstrap
    intervals and paired tests (``comparison.json``);
-4. report: plots and ``report.md``.
+4. report: plots and ``report.md`` (its wall time: every session of the run, ``pipeline/wall_clock.py``);
+5. tidy: the spilled prefill records (``records/``) removed unless ``engine.keep_records``.
 """
 
 from __future__ import annotations
@@ -13,22 +14,31 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from evolalloc.config.run_folder import (
+    COMPARISON_FILE,
+    CURATION_FILE,
+    REPORT_FILE,
+    allocation_filename,
+    load_resolved,
+    load_run_recipe,
+    missing_outputs,
+    remove_records,
+)
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import load_allocation, save_allocation
 from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.core.phases import announce
 from evolalloc.pipeline.experiment import Experiment
-from evolalloc.config.run_folder import (
-    COMPARISON_FILE, CURATION_FILE, REPORT_FILE, allocation_filename, load_resolved, load_run_recipe, missing_outputs,
-)
+from evolalloc.pipeline.wall_clock import begin_session, end_session
 from evolalloc.search import SearchConfig, resume_search, run_search
 from evolalloc.search.loop import open_search
 
 HELDOUT = "heldout"
 
 
-def search_config(recipe, experiment: Experiment) -> SearchConfig:
-    g = experiment.geometry
+def search_config(experiment: Experiment) -> SearchConfig:
+    """The search's settings, on the model's geometry (from its config: no weights needed)."""
+    recipe, g = experiment.recipe, experiment.geometry
     # The study is named after the run, so several runs can share one database URL.
     return SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space, optimizer=recipe.optimizer,
                                       num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
@@ -36,12 +46,12 @@ def search_config(recipe, experiment: Experiment) -> SearchConfig:
                                       layer_caps=g.caps() if g.windows else None)
 
 
-def evolved_allocation(recipe, experiment: Experiment, result, config: SearchConfig, target: float | None = None) -> Allocation:
+def evolved_allocation(experiment: Experiment, result, config: SearchConfig, target: float | None = None) -> Allocation:
     """The search's best profile as an Allocation, completed to the exact target total (the recipe's,
     or ``target``: a curve's anchor)."""
     space = config.build_space()
     best = Allocation(
-        model=recipe.model.spec,
+        model=experiment.resolved.model,
         geometry=experiment.geometry,
         scorer=experiment.scorer.name,
         scorer_params=experiment.scorer.params(),
@@ -50,7 +60,7 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
         budgets=result.best_budgets,
         provenance={
             "method": "evolved",
-            "task": recipe.task_names,
+            "task": experiment.resolved.task_names,
             "fitness_mode": experiment.resolved.fitness_mode,
             "fitness": result.best_fitness,
             "task_score": result.best_task_score,
@@ -72,7 +82,7 @@ def evolved_allocation(recipe, experiment: Experiment, result, config: SearchCon
     return experiment.with_scorer_provenance(best.complete(min_budget=experiment.min_budget()))
 
 
-def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation, config: SearchConfig | None = None,
+def ship(run_dir: Path, experiment: Experiment, evolved: Allocation, config: SearchConfig | None = None,
          progress: bool = True) -> dict[float, Allocation]:
     """Save the profile at the target and each expansion (``budget.expansion_rule``), or, with
     ``budget.curve``, at every grid budget (``pipeline/curve.py``: more anchors searched); return them by budget."""
@@ -83,9 +93,9 @@ def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation, con
         from evolalloc.pipeline.curve import ship_curve
 
         def allocate(result, anchor_config, target):
-            return evolved_allocation(recipe, experiment, result, anchor_config, target=target)
+            return evolved_allocation(experiment, result, anchor_config, target=target)
 
-        return ship_curve(run_dir, recipe, experiment, evolved, config, allocate, progress=progress)
+        return ship_curve(run_dir, experiment, evolved, config, allocate, progress=progress)
 
     rule = run.expansion_rule
     evaluator = experiment.search_evaluator() if rule == "search" else None  # needs the search records: ship before release
@@ -101,7 +111,7 @@ def ship(run_dir: Path, recipe, experiment: Experiment, evolved: Allocation, con
     return profiles
 
 
-def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float, Allocation]):
+def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocation]):
     """Evolved vs baselines at every budget on the held-out split; writes comparison.json.
 
     Always greedy generation scored by each task's real metric, whatever the search climbed.
@@ -109,8 +119,9 @@ def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float,
     """
     from evolalloc.report.comparison import compare_scores, compare_tasks, save_comparison
 
+    run = experiment.resolved
     methods: dict[str, dict[float, Allocation]] = {"evolved": profiles}
-    for name in recipe.baselines:
+    for name in run.baselines:
         # A method that adapts the searched profile (evolved+adakv) starts from it at each budget.
         base = profiles if BASELINES.get(name).adapts == EVOLVED else {}
         methods[name] = {budget: experiment.baseline(name, budget, base=base.get(budget)) for budget in profiles}
@@ -132,12 +143,12 @@ def compare(run_dir: Path, recipe, experiment: Experiment, profiles: dict[float,
                         raise RuntimeError(f"held-out evaluation of {method} at c={budget:g} on {label} failed: {result.error}")
                     scores[method][budget] = {o.uid: o.score for o in result.instances}
             scores[method] = dict(sorted(scores[method].items()))
-    if recipe.multi_task:
+    if run.multi_task:
         weights = {label: weight for label, weight, _ in experiment.parts}
-        rows = compare_tasks(per_task, weights, reference="evolved", seed=recipe.seed)
+        rows = compare_tasks(per_task, weights, reference="evolved", seed=run.seed)
     else:
-        rows = compare_scores(per_task[experiment.label], reference="evolved", seed=recipe.seed)
-    save_comparison(rows, run_dir / COMPARISON_FILE, meta=comparison_meta(recipe, experiment), scores=per_task)
+        rows = compare_scores(per_task[experiment.label], reference="evolved", seed=run.seed)
+    save_comparison(rows, run_dir / COMPARISON_FILE, meta=comparison_meta(experiment), scores=per_task)
     return rows, methods
 
 
@@ -152,12 +163,13 @@ def by_scorer(experiment: Experiment, per_budget: dict[float, Allocation]) -> li
     return list(groups.values())
 
 
-def comparison_meta(recipe, experiment: Experiment) -> dict:
+def comparison_meta(experiment: Experiment) -> dict:
     """The context line of the comparison: split, instances really used (after any curation), task(s)."""
+    run = experiment.resolved
     counts = {label: len(part.instances(HELDOUT)) for label, _, part in experiment.parts}
-    meta = {"split": HELDOUT, "instances": counts[experiment.label] if not recipe.multi_task else counts,
-            "task": recipe.task_names, "scored by": "greedy generation, each task's metric"}
-    if recipe.multi_task:
+    meta = {"split": HELDOUT, "instances": counts[experiment.label] if not run.multi_task else counts,
+            "task": run.task_names, "scored by": "greedy generation, each task's metric"}
+    if run.multi_task:
         meta["weights"] = {label: weight for label, weight, _ in experiment.parts}
     filtered = [part.curations[HELDOUT].line() for _, _, part in experiment.parts if HELDOUT in part.curations]
     if filtered:
@@ -165,13 +177,12 @@ def comparison_meta(recipe, experiment: Experiment) -> dict:
     return meta
 
 
-def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, experiment: Experiment | None = None) -> Path:
+def report(run_dir: Path, experiment: Experiment, result, rows, methods, wall_seconds: float) -> Path:
     from evolalloc.config.run_folder import PLOT_FITNESS, PLOT_HEAD_BUDGETS, PLOT_LAYER_BUDGETS, PLOT_SCORE_VS_BUDGET
     from evolalloc.report.markdown import write_report
     from evolalloc.report.plots import plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget
-    from evolalloc.config.resolved import resolve_run
 
-    resolved = experiment.resolved if experiment is not None else resolve_run(recipe)
+    resolved = experiment.resolved
     target = float(resolved.target)
     profiles = {name: per_budget[target] for name, per_budget in methods.items() if name == EVOLVED or BASELINES.get(name).in_budget_plot}
     plots = {
@@ -187,24 +198,27 @@ def report(run_dir: Path, recipe, result, rows, methods, wall_seconds: float, ex
     allocations = {budget: allocation_filename(budget) for budget in methods["evolved"]}
     from evolalloc.pipeline.curation import read_curations
 
-    meta = comparison_meta(recipe, experiment) if experiment is not None else {"split": HELDOUT}
-    return write_report(run_dir, recipe, resolved=resolved, history=result.history, comparison=rows, allocations=allocations,
-                        plots=plots, best=best, wall_seconds=wall_seconds, comparison_meta=meta,
+    return write_report(run_dir, resolved, history=result.history, comparison=rows, allocations=allocations,
+                        plots=plots, best=best, wall_seconds=wall_seconds, comparison_meta=comparison_meta(experiment),
                         curation=[c.line() for c in read_curations(run_dir / CURATION_FILE)],
                         scorer_checkpoint=methods["evolved"][target].provenance.get("scorer_checkpoint"))
 
 
-def finish(run_dir: Path, recipe, experiment: Experiment, result, config: SearchConfig, started: float,
+def finish(run_dir: Path, experiment: Experiment, result, config: SearchConfig,
            profiles: dict[float, Allocation] | None = None, progress: bool = True) -> Path:
-    """Ship (unless ``profiles``, already shipped, are given), compare and report."""
+    """Ship (unless ``profiles``, already shipped, are given), compare, report, and remove the spilled
+    records (a finished run never reads them; ``engine.keep_records`` keeps them)."""
     if profiles is None:
-        profiles = ship(run_dir, recipe, experiment, evolved_allocation(recipe, experiment, result, config), config, progress)
+        profiles = ship(run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
     experiment.run_dir = experiment.run_dir or run_dir
-    if any(BASELINES.get(name).profiled for name in recipe.baselines):
+    if any(BASELINES.get(name).profiled for name in experiment.resolved.baselines):
         experiment.lukv_curves()  # profiled on the search records, so before they are released
     experiment.release("search")  # its prefill records are not needed for the held-out comparison
-    rows, methods = compare(run_dir, recipe, experiment, profiles)
-    return report(run_dir, recipe, result, rows, methods, time.perf_counter() - started, experiment)
+    rows, methods = compare(run_dir, experiment, profiles)
+    path = report(run_dir, experiment, result, rows, methods, end_session(run_dir))
+    if not experiment.resolved.keep_records:
+        remove_records(run_dir)  # after the report: a run killed before it still resumes from them
+    return path
 
 
 def quiet_optuna() -> None:
@@ -220,23 +234,23 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     The folder comes from ``create_run_folder``; ``pipeline.start.prepare_run`` + ``run_prepared``
     is the path that checks everything before writing anything.
     """
-    started = time.perf_counter()
+    begin_session(run_dir, time.time())
     quiet_optuna()
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
-        config = search_config(recipe, experiment)
+        config = search_config(experiment)
         result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
-        return finish(run_dir, recipe, experiment, result, config, started, progress=progress)
+        return finish(run_dir, experiment, result, config, progress=progress)
 
 
 def run_prepared(prepared, *, progress: bool = True) -> Path:
     """Search, ship, compare and report a run made by ``pipeline.start.prepare_run``."""
-    started = time.perf_counter()
+    begin_session(prepared.run_dir, prepared.started)  # its checks, model load and curation count too
     quiet_optuna()
     config = prepared.config
     with prepared.experiment as experiment:  # closes its engine (Ray workers) however the run ends
         experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
         result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress)
-        return finish(prepared.run_dir, prepared.recipe, experiment, result, config, started, progress=progress)
+        return finish(prepared.run_dir, experiment, result, config, progress=progress)
 
 
 def run_finished(run_dir: Path) -> bool:
@@ -268,16 +282,17 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     missing = missing_outputs(run_dir, load_resolved(run_dir))
     if not missing:
         return run_dir / REPORT_FILE
-    started = time.perf_counter()
+    started = time.time()
     quiet_optuna()
     recipe = load_run_recipe(run_dir)
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
-        config = search_config(recipe, experiment)  # the geometry from the model's config: no weights yet
+        config = search_config(experiment)  # the geometry from the model's config: no weights yet
         opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
+        begin_session(run_dir, started)  # only now: a refused resume changes nothing in the folder
         result = opened.run(_OnFirstUse(experiment.search_evaluator), progress=progress)
         profiles = None
         budgets = experiment.resolved.budgets
         if not any(name in missing for name in map(allocation_filename, budgets)):
             profiles = {float(budget): load_allocation(run_dir / allocation_filename(budget), expect_geometry=experiment.geometry)
                         for budget in budgets}
-        return finish(run_dir, recipe, experiment, result, config, started, profiles, progress=progress)
+        return finish(run_dir, experiment, result, config, profiles, progress=progress)

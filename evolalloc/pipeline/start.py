@@ -20,8 +20,8 @@ the claim are few and fast; the slow, failure-prone checks all come before it.
 from __future__ import annotations
 
 import dataclasses
-
 import shutil
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,13 +37,15 @@ SPLITS = ("search", "heldout")
 class PreparedRun:
     """A run whose folder, study and first checkpoint exist, with its experiment ready.
 
-    ``experiment`` has its model loaded and both splits' instances generated.
+    ``experiment`` has its model loaded and both splits' instances generated. ``started``: when the
+    start began (``time.time()``), so the run's wall time counts its checks, model load and curation.
     """
 
     run_dir: Path
     recipe: object
     experiment: Experiment
     config: SearchConfig
+    started: float = dataclasses.field(default_factory=time.time)
 
 
 @contextmanager
@@ -91,6 +93,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     from evolalloc.search.loop import start_search
     from evolalloc.search.store import check_study_name_free
 
+    started = time.time()
     run_folder_path(recipe, runs_dir, name)  # cheap: refuse a taken name before loading anything
     quiet_optuna()  # the study is created below; Optuna's INFO line about it is noise
     if name and name != recipe.name:
@@ -111,7 +114,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     if recipe.scorer.train is None:
         experiment.scorers  # noqa: B018 - builds (and checks) the baselines' scorers too
     with blamed_on(recipe):
-        config = search_config(recipe, experiment)  # the geometry from the model's config alone
+        config = search_config(experiment)  # the geometry from the model's config alone
         if experiment.resolved.curve_grid:
             from evolalloc.pipeline.curve import check_anchors
 
@@ -136,4 +139,4 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    return PreparedRun(run_dir=run_dir, recipe=recipe, experiment=experiment, config=config)
+    return PreparedRun(run_dir=run_dir, recipe=recipe, experiment=experiment, config=config, started=started)

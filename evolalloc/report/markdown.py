@@ -1,7 +1,8 @@
 """``report.md``: what was searched, how the search went, and how the profile compares.
 
-``render_report`` is a pure function of plain data (the recipe as a dict, the trial records,
-the comparison rows, file names relative to the run folder); ``write_report`` writes it.
+``render_report`` is a pure function of plain data (what the recipe resolved to, a
+``ResolvedRun``; the trial records, the comparison rows, file names relative to the run folder);
+``write_report`` writes it. It never reads the recipe itself: ``config/resolved.py`` decides.
 """
 
 from __future__ import annotations
@@ -35,26 +36,26 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return lines
 
 
-def _as_dict(recipe: Any) -> Mapping:
-    return recipe.to_dict() if hasattr(recipe, "to_dict") else recipe
-
-
-def _curate_words(split: Mapping) -> str:
-    curate = split.get("curate") or {}
-    if not (curate.get("full_cache_solves") or curate.get("reference_unsolved")):
+def _curate_words(split) -> str:
+    if not split.curated:
         return ""
-    words = ["full cache solves"] + ([f"{curate['reference_unsolved']} at c does not"] if curate.get("reference_unsolved") else [])
-    return f", curated: {' and '.join(words)}, from up to {curate.get('draw') or 2 * split['n']} drawn"
+    words = ["full cache solves"] + ([f"{split.reference_unsolved} at c does not"] if split.reference_unsolved else [])
+    return f", curated: {' and '.join(words)}, from up to {split.draw or 2 * split.n} drawn"
 
 
-def _task_rows(task: Mapping, prefix: str = "") -> list[tuple[str, str]]:
-    weight = f" (weight {task['weight']:g})" if "weight" in task else ""
+def _split_words(name: str, split) -> str:
+    return "" if split is None else f"{name} {split.n} (seed {split.seed}{_curate_words(split)})"
+
+
+def _task_rows(task, prefix: str = "", weighted: bool = False) -> list[tuple[str, str]]:
+    """Rows of one task (a ``TaskFacts``); ``weighted``: one of several, with its weight."""
+    weight = f" (weight {task.weight:g})" if weighted else ""
     return [
-        (f"{prefix}task", f"{task['name']} {task['params'] or ''}".strip() + weight
-         + (f", ~{task['context_tokens']} tokens" if task.get("context_tokens") else "")),
-        (f"{prefix}instances", f"search {task['search']['n']} (seed {task['search']['seed']}{_curate_words(task['search'])}), "
-                               f"held-out {task['heldout']['n']} (seed {task['heldout']['seed']}{_curate_words(task['heldout'])})"),
-        (f"{prefix}question after compression", "yes" if task.get("question_after_compression") else "no"),
+        (f"{prefix}task", f"{task.name} {task.params or ''}".strip() + weight
+         + (f", ~{task.context_tokens} tokens" if task.context_tokens else "")),
+        (f"{prefix}instances", ", ".join(filter(None, [_split_words("search", task.search),
+                                                        _split_words("held-out", task.heldout)])) or "–"),
+        (f"{prefix}question after compression", "yes" if task.question_after_compression else "no"),
     ]
 
 
@@ -74,37 +75,43 @@ def checkpoint_words(record: Mapping | None) -> str:
             + (" ".join(part for part in how if part) or "(no training record)"))
 
 
-def searched_section(recipe: Mapping, resolved, scorer_checkpoint: Mapping | None = None) -> list[str]:
-    """A key/value table of the recipe, in words a reader of the report needs; the budgets from what
-    it resolved to (``config/resolved.py``); ``scorer_checkpoint``: the provenance of the trained
-    scorer's checkpoint the profiles were searched with."""
-    budget, space, opt = recipe["budget"], recipe["search_space"], recipe["optimizer"]
-    if recipe.get("tasks"):
-        task_rows = [row for task in recipe["tasks"] for row in _task_rows(task, f"{task.get('label') or task['name']}: ")]
+def _curve_words(run) -> str:
+    """``budget.curve`` as the recipe put it (a run.json written before the range was recorded: its budgets)."""
+    low, high = run.curve_range or (None, None)
+    span = f"from {low:g}c to {high:g}c" if low is not None else f"from {run.curve_grid[0]} to {run.curve_grid[-1]}"
+    named = list(run.curve_anchors_named) if run.curve_anchors_named is not None else None
+    return f"{len(run.curve_grid)} budgets {span}, anchors {named or 'the ends and c'} searched (profile-curve.json)"
+
+
+def searched_section(run, scorer_checkpoint: Mapping | None = None) -> list[str]:
+    """A key/value table of what the run (a ``ResolvedRun``) searched, in words a reader of the report
+    needs; ``scorer_checkpoint``: the provenance of the trained scorer's checkpoint the profiles were
+    searched with."""
+    if run.multi_task:
+        task_rows = [row for task in run.tasks
+                     for row in _task_rows(task, f"{task.label or task.name}: ", weighted=True)]
     else:
-        task_rows = _task_rows(recipe["task"])
-    mode = (recipe.get("fitness") or {}).get("mode")
+        task_rows = _task_rows(run.tasks[0])
+    mode = run.fitness_mode if run.fitness_mode_given else None
     rows = [
-        ("model", f"`{recipe['model']['spec']}` ({recipe['model']['dtype']})"),
+        ("model", f"`{run.model}` ({run.dtype})"),
         *task_rows,
         ("fitness mode", f"{mode or 'each task’s default'} (the search only; every reported result is greedy "
                          "generation scored by the task's metric)"),
-        ("scorer", f"{recipe['scorer']['name']} {recipe['scorer']['params'] or ''}".strip()
+        ("scorer", f"{run.scorer} {run.scorer_params or ''}".strip()
                    + ("; " + checkpoint_words(scorer_checkpoint) if scorer_checkpoint else "")),
-        ("target budget c", f"{resolved.target} tokens per (layer, KV head)"),
-        ("expansions", (", ".join(map(str, resolved.expansions)) or "none")
-                       + f" ({resolved.expansion_rule} rule)") if not resolved.curve_grid else
-        ("curve", f"{budget['curve']['points']} budgets from {budget['curve']['low']:g}c to {budget['curve']['high']:g}c, "
-                  f"anchors {budget['curve']['anchors'] or 'the ends and c'} searched (profile-curve.json)"),
-        ("search space", f"{space['name']}, group size {space['group_size']}"
-                         + (f", ratio bounds {space['ratio_bounds']}" if space.get("ratio_bounds") else "")),
-        ("optimizer", f"{opt['name']}, sigma0 {opt['sigma0']}, population "
-                      f"{opt['popsize'] if opt['popsize'] is not None else '4 + floor(3 ln n_g)'}, "
-                      f"{opt['generations_per_group']} generations per group, seed {opt['seed']}"),
-        ("objective", f"f(S) * (1 + {opt['lam']} * CacheScore), gamma {opt['gamma']}, "
-                      f"CacheScore over the {opt.get('cache_scope', 'group')}"),
-        ("engine", f"{recipe['engine']['kind']}, {recipe['engine']['workers']} worker(s)"),
-        ("baselines", ", ".join(recipe["baselines"]) or "none"),
+        ("target budget c", f"{run.target} tokens per (layer, KV head)"),
+        ("expansions", (", ".join(map(str, run.expansions)) or "none")
+                       + f" ({run.expansion_rule} rule)") if not run.curve_grid else
+        ("curve", _curve_words(run)),
+        ("search space", f"{run.search_space}, group size {run.group_size}"
+                         + (f", ratio bounds {list(run.ratio_bounds)}" if run.ratio_bounds else "")),
+        ("optimizer", f"{run.optimizer}, sigma0 {run.sigma0}, population "
+                      f"{run.popsize if run.popsize is not None else '4 + floor(3 ln n_g)'}, "
+                      f"{run.generations_per_group} generations per group, seed {run.optimizer_seed}"),
+        ("objective", f"f(S) * (1 + {run.lam} * CacheScore), gamma {run.gamma}, CacheScore over the {run.cache_scope}"),
+        ("engine", f"{run.engine}, {run.workers} worker(s)"),
+        ("baselines", ", ".join(run.baselines) or "none"),
     ]
     return ["## What was searched", "", *_table(("setting", "value"), rows)]
 
@@ -201,7 +208,7 @@ def _comparison_table(rows: Sequence[ComparisonRow]) -> tuple[list[str], bool]:
 
 
 def render_report(
-    recipe: Any,
+    resolved,
     *,
     history: Sequence[Any] = (),
     comparison: Sequence[ComparisonRow] = (),
@@ -212,13 +219,12 @@ def render_report(
     wall_seconds: float | None = None,
     curation: Sequence[str] = (),
     scorer_checkpoint: Mapping | None = None,
-    resolved=None,
 ) -> str:
     """The whole report as Markdown.
 
     Args:
-        recipe: the run's ``Recipe``; ``resolved``: what it resolved to (``ResolvedRun``, made from
-            ``recipe`` when not given): the budgets come from it.
+        resolved: what the run's recipe resolved to (``config/resolved.py: ResolvedRun``): every
+            setting and budget the report names comes from it.
         history: trial records (dicts or ``TrialRecord``) in search order.
         comparison: rows from ``compare_scores``; ``comparison_meta`` a line of context.
         allocations: budget -> allocation file name, relative to the run folder.
@@ -228,15 +234,10 @@ def render_report(
         curation: one line per curated split (``Curation.line()``).
         scorer_checkpoint: the searched profile's ``scorer_checkpoint`` provenance, if any.
     """
-    if resolved is None:
-        from evolalloc.config.resolved import resolve_run
-
-        resolved = resolve_run(recipe)
-    recipe = _as_dict(recipe)
-    lines = [f"# evolalloc run `{recipe['name']}`", ""]
+    lines = [f"# evolalloc run `{resolved.name}`", ""]
     if wall_seconds is not None:
         lines += [f"Wall time: {fmt_seconds(wall_seconds)}.", ""]
-    lines += searched_section(recipe, resolved, scorer_checkpoint) + [""]
+    lines += searched_section(resolved, scorer_checkpoint) + [""]
     lines += curation_section(curation)
     lines += progress_section(history, best) + [""]
     lines += comparison_section(comparison, comparison_meta) + [""]
@@ -255,6 +256,6 @@ def render_report(
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_report(run_dir: str | Path, recipe: Any, **parts: Any) -> Path:
+def write_report(run_dir: str | Path, resolved, **parts: Any) -> Path:
     """Render the report (see ``render_report``) into ``run_dir/report.md``, atomically."""
-    return write_atomic(Path(run_dir) / REPORT_FILE, render_report(recipe, **parts))
+    return write_atomic(Path(run_dir) / REPORT_FILE, render_report(resolved, **parts))

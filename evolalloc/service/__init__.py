@@ -1,6 +1,6 @@
 """``evolalloc serve``: search jobs, a profile registry and a web page over HTTP.
 
-A thin layer over the pipeline (see DESIGN.md, "the service"):
+A thin layer over the pipeline (docs/architecture.md, row 9 of the layers; docs/service.md):
 
 - ``app``        the FastAPI application: routes, error handlers, the static page;
 - ``db``         the jobs and profiles tables (SQLAlchemy; SQLite by default, any URL);

@@ -81,7 +81,7 @@ def test_rule_search_expansions_are_scored_on_one_search_prefill_for_every_run(t
     original = Experiment.records
 
     def counting(self, split):
-        if split not in self._records:
+        if split not in self.splits.records_of:
             prefilled.append(split)
         return original(self, split)
 

@@ -132,6 +132,6 @@ def test_the_report_and_show_agree_with_the_resolved_run(recipe, tmp_path):
     from evolalloc.report.markdown import render_report
 
     run = resolve_run(recipe)
-    text = render_report(recipe, resolved=run, allocations={64: "allocation-c64.json", 128: "allocation-c128.json"})
+    text = render_report(run, allocations={64: "allocation-c64.json", 128: "allocation-c128.json"})
     assert f"| target budget c | {run.target} tokens per (layer, KV head) |" in text
     assert "- c = 64 (target)" in text and "- c = 128 (expansion, proportional rule)" in text

@@ -130,11 +130,11 @@ def test_in_run_answer_training_reads_the_search_split_only_and_is_cached_determ
         tmp_path, tiny_model_dir, monkeypatch):
     import json
 
-    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.task_splits import TaskSplits
 
     generated = []
-    real_generate = Experiment._generate
-    monkeypatch.setattr(Experiment, "_generate", lambda self, split, n: generated.append(split) or real_generate(self, split, n))
+    real_generate = TaskSplits.generate
+    monkeypatch.setattr(TaskSplits, "generate", lambda self, split, n: generated.append(split) or real_generate(self, split, n))
     first, experiment = trained_twice_then_cached(answer_recipe(tmp_path, tiny_model_dir), tmp_path, monkeypatch)
     assert set(generated) == {"search"}  # the held-out split was not even drawn for training
     index = json.loads((first.parent / "traces" / "index.json").read_text())

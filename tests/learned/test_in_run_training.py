@@ -69,13 +69,13 @@ def test_training_reads_only_the_search_split_and_a_second_experiment_reuses_it(
 
     from evolalloc.config.recipe import load_recipe
     from evolalloc.learned import in_run
-    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.task_splits import TaskSplits
 
     monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))
     recipe = recipe_with_training(tmp_path, tiny_model_dir)
     generated = []
-    real_generate = Experiment._generate
-    monkeypatch.setattr(Experiment, "_generate", lambda self, split, n: generated.append(split) or real_generate(self, split, n))
+    real_generate = TaskSplits.generate
+    monkeypatch.setattr(TaskSplits, "generate", lambda self, split, n: generated.append(split) or real_generate(self, split, n))
     checkpoint, experiment = train(recipe)
     assert generated == ["search"]  # the held-out split was not even drawn before training ended
     assert checkpoint.is_file() and checkpoint.parent.parent == tmp_path / "cache" / "trained" / "gates"

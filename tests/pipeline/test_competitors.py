@@ -37,7 +37,7 @@ def test_compare_scores_every_adaptive_method_at_every_budget_per_instance(tiny_
         evolved = {b: Allocation(model="m", geometry=experiment.geometry, scorer="snapkv", scorer_params={"window": 8},
                                  target=b, budgets=np.tile(np.array([[b - 8], [b + 8], [b - 8], [b + 8]]), (1, 2)),
                                  provenance={"method": "evolved"}) for b in (24.0, 48.0)}
-        rows, chosen = compare(tmp_path, run, experiment, evolved)
+        rows, chosen = compare(tmp_path, experiment, evolved)
         assert isinstance(experiment.scorer_for(chosen["uniform+adakv"][24.0]), Adapted)
         assert not isinstance(experiment.scorer_for(chosen["uniform"][24.0]), Adapted)
     assert {(row.method, row.budget) for row in rows} == {(m, b) for m in ["evolved", "uniform", *ADAPTIVE] for b in (24.0, 48.0)}
@@ -67,7 +67,7 @@ def test_compare_runs_the_global_gates_from_the_default_checkpoint(tiny_model_di
         evolved = {24.0: Allocation(model="m", geometry=experiment.geometry, scorer="snapkv", scorer_params={"window": 8},
                                     target=24, budgets=np.full((4, 2), 24), provenance={"method": "evolved"})}
         (tmp_path / "run").mkdir()
-        rows, chosen = compare(tmp_path / "run", run, experiment, evolved)
+        rows, chosen = compare(tmp_path / "run", experiment, evolved)
         gates = chosen["gates"][24.0]
         assert gates.scorer == "gates" and gates.total == 24 * 4 * 2
         record = experiment.records("heldout")[0]

@@ -34,7 +34,7 @@ def test_curation_stops_at_the_nth_kept_and_keeps_what_the_whole_draw_keeps(tmp_
     assert (stored["drawn"], stored["draw"], stored["full_cache_solved"], stored["kept"]) == (8, 24, 4, 3)
     assert "drew 8 of up to 24 (stopped at 3 kept), the full cache solved 4; kept 3" in experiment.curations["search"].line()
     # only the judged candidates were prefilled; the kept records are theirs
-    assert experiment.records("search") and "search:drawn" not in experiment._records
+    assert experiment.records("search") and "search:drawn" not in experiment.splits.records_of
 
     # The whole draw judged at once (as a Ray engine does) keeps the very same prompts, in order.
     monkeypatch.setattr(curation, "slice_size", lambda engine, total: total)

@@ -132,7 +132,7 @@ def test_every_optimizer_searches_the_prior_at_the_exact_total(home, tiny_model_
                            task={"name": "passkey", "context_tokens": 200, "search": {"n": 1}, "heldout": {"n": 1}})
     with Experiment(recipe, progress=False) as experiment:
         assert isinstance(experiment.search_scorer, Adapted)
-        result = run_search(tmp_path / optimizer, experiment.search_evaluator(), search_config(recipe, experiment),
+        result = run_search(tmp_path / optimizer, experiment.search_evaluator(), search_config(experiment),
                             progress=False)
     assert len(result.history) == 4 and all(trial.state == "COMPLETE" for trial in result.history)
     assert all(np.asarray(trial.budgets).sum() == TARGET * 4 * 2 for trial in result.history)

@@ -54,7 +54,7 @@ def test_lukv_is_profiled_once_saved_in_the_run_folder_and_compared_at_every_bud
         evolved = {c: Allocation(model="m", geometry=g, scorer="snapkv", scorer_params={"window": 8}, target=c,
                                  budgets=np.full((g.num_layers, g.num_kv_heads), int(c)), provenance={"method": "evolved"})
                    for c in (24.0, 48.0)}
-        rows, methods = compare(tmp_path, run, experiment, evolved)
+        rows, methods = compare(tmp_path, experiment, evolved)
         curves = experiment.lukv_curves()
     assert (tmp_path / CURVES_FILE).is_file()
     saved = UtilityCurves.load(tmp_path / CURVES_FILE)

@@ -55,7 +55,8 @@ def test_bounded_spilled_records_give_the_same_run_as_full_ones(tmp_path, tiny_m
     import evolalloc.pipeline.record_bound as record_bound_module
 
     # b_max here: 1.5 x 48 = 72 and PyramidKV's largest unit at 48, of ~200-token prompts.
-    bounded_run, bounded, bounded_profiles = run_scores(tmp_path, tiny_model_dir, "bounded", record_memory="0B")
+    bounded_run, bounded, bounded_profiles = run_scores(tmp_path, tiny_model_dir, "bounded", record_memory="0B",
+                                                        keep_records=True)  # left to be read below
     from safetensors import safe_open
 
     spilled = list((bounded_run / "records").glob("*.safetensors"))

@@ -18,8 +18,9 @@ def test_resume_after_a_kill_reuses_the_spilled_search_records_and_gives_the_sam
     from evolalloc.engine.local import LocalEvaluator
     from evolalloc.pipeline.run import resume_run, search_run
 
-    # record_memory 0B: every record is spilled to the run folder as soon as it is made.
-    engine = {"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "0B"}
+    # record_memory 0B: every record is spilled to the run folder as soon as it is made; keep_records:
+    # left there once the run is finished, so the files can be checked to be the ones first written.
+    engine = {"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "0B", "keep_records": True}
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, engine=engine))
 
     prefilled: list[str] = []  # uids of the prompts really prefilled, in order

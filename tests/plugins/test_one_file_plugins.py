@@ -46,7 +46,7 @@ def test_a_one_file_baseline_and_engine_run_through_compare_like_the_built_in_on
         evolved = Allocation(model="m", geometry=experiment.geometry, scorer="snapkv", scorer_params={"window": 8},
                              target=24, budgets=np.full((4, 2), 24),
                              provenance={"method": "evolved"})
-        rows, methods = compare(tmp_path, toy, experiment, {24.0: evolved})
+        rows, methods = compare(tmp_path, experiment, {24.0: evolved})
         engine = experiment.engine
         assert engine.evaluated == 3 and engine.batch_size == 2  # evolved, uniform, toy; options reached it
     assert engine.closed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evolalloc.config.resolved import resolve_run
 from evolalloc.report.comparison import OVERALL, compare_scores, compare_tasks, load_comparison, save_comparison
 from evolalloc.report.markdown import render_report
 from evolalloc.report.plots import group_progress, plot_fitness_history, plot_score_vs_budget
@@ -34,7 +35,7 @@ def test_group_progress_measures_the_gain_after_the_first_generation_and_spots_f
 
 
 def test_the_report_says_which_groups_were_flat(climbing, recipe):
-    text = render_report(recipe, history=climbing)
+    text = render_report(resolve_run(recipe), history=climbing)
     assert "Flat group(s) 2:" in text
     assert "| 1 | 6 | 1 | 0.6000 | +0.2000 | 5 | 6 | 0.6000 |" in text
 
@@ -76,7 +77,7 @@ def test_a_multi_task_comparison_round_trips_and_renders_a_table_per_task(two_ta
     rows = compare_tasks(two_tasks, {"passkey": 1.0, "words": 1.0}, n_resamples=500)
     again, _ = load_comparison(save_comparison(rows, tmp_path / "comparison.json"))
     assert again == rows
-    text = render_report(recipe, comparison=rows)
+    text = render_report(resolve_run(recipe), comparison=rows)
     assert "### Weighted overall" in text and "### Task passkey" in text and "### Task words" in text
     assert is_png(plot_score_vs_budget(rows, tmp_path / "score.png"))
 

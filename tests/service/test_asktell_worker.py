@@ -40,7 +40,7 @@ def test_the_worker_command_finishes_a_study_with_the_local_searchs_scores(tmp_p
     recipe_file.write_text(tiny_recipe_text(tiny_model_dir, "tiny"))
     recipe = load_recipe(recipe_file)
     with Experiment(recipe, progress=False) as experiment:
-        config = search_config(recipe, experiment)
+        config = search_config(experiment)
         local = run_search(tmp_path / "local", experiment.search_evaluator(), config, progress=False)
 
     service = ServiceProcess(tmp_path / "runs", max_jobs=0).start()

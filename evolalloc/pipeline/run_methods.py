@@ -1,0 +1,87 @@
+"""The run's methods besides the searched one: its baselines at a budget, the provenance of a
+profile's scorer, and LU-KV's utility curves (profiled once per run).
+
+One ``RunMethods`` per run, shared by every task of a multi-task run.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from evolalloc.core.allocation import Allocation
+from evolalloc.core.baselines import make_baseline
+from evolalloc.core.errors import UserError
+from evolalloc.runtime.scorers import Scorer, get_scorer
+
+
+def baseline_method(name: str, run_scorer: Scorer):
+    """Baseline ``name``; one that ranks with a trained scorer of the run's kind (``gates`` in a run
+    whose scorer is gates) reads the run's checkpoint, so both rows use the same weights."""
+    baseline = make_baseline(name)
+    declared = baseline.scorer
+    if declared is not None and declared[0] == run_scorer.name and "checkpoint" in declared[1]:
+        params = run_scorer.params()
+        # The run's always-kept tokens too, for a method that has them (gates: sinks, window).
+        kept = {k: params[k] for k in ("sinks", "window") if k in params and hasattr(baseline, k)}
+        baseline = make_baseline(name, checkpoint=params["checkpoint"], **kept)
+    return baseline
+
+
+def with_scorer_provenance(allocation: Allocation, source: str | None = None) -> Allocation:
+    """``allocation`` with its scorer's checkpoint fingerprint and training record in its provenance
+    (``scorer_checkpoint``), when that scorer reads a checkpoint."""
+    try:
+        record = get_scorer(allocation.scorer, **allocation.scorer_params).checkpoint_provenance()
+    except ValueError as err:
+        raise UserError(str(err), source=source, field="scorer.params.checkpoint") from None
+    if record:
+        allocation.provenance["scorer_checkpoint"] = record
+    return allocation
+
+
+class RunMethods:
+    """Args:
+        scorer: the run's scorer, asked on first need (a trained one exists only after training).
+        geometry: the model's geometry, asked on first need.
+        model_spec: the recipe's ``model.spec`` (recorded in each allocation).
+        source: the recipe's file, named in errors.
+        profile_curves: LU-KV's curves for this run (``pipeline/lukv.py: run_curves``), called once.
+    """
+
+    def __init__(self, scorer: Callable[[], Scorer], geometry: Callable[[], object], model_spec: str,
+                 source: str | None, profile_curves: Callable[[], object]):
+        self._scorer, self._geometry, self.model_spec, self.source = scorer, geometry, model_spec, source
+        self._profile_curves = profile_curves
+        self._curves = None
+
+    def make_baseline(self, name: str):
+        return baseline_method(name, self._scorer())
+
+    def baseline(self, method: str, target: float, *, base: Allocation | None = None) -> Allocation:
+        """Baseline ``method`` at ``target`` for this model, ranking with the run's scorer unless
+        the baseline declares its own; ``reserved`` is the run scorer's always-kept tokens.
+        ``base``: the allocation a method that adapts another one starts from (evolved+adakv)."""
+        scorer = self._scorer()
+        try:
+            baseline = self.make_baseline(method)
+            if baseline.profiled:  # lukv: its curves, profiled on the search split once per run
+                baseline = make_baseline(method, curves=self.lukv_curves())
+            allocation = baseline.allocation(self._geometry(), target, model=self.model_spec, scorer=scorer.name,
+                                             scorer_params=scorer.params(), reserved=scorer.always_kept, base=base)
+            return with_scorer_provenance(allocation, self.source)
+        except ValueError as err:  # an unknown name (with did-you-mean) or a target it cannot hold
+            raise UserError(str(err), field="baselines") from None
+
+    def with_scorer_provenance(self, allocation: Allocation) -> Allocation:
+        return with_scorer_provenance(allocation, self.source)
+
+    def lukv_curves(self):
+        """LU-KV's utility curves for this run: the run folder's file, else profiled on the search
+        split (its prefill records) and saved there. Profile before the search records are released."""
+        if self._curves is None:
+            from tqdm import tqdm
+
+            self._curves = self._profile_curves()
+            tqdm.write(f"lukv: utility curves of {self._curves.meta.get('instances')} {self._curves.meta.get('split')} "
+                       f"instances, budgets {self._curves.floor}..{self._curves.max_budget}")
+        return self._curves

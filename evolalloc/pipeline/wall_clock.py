@@ -1,0 +1,67 @@
+"""A run's wall time: every session that worked on it, from its start to its end, added up.
+
+A run may take several sessions: ``search`` starts it (its checks, model load and curation count:
+the clock starts when ``prepare_run`` is called), a kill stops it, ``resume`` continues it. Each
+session is one line of the run folder's ``sessions.json`` (``{"started": epoch s, "ended": epoch s}``),
+written when it begins, so a session that is killed is still there. A killed session never wrote its
+end: it is taken as the newest file the run folder holds when the next session begins (the last
+thing it did that left a trace), and marked ``"killed": true``. The time between a kill and the
+``resume`` is no session's, so it is not counted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from evolalloc.config.run_folder import SESSIONS_FILE
+from evolalloc.core.fileio import write_atomic
+
+
+def _read(run_dir: Path) -> list[dict]:
+    path = run_dir / SESSIONS_FILE
+    if not path.is_file():
+        return []
+    try:
+        sessions = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []  # a damaged clock costs the report its wall time, never the run
+    return sessions if isinstance(sessions, list) else []
+
+
+def _newest_write(run_dir: Path) -> float:
+    """The newest modification time of any file in ``run_dir`` but the clock's own."""
+    times = [p.stat().st_mtime for p in run_dir.rglob("*") if p.is_file() and p.name != SESSIONS_FILE]
+    return max(times, default=0.0)
+
+
+def begin_session(run_dir: str | Path, started: float) -> None:
+    """Record a session of the run in ``run_dir`` that began at ``started`` (``time.time()``),
+    closing a previous one that was killed (no end written) at the folder's newest write."""
+    run_dir = Path(run_dir)
+    sessions = _read(run_dir)
+    if sessions and sessions[-1].get("ended") is None:
+        last = sessions[-1]
+        last["ended"] = max(float(last["started"]), min(_newest_write(run_dir), started))
+        last["killed"] = True
+    sessions.append({"started": float(started), "ended": None})
+    write_atomic(run_dir / SESSIONS_FILE, json.dumps(sessions, indent=1) + "\n")
+
+
+def end_session(run_dir: str | Path, now: float | None = None) -> float:
+    """Close the current session at ``now`` (default: the present) and return the run's wall time
+    in seconds: the sum of every session's length."""
+    run_dir = Path(run_dir)
+    sessions = _read(run_dir)
+    now = time.time() if now is None else now
+    if not sessions or sessions[-1].get("ended") is not None:
+        sessions.append({"started": now, "ended": None})  # a folder from before the clock: this moment only
+    sessions[-1]["ended"] = now
+    write_atomic(run_dir / SESSIONS_FILE, json.dumps(sessions, indent=1) + "\n")
+    return sum(max(0.0, float(s["ended"]) - float(s["started"])) for s in sessions)
+
+
+def sessions_of(run_dir: str | Path) -> list[dict]:
+    """The sessions recorded for the run in ``run_dir`` (empty for a folder made before the clock)."""
+    return _read(Path(run_dir))
