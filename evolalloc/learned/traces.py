@@ -75,12 +75,15 @@ class TraceCapture(PrefillCapture):
         self.votes: dict[int, list[torch.Tensor]] = {}
         self.snap_votes: dict[int, list[torch.Tensor]] = {}
 
-    def record(self, layer_idx: int, query, key, value, scaling: float) -> None:
-        """query ``[1, Hq, L, D]``, key/value ``[1, Hkv, L, D]`` of one full causal forward."""
+    def record(self, layer_idx: int, query, key, value, scaling: float, window: int | None = None,
+               softcap: float | None = None) -> None:
+        """query ``[1, Hq, L, D]``, key/value ``[1, Hkv, L, D]`` of one full causal forward; ``window`` /
+        ``softcap``: the layer's sliding window and logit soft-cap, applied to the future attention too."""
         kv_heads, length = key.shape[1], key.shape[2]
         if not torch.isfinite(key).all() or key.abs().max() > 6e4 or value.abs().max() > 6e4:
             raise ValueError(f"layer {layer_idx}: keys/values do not fit float16 storage")
-        super().record(layer_idx, query, key, value, scaling)
+        super().record(layer_idx, query, key, value, scaling, window=window, softcap=softcap)
+        self._sliding, self._softcap = window, softcap
         group = query.shape[1] // kv_heads
         expanded = key[0].repeat_interleave(group, dim=0)  # [Hq, L, D]
         per_split = []
@@ -88,7 +91,8 @@ class TraceCapture(PrefillCapture):
             stop = min(n + self.future, length)
             total = torch.zeros(kv_heads, n, dtype=torch.float32, device=key.device)
             for start in range(n, stop, _CHUNK):
-                rows = _attention_rows(query[0, :, start : min(start + _CHUNK, stop)], expanded, scaling, start)  # [Hq, c, L]
+                rows = _attention_rows(query[0, :, start : min(start + _CHUNK, stop)], expanded, scaling, start,
+                                       window, softcap)  # [Hq, c, L]
                 grouped = rows[..., :n].view(kv_heads, group, rows.shape[1], n)
                 total += grouped.amax(dim=1).sum(dim=1)  # GQA: max over the group's query heads
             per_split.append(total.cpu())
@@ -102,7 +106,7 @@ class TraceCapture(PrefillCapture):
         """SnapKV's votes at split ``n`` and the same smoothed as SnapKV does: two ``[Hkv, n]`` float32
         (module docstring)."""
         start = max(0, n - self.votes_window)
-        rows = _attention_rows(query[0, :, start:n], expanded[:, :n], scaling, start)  # [Hq, w, n]
+        rows = _attention_rows(query[0, :, start:n], expanded[:, :n], scaling, start, self._sliding, self._softcap)  # [Hq, w, n]
         per_query_head = rows.sum(dim=1)  # [Hq, n]
         return per_query_head.view(kv_heads, group, n).mean(dim=1).cpu(), snap_votes(per_query_head, kv_heads).cpu()
 
