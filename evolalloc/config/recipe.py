@@ -50,6 +50,14 @@ class Recipe(RecipeData):
     source = None  # a plain attribute, not a field: it is neither a recipe key nor saved
 
     @property
+    def resolved(self):
+        """The ``ResolvedRun`` of this recipe (``config/resolved.py``): what downstream code reads
+        (the service's limits, for one) instead of the recipe's budget sections."""
+        from evolalloc.config.resolved import resolve_run
+
+        return resolve_run(self)
+
+    @property
     def budgets(self) -> list[int]:
         """The target ``c`` followed by its expansions, or by the rest of ``budget.curve``'s grid:
         every budget a run reports on."""

@@ -72,7 +72,7 @@ def count_run(recipe, experiment) -> Counts:
     from evolalloc.pipeline.run import search_config
 
     resolved = experiment.resolved
-    config = search_config(recipe, experiment)
+    config = search_config(experiment)
     groups = [len(g) for g in config.build_space().groups()]
     popsizes = [config.popsize_for(n) for n in groups]
     per_search = sum(config.generations * p for p in popsizes)

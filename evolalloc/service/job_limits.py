@@ -93,9 +93,10 @@ def check_recipe_size(recipe, limits: JobLimits, source: str) -> None:
             draws = curate.draw if curate.draw is not None else (2 * section.n if curate.active else None)
             if draws is not None and draws > limits.max_draws:
                 _refuse(f"{path}.{split}.curate.draw", draws, "max_draws", "draws", limits, source)
-    if len(recipe.budgets) > limits.max_budgets:
-        where = "budget.curve.points" if recipe.budget.curve is not None else "budget.expansions"
-        _refuse(where, len(recipe.budgets), "max_budgets", "budgets", limits, source)
+    resolved = recipe.resolved
+    if len(resolved.budgets) > limits.max_budgets:
+        where = "budget.curve.points" if resolved.curve_grid else "budget.expansions"
+        _refuse(where, len(resolved.budgets), "max_budgets", "budgets", limits, source)
     if recipe.engine.workers > limits.max_workers:
         _refuse("engine.workers", recipe.engine.workers, "max_workers", "workers", limits, source)
     train = recipe.scorer.train
@@ -118,13 +119,14 @@ def plan_job(recipe, geometry: dict, limits: JobLimits, source: str) -> JobPlan:
     from evolalloc.search.config import SearchConfig
 
     try:
-        config = SearchConfig.from_sections(target=recipe.budget.target, search_space=recipe.search_space,
+        resolved = recipe.resolved
+        config = SearchConfig.from_sections(target=resolved.target, search_space=recipe.search_space,
                                             optimizer=recipe.optimizer, num_layers=geometry["num_layers"],
                                             num_kv_heads=geometry["num_kv_heads"])
     except UserError as err:  # the search's own field names: say where in the recipe
         raise UserError(str(err).removeprefix(f"{err.field}: "), source=source, field=err.field) from None
     groups = [len(units) for units in config.build_space().groups()]
-    searches = len(recipe.budget.curve.anchor_budgets(recipe.budget.target)) if recipe.budget.curve else 1
+    searches = len(resolved.curve_anchors) if resolved.curve_grid else 1
     per_group = [config.generations * config.popsize_for(n) for n in groups]
     evaluations = searches * sum(per_group)
     if evaluations > limits.max_evaluations:
@@ -135,7 +137,7 @@ def plan_job(recipe, geometry: dict, limits: JobLimits, source: str) -> JobPlan:
                         source=source, field=_evaluations_field(recipe, groups[0]))
     tasks = [task for _, task in _task_sections(recipe)]
     answers = (evaluations * sum(t.search.n for t in tasks)
-               + sum(t.heldout.n for t in tasks) * (1 + len(recipe.baselines)) * len(recipe.budgets))
+               + sum(t.heldout.n for t in tasks) * (1 + len(recipe.baselines)) * len(resolved.budgets))
     return JobPlan(evaluations=evaluations, answers=answers, estimated_seconds=answers * limits.seconds_per_answer)
 
 
