@@ -31,20 +31,38 @@ def test_the_passkey_snapkv_recipe_is_the_former_main_job():
     assert recipe.baselines == ["uniform", "pyramid", "streaming"]
 
 
-def test_the_quickstart_is_the_design_cards_pipeline_on_real_text():
-    """The README's main job: gates trained in the run on a real-text mixture (search splits only),
-    their budgets searched on the common-word prose needle, compared with SnapKV, PyramidKV,
-    uniform gates and global gates."""
+def test_the_quickstart_searches_static_per_layer_snapkv_budgets_on_long_real_text():
+    """The README's main job: CMA-ES over one budget per layer (static, so a serving stack can load
+    it) for SnapKV, on the 7-digit needle hidden in the bundled books at 2048 tokens, compared on
+    held-out prompts with uniform SnapKV, PyramidKV and one unsearched method besides."""
     recipe = load_recipe(RUNS / "quickstart.yaml")
     assert recipe.name == "quickstart" and recipe.model.spec == "bundled:smollm2-135m-instruct"
-    assert recipe.task.name == "niah_single" and recipe.task.params == {"needle_type": "word", "haystack": "prose"}
-    assert recipe.scorer.name == "gates" and recipe.scorer.train is not None
-    mixture = recipe.scorer.train.tasks
-    assert {entry.label for entry in mixture} >= {"number", "word", "uuid-multikey", "kamradt-other-needle"}
-    assert all(entry.params.get("haystack") == "prose" for entry in mixture)
-    assert all(entry.seed != recipe.task.search.seed for entry in mixture)  # other prompts than the search's
-    assert {"uniform-snapkv", "pyramid-snapkv", "uniform", "gates"} <= set(recipe.baselines)
-    assert recipe.task.heldout.n >= 100 and max(recipe.budgets) < recipe.task.context_tokens
+    assert recipe.task.name == "niah_single" and recipe.task.params == {"needle_type": "number", "haystack": "prose"}
+    assert recipe.task.context_tokens == 2048
+    assert recipe.scorer.name == "snapkv" and recipe.scorer.train is None
+    assert recipe.search_space.name == "layer_groups" and recipe.optimizer.name == "cma"
+    assert recipe.baselines[:2] == ["uniform", "pyramid"] and len(recipe.baselines) == 3
+    assert recipe.task.heldout.n >= 64 and max(recipe.budgets) < recipe.task.context_tokens
+
+
+def test_the_quickstart_profile_exports_to_kvpress_as_the_press_that_scores_like_it():
+    """kvpress's SnapKVPress averages the votes over the prefix only: the quickstart's scorer is
+    set to do the same, so its exported profile is marked exact, with no differences listed."""
+    import numpy as np
+
+    from evolalloc.core.allocation import Allocation
+    from evolalloc.core.geometry import ModelGeometry
+    from evolalloc.export.kvpress import export_kvpress
+
+    recipe = load_recipe(RUNS / "quickstart.yaml")
+    geometry = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=8192)  # SmolLM2-135M
+    budgets = np.full((geometry.num_layers, geometry.num_kv_heads), recipe.budget.target)
+    profile = Allocation(model=recipe.model.spec, geometry=geometry, target=recipe.budget.target, budgets=budgets,
+                         scorer=recipe.scorer.name, granularity="layer", scorer_params=recipe.scorer.params,
+                         provenance={"method": "evolved"})
+    document = export_kvpress(profile, context_length=recipe.task.context_tokens)
+    assert document["press"]["class"] == "SnapKVPress"
+    assert document["press"]["exact"] is True and document["press"]["differences"] == []
 
 
 def test_a_minimal_recipe_takes_every_default_and_resolves_seeds_and_expansions(tmp_path):
