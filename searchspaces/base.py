@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from searchspaces.completion import complete_budgets
+from searchspaces.completion import NO_CAP, complete_budgets
 
 # Why 4.0: CMA-ES starts at 1.0 with sigma0 = 0.3, so 4.0 is ten sigmas out and never cuts a
 # normal step short, while it stops one unit from soaking up the whole cache (CacheScore already
@@ -115,11 +115,10 @@ class SearchSpace:
         if not self.takes_layer_caps:
             raise ValueError(f"search space {self.name!r} cannot take a model with sliding-window layers yet; "
                              "use layer_groups or head_groups")
-        huge = np.iinfo(np.int64).max // 4
-        grid = np.repeat(np.array([huge if c is None else int(c) for c in layer_caps], dtype=np.int64)[:, None],
+        grid = np.repeat(np.array([NO_CAP if c is None else int(c) for c in layer_caps], dtype=np.int64)[:, None],
                          self.num_kv_heads, axis=1)
         caps = np.round(self._from_grid(grid.astype(np.float64))).astype(np.int64)
-        return np.minimum(caps, huge)
+        return np.minimum(caps, NO_CAP)
 
     @property
     def pinned_units(self) -> np.ndarray:

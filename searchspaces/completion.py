@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# The cap of a unit that has none (a full-attention layer): far above any budget, far below overflow.
+NO_CAP = np.iinfo(np.int64).max // 4
+
 
 def complete_budgets(units: np.ndarray, total: int, floor: int = 1, caps: np.ndarray | None = None) -> np.ndarray:
     """``_complete`` under per-unit ``caps`` (``[n]``, ``None``: no cap; a sliding-window layer's

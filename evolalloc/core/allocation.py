@@ -21,7 +21,7 @@ from evolalloc import __version__
 from evolalloc.core.methods import methods
 from evolalloc.core.geometry import ModelGeometry
 from evolalloc.core.topup import TOPUP, TOPUP_HALF, TOPUP_RULES, topup_provenance
-from searchspaces.completion import complete_budgets
+from searchspaces.completion import NO_CAP, complete_budgets
 
 __all__ = ["Allocation", "complete_budgets", "FORMAT", "FORMAT_VERSION", "GRANULARITIES"]
 
@@ -46,8 +46,7 @@ def unit_caps(geometry: ModelGeometry, granularity: str) -> np.ndarray | None:
     ``W - 1`` (``ModelGeometry.caps``), a huge number elsewhere; ``None`` when no layer slides."""
     if geometry.windows is None:
         return None
-    huge = np.iinfo(np.int64).max // 4
-    per_layer = np.array([huge if c is None else c for c in geometry.caps()], dtype=np.int64)
+    per_layer = np.array([NO_CAP if c is None else c for c in geometry.caps()], dtype=np.int64)
     return per_layer if granularity == "layer" else np.repeat(per_layer, geometry.num_kv_heads)
 
 

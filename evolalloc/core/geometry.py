@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 
+def window_cap(window: int | None) -> int | None:
+    """The most prompt tokens a layer of sliding window ``window`` can attend to after the prompt:
+    at the first answer token the query itself is the ``W``-th, so ``W - 1``; ``None`` for a full layer."""
+    return None if window is None else max(int(window) - 1, 1)
+
+
 @dataclass(frozen=True)
 class ModelGeometry:
     """What an allocation must match: one budget per (layer, KV head).
@@ -39,7 +45,7 @@ class ModelGeometry:
 
     def caps(self) -> list[int | None]:
         """Per layer the most prompt tokens a budget can usefully give it (``W - 1``), or ``None``."""
-        return [None if w is None else max(w - 1, 1) for w in (self.windows or [None] * self.num_layers)]
+        return [window_cap(w) for w in (self.windows or [None] * self.num_layers)]
 
     @property
     def group_size(self) -> int:

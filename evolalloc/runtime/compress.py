@@ -93,7 +93,8 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
     for record, budgets in rows:
         if scorer.key not in record.rankings:
             raise ValueError(f"record {record.uid!r} has no ranking for scorer {scorer.key!r}; it has {sorted(record.rankings)}")
-        array = validate_budgets(budgets, num_layers, num_kv_heads, scorer, reach=record.layer_reach())
+        reach = record.layer_reach()
+        array = validate_budgets(budgets, num_layers, num_kv_heads, scorer, reach=reach)
         check_within_bound(record, array)
         adapt = getattr(scorer, "adapt", None)  # an input-adaptive method (runtime.adaptive.Adapted)
         if adapt is not None:
@@ -101,14 +102,17 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
             array = np.asarray(adapt(record, array), dtype=np.int64)
             check_within_bound(record, array)
         # No (layer, head) keeps more than the prompt, nor more than a sliding layer can reach.
-        clipped.append(np.minimum(array, record.layer_reach()[:, None]))
+        clipped.append(np.minimum(array, reach[:, None]))
     slots = np.stack(clipped).max(axis=(0, 2))  # [num_layers]: each layer's largest kept set
     widest = int(slots.max())
-    kept = []  # per row: (slots, valid, original positions), each [num_layers, Hkv, widest]
+    # Original positions of the kept slots, only for a model with sliding layers (runtime/sliding.py
+    # masks by them); a full-attention model's search pays nothing for them.
+    track = any(record.reach is not None for record, _ in rows)
+    kept = []  # per row: (slots, valid, original positions or None), each [num_layers, Hkv, widest]
     for (record, _), budget in zip(rows, clipped):
         ranking = record.rankings[scorer.key]
         slots_kept, ok = _kept_slots(ranking, torch.as_tensor(budget, device=ranking.device), widest, record.slots)
-        kept.append((slots_kept, ok, record.positions_of(slots_kept)))
+        kept.append((slots_kept, ok, record.positions_of(slots_kept) if track else None))
     # The cache lives where the model computes (first_logits' device), in its dtype; a record's
     # K/V may be stored elsewhere (pinned host memory, a spilled file) or narrower (record_dtype).
     device = first.first_logits.device
@@ -133,8 +137,8 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
     valid, original = [], []
     for layer in range(num_layers):
         n = int(slots[layer])
-        # Original positions of the kept slots: a sliding-window layer masks by them (runtime/sliding.py).
-        original.append(torch.stack([pos[layer, :, :n] for _, _, pos in kept]).to(device))  # [B, Hkv, n]
+        if track:
+            original.append(torch.stack([pos[layer, :, :n] for _, _, pos in kept]).to(device))  # [B, Hkv, n]
         mask = torch.stack([ok[layer, :, :n] for _, ok, _ in kept])  # [B, Hkv, n]
         if bool(mask.all()):
             mask = None
@@ -144,7 +148,7 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
             keys[layer][:, :, :n].mul_(mask[..., None])
             values[layer][:, :, :n].mul_(mask[..., None])
         valid.append(mask)
-    return EvictedCache.adopt(keys, values, valid, used=[int(n) for n in slots], positions=original)
+    return EvictedCache.adopt(keys, values, valid, used=[int(n) for n in slots], positions=original if track else None)
 
 
 def _head_dims(layers) -> list[int]:

@@ -16,7 +16,8 @@ import torch
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
 from evolalloc.runtime.chunked import prefill_forward
 from evolalloc.runtime.scorers import Scorer
-from evolalloc.runtime.sliding import reachable_first, window_cap
+from evolalloc.core.geometry import window_cap
+from evolalloc.runtime.sliding import reachable_first
 from evolalloc.runtime.support import sliding_windows, text_config
 from evolalloc.runtime.scorers.base import LayerStats
 
@@ -45,7 +46,8 @@ class PrefillRecord:
     (``engine.record_dtype``); compression casts back to it. ``None``: the stored dtype.
     ``reach``: ``[num_layers]`` the most prompt tokens each layer can attend to after the prompt
     (the length; ``W - 1`` for a sliding layer of window ``W`` on a longer prompt); compression
-    clips budgets to it. ``None``: the length everywhere.
+    clips budgets to it, and tracks kept positions for such a model. ``None``: a model without
+    sliding layers (the length everywhere).
     ``slot_positions``: a bounded record's ``[num_layers, Hkv, m]`` original position of each
     stored slot (``m`` the widest layer; spare slots 0), so that sliding-window layers can mask by
     position after eviction; ``None`` in a full record, where slot = position.
@@ -176,9 +178,11 @@ def prefill(
 
 
 def layer_reach(length: int, windows: Sequence[int | None]) -> torch.Tensor | None:
-    """``[num_layers]`` the most prompt tokens each layer can use; ``None`` when every layer sees all."""
-    caps = [length if window_cap(w) is None else min(length, window_cap(w)) for w in windows]
-    return None if all(c == length for c in caps) else torch.tensor(caps, dtype=torch.long)
+    """``[num_layers]`` the most prompt tokens each layer can use; ``None`` for a model without
+    sliding layers (then every layer sees the whole prompt, and no position needs tracking)."""
+    if all(w is None for w in windows):
+        return None
+    return torch.tensor([length if w is None else min(length, window_cap(w)) for w in windows], dtype=torch.long)
 
 
 def window_dispersion(attention: torch.Tensor) -> torch.Tensor:

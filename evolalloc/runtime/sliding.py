@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import torch
 
-
-def window_cap(window: int | None) -> int | None:
-    """The most prompt tokens a layer of sliding window ``window`` can ever attend to after the prompt."""
-    return None if window is None else max(int(window) - 1, 1)
+from evolalloc.core.geometry import window_cap
 
 
 def query_positions(kwargs: dict, q_len: int, k_len: int, device: torch.device) -> torch.Tensor:

@@ -44,7 +44,8 @@ def windowed_record(model, record: PrefillRecord, budgets: np.ndarray, scorer: S
     values = [capture.values[i] for i in layers]
     ranking = torch.stack([scorer.rank(LayerStats(layer_idx=i, keys=keys[i], values=values[i])) for i in layers])
     return PrefillRecord(uid=record.uid, length=record.length, keys=keys, values=values, first_logits=last_logits.float(),
-                         rankings={scorer.key: ranking}, question_ids=record.question_ids, prompt_ids=record.prompt_ids)
+                         rankings={scorer.key: ranking}, question_ids=record.question_ids, prompt_ids=record.prompt_ids,
+                         reach=record.reach)  # a sliding model: its windows still bound each layer
 
 
 def set_cache_windows(cache, rows) -> None:

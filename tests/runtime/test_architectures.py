@@ -165,3 +165,14 @@ def test_a_multimodal_gemma3_checkpoint_runs_its_text_model_exactly():
     tokens, logits, _ = runtime_generate(ours, prompt, reach_budgets(ours, PROMPT_LENGTH), STEPS)
     expected_tokens, expected_logits = stock_generate(stock, prompt, STEPS)
     assert_same_greedy(tokens, logits, expected_tokens, expected_logits, torch.float32)
+
+
+@pytest.mark.parametrize("architecture", ["gemma3", "mistral-sliding"])
+def test_a_prompt_within_the_window_still_slides_while_decoding(architecture):
+    """No window binds at prefill (20 tokens < 24), yet decoding 12 more pushes the first tokens out:
+    the cache must still know positions."""
+    ours, stock = tiny_model(architecture), tiny_model(architecture, attn="eager")
+    prompt = random_prompt(20, seed=8)
+    tokens, logits, _ = runtime_generate(ours, prompt, np.full((3, 2), 20), 12, scorer_name="knorm")
+    expected_tokens, expected_logits = stock_generate(stock, prompt, 12)
+    assert_same_greedy(tokens, logits, expected_tokens, expected_logits, torch.float32)
