@@ -3,6 +3,8 @@
 #   1. install what the GPU image lacks from wheels carried in .whl/ (benchmarks/gpu_wheels.sh fetches them);
 #   2. the runtime's exactness tests on the device in bfloat16, against HF generate (tiny models, seconds);
 #   3. `evolalloc bench gpu` at the Llama-3.1-8B shape (random weights) at 8k and 32k tokens, and Qwen3-8B at 8k;
+#      the 8k cell also profiles one batch of the cached path and of the floor (issue 36 item 4; the table rides
+#      in its JSON and check.md, since the device tool brings back at most 8 files);
 #   4. check.json + check.md (the table and the goals, judged only on what was measured) in the output folder.
 #
 # Usage:  benchmarks/gpu_check.sh [--cpu] [OUTPUT_FOLDER]
@@ -20,7 +22,7 @@
 # Device call (a session has 15 min of device time, a machine's start included; one call with this limit
 # leaves room to rerun at once, while the machine is still warm):
 #   run(command="bash benchmarks/gpu_check.sh", carry=[".whl"], timeout_s=420)
-# Worst case: every step at its own limit (60 + 90 + 150 + 70 s) plus setup and the report, about 6.5 min.
+# Worst case: every step at its own limit (60 + 110 + 150 + 70 s) plus setup and the report, about 6.5 min.
 # Each step writes its files as it ends: if the call is cut short, what came back still makes the summary
 # here with `python -m evolalloc.bench.gpu_report FOLDER`.
 set -uo pipefail
@@ -38,9 +40,9 @@ LOG="$DEST/check.log"
 say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
 STATUS=0
 
-# 1. Wheels the image lacks (a CPU run in the project's own environment needs none).
+# 1. Wheels the image lacks (a CPU run in the project's own environment needs none: --cpu skips them).
 SITE=""
-if ls .whl/*.whl >/dev/null 2>&1; then
+if [ "$MODE" != cpu ] && ls .whl/*.whl >/dev/null 2>&1; then
     SITE=/tmp/evolalloc-site
     say "installing $(ls .whl/*.whl | wc -l) carried wheels into $SITE"
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl >>"$LOG" 2>&1 \
@@ -88,11 +90,13 @@ bench() {
         || { say "bench $name FAILED or timed out after ${limit}s (see check.log)"; rm -f "$DEST/bench-$name.json"; STATUS=1; }
 }
 if [ "$MODE" = gpu ]; then
-    bench llama8b-8k 90 --shape llama-3.1-8b --context 8192 --budget 512 --prompts 4 --candidates 8 --batch-size 16
+    bench llama8b-8k 110 --shape llama-3.1-8b --context 8192 --budget 512 --prompts 4 --candidates 8 --batch-size 16 \
+        --profile /tmp/evolalloc-profile-8k.txt
     bench llama8b-32k 150 --shape llama-3.1-8b --context 32768 --budget 512 --prompts 2 --candidates 4 --batch-size 8
     bench qwen3-8b-8k 70 --shape qwen3-8b --context 8192 --budget 512 --prompts 4 --candidates 8 --batch-size 16
 else
-    bench tiny-512 60 --shape tiny-llama --context 512 --budget 40 --prompts 2 --candidates 2 --new-tokens 4 --threads 1
+    bench tiny-512 60 --shape tiny-llama --context 512 --budget 40 --prompts 2 --candidates 2 --new-tokens 4 --threads 1 \
+        --profile "${TMPDIR:-/tmp}/evolalloc-profile-tiny.txt"
     bench tiny-1k 60 --shape tiny-llama --context 1024 --budget 40 --prompts 2 --candidates 2 --new-tokens 4 --threads 1
 fi
 

@@ -71,6 +71,7 @@ class GpuBenchResult:
     device_peak_prefill: int | None  # CUDA: peak allocated during one prefill, weights included
     device_peak_records: int | None  # CUDA: allocated once every bounded record is held, weights excluded
     versions: dict = field(default_factory=dict)
+    profile: str | None = None  # with --profile: the operators' table of one batch of (a) and (c)
 
     @property
     def truncated(self) -> bool:
@@ -178,8 +179,10 @@ def check_settings(max_positions: int, settings: GpuBenchSettings) -> None:
         raise UserError(f"c = {settings.budget} is below the {floor} tokens {SCORER} always keeps", field="--budget")
 
 
-def bench_gpu(loaded, shape, settings: GpuBenchSettings, *, log: Callable[[str], None] = lambda m: None) -> GpuBenchResult:
-    """Measure (a), (b), (c), prefill speed and record memory on ``loaded`` (``random_model``)."""
+def bench_gpu(loaded, shape, settings: GpuBenchSettings, *, log: Callable[[str], None] = lambda m: None,
+              profile_path=None) -> GpuBenchResult:
+    """Measure (a), (b), (c), prefill speed and record memory on ``loaded`` (``random_model``); with
+    ``profile_path``, also profile one batch of (a) and of (c) after the timings (``bench/gpu_profile.py``)."""
     from evolalloc.bench.gpu_shape import weight_bytes
     from evolalloc.runtime.bounded import bound_record
     from evolalloc.runtime.decode import DecodeSettings, generate
@@ -231,6 +234,10 @@ def bench_gpu(loaded, shape, settings: GpuBenchSettings, *, log: Callable[[str],
     floor_decode_seconds(model, rows[: settings.batch_size], [2] * min(len(rows), settings.batch_size), settings.batch_size, scorer)  # warm-up
     floor = floor_decode_seconds(model, rows, steps, settings.batch_size, scorer)
     log(f"(c) floor: {floor / settings.candidates:.3f} s per candidate")
+    profiled = None
+    if profile_path is not None:  # after every timing, so the profiler's overhead touches none
+        profiled = _profile(model, rows[: settings.batch_size], scorer, decode, settings, device, profile_path, shape.name)
+        log(f"profile: wrote {profile_path}")
 
     return GpuBenchResult(
         shape=shape.name, layers=shape.layers, full_layers=shape.full_layers, kv_heads=geometry.num_kv_heads,
@@ -240,8 +247,24 @@ def bench_gpu(loaded, shape, settings: GpuBenchSettings, *, log: Callable[[str],
         reprefill_per_candidate=again / count, floor_per_candidate=floor / settings.candidates,
         record_bytes_whole=float(np.mean(whole)), record_bytes_bounded=float(np.mean([r.nbytes() for r in records])),
         weight_bytes=weight_bytes(model), device_peak_prefill=peak if cuda else None,
-        device_peak_records=held, versions=versions(),
+        device_peak_records=held, versions=versions(), profile=profiled,
     )
+
+
+def _profile(model, rows, scorer, decode, settings: GpuBenchSettings, device, path, shape: str) -> str:
+    from evolalloc.bench.gpu_profile import profile_table, write_profiles
+    from evolalloc.runtime.decode import generate
+
+    batch = len(rows)
+    sections = [
+        profile_table(lambda: generate(model, rows, scorer, decode, None, batch), device,
+                      title=f"(a) cached: compress + decode, one batch of {batch} rows"),
+        profile_table(lambda: floor_decode_seconds(model, rows, [settings.new_tokens] * batch, batch, scorer), device,
+                      title=f"(c) floor: stock SDPA + DynamicCache, the same {batch} rows"),
+    ]
+    header = (f"# bench gpu profile: {shape}, {settings.context} tokens, c = {settings.budget}, {settings.new_tokens} new tokens, "
+              f"on {device_name(device)} ({device})")
+    return write_profiles(path, sections, header)
 
 
 def device_name(device: torch.device) -> str:

@@ -93,6 +93,9 @@ def markdown(env: dict, tests: dict, bench: list[dict], verdicts: list[dict]) ->
     for v in verdicts:
         figure = f" ({v['value'] / GIB:.2f} GiB)" if "4 GiB" in v["goal"] and "value" in v else (f" ({v['value']:.2f})" if "value" in v else "")
         lines.append(f"- {v['goal']}: **{v['verdict']}**{figure}")
+    for c in bench:  # a cell run with --profile carries where its time went (issue 36, item 4)
+        if c.get("profile"):
+            lines += ["", f"Profile of {c['file']}:", "", "```text", c["profile"].rstrip(), "```"]
     return "\n".join(lines) + "\n"
 
 

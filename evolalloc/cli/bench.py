@@ -52,9 +52,11 @@ def bench_eval_cmd(model_spec, prompts, context_tokens, candidates, reprefill_ca
 @click.option("--instances", default=100, show_default=True, type=click.IntRange(min=1), help="Search size the candidates-per-hour estimate is for.")
 @click.option("--threads", type=int, default=None, help="torch threads on CPU (default: torch's choice).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the figures here as JSON.")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also profile one batch of (a) and (c) after the timings; the operators' table goes here.")
 @seed_option()
 def bench_gpu_cmd(shape, layers, device, dtype, context, budget, prompts, candidates, reprefill_candidates, new_tokens, batch_size,
-                  instances, threads, json_path, seed):
+                  instances, threads, json_path, profile_path, seed):
     """What a search costs at a real model's shape (random weights) on this device: per candidate on
     cached records vs re-prefill vs the bare decode floor, prefill speed, record memory."""
     import json
@@ -76,7 +78,7 @@ def bench_gpu_cmd(shape, layers, device, dtype, context, budget, prompts, candid
     check_settings(int(model_shape.config.get("max_position_embeddings") or 0), settings)  # before any weight exists
     check_shape(model_shape, device, dtype)
     loaded = random_model(model_shape, device=device, dtype=dtype, seed=seed)
-    result = bench_gpu(loaded, model_shape, settings, log=lambda m: click.echo(m, err=True))
+    result = bench_gpu(loaded, model_shape, settings, log=lambda m: click.echo(m, err=True), profile_path=profile_path)
     _echo_lines(result)
     if json_path is not None:
         json_path.write_text(json.dumps(result.to_dict(), indent=2) + "\n")

@@ -207,6 +207,9 @@ def generate(
     results: list[Generation] = []
     room = settings.max_new_tokens + max((len(r.question_ids) for r, _ in rows if r.question_ids is not None), default=0)
     for start in range(0, len(rows), batch_size):
-        chunk, cache = build_cache(model, rows[start : start + batch_size], scorer, room)
-        results.extend(decode_batch(model, cache, [r for r, _ in chunk], settings, tokenizer))
+        # Named ranges: a profile (``bench gpu --profile``) splits the time into compression and decoding.
+        with torch.profiler.record_function("evolalloc.compress"):
+            chunk, cache = build_cache(model, rows[start : start + batch_size], scorer, room)
+        with torch.profiler.record_function("evolalloc.decode"):
+            results.extend(decode_batch(model, cache, [r for r, _ in chunk], settings, tokenizer))
     return results

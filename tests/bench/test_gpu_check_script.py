@@ -28,6 +28,11 @@ def test_the_gpu_check_script_runs_in_cpu_mode_and_writes_its_table(tmp_path):
     assert {g["verdict"] for g in summary["goals"]} == {"unmeasured"}  # a CPU run judges no GPU goal
     table = (tmp_path / "check.md").read_text()
     assert "| tiny-llama | 512 | 40 |" in table and "| tiny-llama | 1024 | 40 |" in table
+    # The profiled cell's table rides in its JSON and in check.md (the device tool brings back 8 files at most).
+    profiled = [c for c in summary["bench"] if c.get("profile")]
+    assert [c["settings"]["context"] for c in profiled] == [512]
+    assert "evolalloc.compress" in profiled[0]["profile"] and "evolalloc.decode" in profiled[0]["profile"]
+    assert "Profile of bench-tiny-512.json" in table and "(c) floor: stock SDPA" in table
 
 
 def _cell(context: int, *, device="cuda:0", truncated=False, **figures) -> dict:
