@@ -39,6 +39,7 @@ import contextvars
 import torch
 import torch.nn.functional as F
 
+from evolalloc.runtime.masked_sdpa import masked_attention
 from evolalloc.runtime.sliding import (contiguous_key_positions, evicted_key_positions, query_positions,
                                        sliding_window_mask, softcapped_attention)
 from evolalloc.runtime.support import UnsupportedAttention, check_attention_arguments, note_attention_call
@@ -97,12 +98,14 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
     if softcap:
         if mask is None and q_len > 1:
             mask = causal_mask(q_len, k_len, query.device)
+        if mask is not None and mask.dim() == 4 and mask.shape[1] > 1 and n_rep > 1:
+            mask = mask.repeat_interleave(n_rep, dim=1)  # per query head
         out = softcapped_attention(query, key, value, mask, scaling, softcap)
     elif mask is None:
         # Full prefill (or plain use): let SDPA pick its fused causal kernel.
         out = F.scaled_dot_product_attention(query, key, value, is_causal=q_len > 1, scale=scaling, enable_gqa=n_rep > 1)
     else:
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=n_rep > 1)
+        out = masked_attention(query, key, value, mask, scaling)  # the mask per KV head; GQA folded for one query
 
     capture = kwargs.get("evolalloc_capture")
     if capture is not None:
@@ -111,7 +114,8 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
 
 
 def _visibility(layer: int, query, key, cache, kwargs, sliding: int | None) -> torch.Tensor | None:
-    """Bool mask broadcastable to ``[B, Hq, q, S]`` (True = visible), or ``None`` for plain causal
+    """Bool mask broadcastable to ``[B, Hkv, q, S]`` (True = visible; per KV head, the callers
+    spread it over the query heads), or ``None`` for plain causal
     attention with ``q == S`` (a full prefill) or one query seeing every slot.
 
     Combines: the evicted cache's valid slots; causality aligned to the end of the layer's keys
@@ -119,7 +123,6 @@ def _visibility(layer: int, query, key, cache, kwargs, sliding: int | None) -> t
     model's own sliding window, by original position (``runtime/sliding.py``).
     """
     q_len, k_len, device = query.shape[2], key.shape[2], query.device
-    n_rep = query.shape[1] // key.shape[1]
     valid = cache.valid[layer] if cache is not None else None
     mask = _window_mask(layer, q_len, key, cache, kwargs.get("evolalloc_windows"))  # [B, Hkv or 1, q, S]
     if mask is None and valid is not None:
@@ -140,8 +143,6 @@ def _visibility(layer: int, query, key, cache, kwargs, sliding: int | None) -> t
     if q_len > 1:
         causal = causal_mask(q_len, k_len, device)
         mask = causal if mask is None else mask & causal
-    if mask is not None and mask.dim() == 4 and mask.shape[1] > 1 and n_rep > 1:
-        mask = mask.repeat_interleave(n_rep, dim=1)
     return mask
 
 
