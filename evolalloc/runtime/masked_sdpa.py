@@ -5,9 +5,10 @@ Two things the GPU check (issue 36, results/gpu-check/) showed about
 
 * it picked cuDNN's attention, which builds an execution plan for every new shape. An evicted
   cache's width differs from batch to batch (it is the batch's largest head budget), so nearly every
-  batch paid the plan builds: a batch of 16 rows took seconds where its kernels took 0.14 s. Here the
-  masked call runs with cuDNN's backend off, so the memory-efficient kernel (which takes a mask and
-  builds nothing) serves it. ``EVOLALLOC_SDPA_CUDNN=1`` keeps cuDNN (the old behaviour, for the
+  batch paid the plan builds: a batch of 16 rows took seconds where its kernels took 0.14 s. Here a
+  decode step (one query token) runs with cuDNN's backend off, so the memory-efficient kernel (which
+  takes a mask and builds nothing) serves it. Calls with several query tokens (prefill chunks) keep
+  SDPA's own choice: their shapes recur, and there cuDNN was twice as fast. ``EVOLALLOC_SDPA_CUDNN=1`` keeps cuDNN (the old behaviour, for the
   side-by-side measurement in ``benchmarks/gpu_fix_check.sh``).
 * a grouped-query model's mask is per KV head, and repeating it (and the keys) to the query heads
   costs copies. For one query token the ``n_rep`` query heads of a group are folded into the query
@@ -27,31 +28,39 @@ _KEEP_CUDNN = os.environ.get("EVOLALLOC_SDPA_CUDNN", "") == "1"
 
 
 def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
-                     scaling: float) -> torch.Tensor:
+                     scaling: float, *, decode_path: bool | None = None) -> torch.Tensor:
     """Masked attention; returns ``[B, Hq, q, D]``.
 
     Shapes: query ``[B, Hq, q, D]``; key, value ``[B, Hkv, S, D]``; ``mask`` bool (True = visible),
     broadcastable to ``[B, Hkv, q, S]`` — per KV head (dim 1 of size ``Hkv`` or 1), not per query head.
+    ``decode_path``: take the folded, cuDNN-free path for one query token; ``None`` = on CUDA only
+    (where it was measured; on the CPU the call stays as it always was, so CPU results are unchanged).
     """
     batch, q_heads, q_len, dim = query.shape
     kv_heads = key.shape[1]
     n_rep = q_heads // kv_heads
-    if q_len == 1 and n_rep > 1:
+    if decode_path is None:
+        decode_path = query.device.type == "cuda"
+    if q_len == 1 and decode_path:  # a decode step on the GPU
+        if n_rep == 1:
+            return _sdpa_without_cudnn(query, key, value, mask, scaling)
         folded = query.reshape(batch, kv_heads, n_rep, dim)  # query head h = group h // n_rep, as repeat_interleave
-        out = _sdpa(folded, key, value, mask, scaling, gqa=False)  # mask [B, Hkv|1, 1, S] broadcasts over n_rep
+        out = _sdpa_without_cudnn(folded, key, value, mask, scaling)  # mask [B, Hkv|1, 1, S] broadcasts over n_rep
         return out.reshape(batch, q_heads, 1, dim)
+    # Several query tokens (a prefill chunk, a question fed over the evicted cache), or the CPU: SDPA's own choice.
+    # There cuDNN won on the H200 (8k prefill 11760 tokens/s with it, 5937 without), its shapes recurring.
     if mask.dim() == 4 and mask.shape[1] > 1 and n_rep > 1:
-        mask = mask.repeat_interleave(n_rep, dim=1)  # several query tokens: each needs its own causal row
-    return _sdpa(query, key, value, mask, scaling, gqa=n_rep > 1)
+        mask = mask.repeat_interleave(n_rep, dim=1)  # each query token needs its own causal row
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=n_rep > 1)
 
 
-def _sdpa(query, key, value, mask, scaling, *, gqa: bool) -> torch.Tensor:
+def _sdpa_without_cudnn(query, key, value, mask, scaling) -> torch.Tensor:
     if _KEEP_CUDNN or query.device.type != "cuda" or not torch.backends.cuda.cudnn_sdp_enabled():
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=gqa)
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
     # Two flag flips, cheaper than the ``sdpa_kernel`` context manager on every layer of every step.
     # The flag is process-wide: a thread calling SDPA meanwhile may skip cuDNN too (still exact).
     torch.backends.cuda.enable_cudnn_sdp(False)
     try:
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=gqa)
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
     finally:
         torch.backends.cuda.enable_cudnn_sdp(True)

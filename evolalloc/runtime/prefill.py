@@ -153,7 +153,13 @@ def prefill(
         capture.attention_sums.pop(layer, None)
 
     capture = PrefillCapture(CaptureSpec.union(s.capture for s in scorers), on_layer_done=rank_layer)
-    last_logits = prefill_forward(model, ids, capture, chunk_size=chunk_size)
+    try:
+        last_logits = prefill_forward(model, ids, capture, chunk_size=chunk_size)
+    finally:
+        # rank_layer closes over capture: without this cycle-break the whole prompt's K/V waits for
+        # Python's cycle collector after the record is bounded (on a GPU, 2 whole records' worth of
+        # device memory was still allocated: results/gpu-check/).
+        capture.on_layer_done = None
     keys = [capture.keys[i] for i in range(num_layers)]
     values = [capture.values[i] for i in range(num_layers)]
     rankings = {key: torch.stack(per_layer) for key, (per_layer, _) in ranked.items()}
