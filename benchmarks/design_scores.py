@@ -35,12 +35,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from evolalloc.config.recipe import load_recipe
+from evolalloc.config.run_folder import profile_files
 from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.core.errors import UserError
-from evolalloc.report.comparison import compare_scores, save_comparison
-from evolalloc.config.run_folder import profile_files
 from evolalloc.pipeline.run import by_scorer
+from evolalloc.report.comparison import compare_scores, save_comparison
 from evolalloc.runtime.scorers import get_scorer
 
 HELDOUT = "heldout"

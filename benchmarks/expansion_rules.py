@@ -25,7 +25,13 @@ import sys
 from pathlib import Path
 
 from evolalloc.config.recipe import load_recipe
-from evolalloc.config.run_folder import CURATION_FILE, RECIPE_FILE, allocation_filename, load_run_recipe, searched_profile
+from evolalloc.config.run_folder import (
+    CURATION_FILE,
+    RECIPE_FILE,
+    allocation_filename,
+    load_run_recipe,
+    searched_profile,
+)
 from evolalloc.core.allocation_file import save_allocation
 from evolalloc.core.budget_list import parse_budgets
 from evolalloc.core.errors import UserError

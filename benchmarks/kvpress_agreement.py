@@ -24,7 +24,6 @@ import json
 import os
 import sys
 
-
 # kvpress 0.5.5's SnapKVPress defaults (window_size=64, kernel_size=5, avg pooling over the
 # prompt before the window) in evolalloc's scorer parameters.
 KVPRESS_SNAPKV = {"window": 64, "kernel": 5, "pooling": "avg", "pool_window": False}
@@ -108,9 +107,8 @@ def use_flash_like_sdpa(model) -> None:
 
 def kvpress_side(args) -> None:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, pipeline
-
     from kvpress import PerLayerCompressionPress, SnapKVPress
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, pipeline
 
     torch.set_num_threads(1)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()

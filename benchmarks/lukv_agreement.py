@@ -104,9 +104,8 @@ def evolalloc_side(args) -> None:
 def kvpress_side(args) -> None:
     import numpy as np
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, pipeline
-
     from kvpress import LUKVPress, SnapKVPress
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, pipeline
 
     torch.set_num_threads(1)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()

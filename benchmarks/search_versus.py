@@ -81,8 +81,16 @@ def main(argv=None) -> int:
 def run(args) -> int:
     from evolalloc.config.run_folder import CURATION_FILE, create_run_folder, load_run_recipe
     from evolalloc.pipeline.experiment import Experiment
-    from evolalloc.pipeline.run import (HELDOUT, _OnFirstUse, evolved_allocation, finish, quiet_optuna, run_finished,
-                                        search_config, ship)
+    from evolalloc.pipeline.run import (
+        HELDOUT,
+        _OnFirstUse,
+        evolved_allocation,
+        finish,
+        quiet_optuna,
+        run_finished,
+        search_config,
+        ship,
+    )
     from evolalloc.pipeline.wall_clock import begin_session
     from evolalloc.search import resume_search, run_search
 

@@ -15,7 +15,6 @@ from fitness.errors import FitnessError
 from fitness.instance import Instance
 from fitness.metric import get_metric
 
-
 #: How an evaluator scores an instance for the search.
 #: generate   — greedy answer, the task's own metric (what compare and every report use);
 #: graded     — greedy answer, the task's graded score (``Task.graded_score``);

@@ -123,9 +123,9 @@ def bench_asktell(*, clients: int = 16, generations: int = 10, seconds: float = 
                   log=print) -> AsktellBench:
     import logging
 
-    from evolalloc.search import SearchConfig
-
     import optuna
+
+    from evolalloc.search import SearchConfig
 
     optuna.logging.set_verbosity(logging.WARNING)
     config = SearchConfig(num_layers=LAYERS, num_kv_heads=HEADS, target=TARGET, group_size=8, generations=generations)

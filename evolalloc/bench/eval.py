@@ -121,10 +121,9 @@ def floor_decode_seconds(model, rows, steps: list[int], batch_size: int, scorer)
 
 def bench_eval(loaded, *, prompts: int = 8, context_tokens: int = 2000, candidates: int = 8, reprefill_candidates: int = 2, batch_size: int = 16, seed: int = 0, progress=True) -> EvalBenchResult:
     """Run the side-by-side measurement on ``loaded`` (a ``LoadedModel``)."""
-    from fitness import get_task
-
     from evolalloc.engine.local import LocalEvaluator, prefill_instances
     from evolalloc.runtime.scorers import get_scorer
+    from fitness import get_task
 
     scorer = get_scorer("snapkv")
     task = get_task("passkey")

@@ -44,10 +44,9 @@ class FitnessBenchResult:
 def bench_fitness(loaded, *, prompts: int = 16, context_tokens: int = 1000, budgets=(64, 128, 512), scorer_name: str = "snapkv",
                   batch_size: int = 16, seed: int = 0, progress: bool = True) -> FitnessBenchResult:
     """Mean exact-match, graded and likelihood scores of uniform allocations at each budget."""
-    from fitness import get_task
-
     from evolalloc.engine.local import LocalEvaluator, prefill_instances
     from evolalloc.runtime.scorers import get_scorer
+    from fitness import get_task
 
     scorer = get_scorer(scorer_name)
     task = get_task("passkey")

@@ -49,12 +49,11 @@ class RecordsBenchResult:
 
 def bench_records(loaded, *, prompts: int = 8, context_tokens: int = 1000, budgets=(64, 128, 256), dtypes=RECORD_DTYPES,
                   batch_size: int = 16, seed: int = 0, progress: bool = True) -> RecordsBenchResult:
-    from fitness import get_task
-
     from evolalloc.engine.local import LocalEvaluator, prefill_instances
     from evolalloc.runtime.bounded import bound_record
     from evolalloc.runtime.record_store import to_record_dtype
     from evolalloc.runtime.scorers import get_scorer
+    from fitness import get_task
 
     dtypes = ["float32", *(d for d in dtypes if d != "float32")]  # the reference comes first
     scorer = get_scorer("snapkv")

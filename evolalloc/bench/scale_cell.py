@@ -88,13 +88,13 @@ def cell_bound(warm, per_budget) -> int:
 
 def measure(settings: CellSettings) -> CellResult:
     import torch
-    from fitness import get_task
 
     from evolalloc.engine.local import LocalEvaluator, tokenize_instance
     from evolalloc.runtime.model import load_model
     from evolalloc.runtime.prefill import prefill
     from evolalloc.runtime.record_store import RecordKeeper, RecordPolicy
     from evolalloc.runtime.scorers import get_scorer
+    from fitness import get_task
 
     torch.set_num_threads(settings.threads)
     loaded = load_model(settings.model)

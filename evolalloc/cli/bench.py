@@ -244,9 +244,8 @@ def bench_scale_cmd(model_spec, task_name, scorer_name, contexts, instances, cou
 
 def _check_names(task_name: str, scorer_name: str) -> None:
     """Unknown task or scorer names are refused before any cell starts (cheap checks first)."""
-    from fitness import list_tasks
-
     from evolalloc.runtime.scorers import list_scorers
+    from fitness import list_tasks
 
     if task_name not in list_tasks():
         raise UserError(f"unknown task {task_name!r}; choose one of {', '.join(sorted(list_tasks()))}", field="--task")

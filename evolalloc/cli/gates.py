@@ -16,7 +16,6 @@ from evolalloc.cli.scorer import _MODEL, _THREADS, _csv, _eval_inputs, _setup, _
 from evolalloc.core.errors import UserError
 
 
-
 @main.group()
 def gates() -> None:
     """Global retention gates (one budget over all layers and heads): train -> eval."""

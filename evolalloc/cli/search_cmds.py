@@ -158,9 +158,8 @@ def expand(allocation, targets, min_budget, rule, out_dir):
     should go (the always-kept tokens take a larger share of it); search at that budget instead.
     Every target is checked before any file is written.
     """
-    from evolalloc.core.allocation_file import load_allocation, save_allocation
     from evolalloc.config.run_folder import allocation_filename
-
+    from evolalloc.core.allocation_file import load_allocation, save_allocation
     from evolalloc.core.errors import UserError
     from evolalloc.core.topup import TOPUP_RULES, topup_problem
 
@@ -268,10 +267,9 @@ def _recipe(recipe_path, run_dir, overrides):
 
 def _baseline_list(text: str) -> list[str]:
     """``--baselines`` as a list of registered methods (``UserError`` with did-you-mean otherwise)."""
-    from evolalloc.registry import UnknownNameError
-
     from evolalloc.core.baselines import BASELINES
     from evolalloc.core.errors import UserError
+    from evolalloc.registry import UnknownNameError
 
     names = [name.strip() for name in text.split(",") if name.strip()]
     for name in names:

@@ -26,16 +26,23 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
-from evolalloc.registry import UnknownNameError
 
-from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
-from evolalloc.core.errors import UserError
-from evolalloc.core.topup import TOPUP_RULES, topup_problem
-from evolalloc.core.record_settings import parse_size
 from evolalloc.config.recipe_base import BASE_KEY, Layer, origin_of, read_with_bases
 from evolalloc.config.schema import (
-    FieldProblem, RecipeData, TRAINABLE_SCORERS, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
+    TRAINABLE_SCORERS,
+    FieldProblem,
+    RecipeData,
+    TaskEntrySection,
+    TaskSection,
+    build_section,
+    describe,
+    unknown_key,
 )
+from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
+from evolalloc.core.errors import UserError
+from evolalloc.core.record_settings import parse_size
+from evolalloc.core.topup import TOPUP_RULES, topup_problem
+from evolalloc.registry import UnknownNameError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")

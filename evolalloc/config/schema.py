@@ -19,18 +19,17 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
-from fitness.task import FITNESS_MODES
-from evolalloc.registry import UnknownNameError
-from searchspaces.base import GROUP_SIZE_RANGE
-
 from evolalloc import DEFAULT_MODEL
 from evolalloc.core.allocation import EXPANSION_RULES
 from evolalloc.core.baselines import default_baselines
 from evolalloc.core.objective import GAMMA_RANGE, LAM_RANGE
 from evolalloc.core.ranges import range_problem
 from evolalloc.core.record_settings import DEFAULT_RECORD_MEMORY, RECORD_DTYPES
+from evolalloc.registry import UnknownNameError
 from evolalloc.search.config import BUDGET_RULES, CACHE_SCOPES
 from evolalloc.search.config import RANGES as SEARCH_RANGES
+from fitness.task import FITNESS_MODES
+from searchspaces.base import GROUP_SIZE_RANGE
 
 # Enumerations and ranges come from the code that owns them (fitness modes from fitness, the
 # search's settings from search.config, lam/gamma from core.objective, group_size from the search

@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 import numpy as np
 
 from evolalloc import __version__
-from evolalloc.core.methods import methods
 from evolalloc.core.geometry import ModelGeometry
+from evolalloc.core.methods import methods
 from evolalloc.core.topup import TOPUP, TOPUP_HALF, TOPUP_RULES, topup_provenance
 from searchspaces.completion import NO_CAP, complete_budgets
 

@@ -24,11 +24,12 @@ import jsonschema
 import numpy as np
 
 from evolalloc.core.allocation import FORMAT, FORMAT_VERSION, READABLE_VERSIONS, Allocation
-from evolalloc.core.methods import methods
-from evolalloc.core.fileio import write_atomic
 from evolalloc.core.errors import UserError
+from evolalloc.core.fileio import write_atomic
 from evolalloc.core.geometry import ModelGeometry
-from searchspaces.gate_prior import ADAPTER as GATE_PRIOR, PRIOR_DECIMALS, recorded_prior
+from evolalloc.core.methods import methods
+from searchspaces.gate_prior import ADAPTER as GATE_PRIOR
+from searchspaces.gate_prior import PRIOR_DECIMALS, recorded_prior
 
 # Fields of the geometry an allocation must share with the model it is loaded for. dtype_bytes
 # and max_positions are left out on purpose: a profile searched in fp32 applies unchanged in

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import numpy as np
-from evolalloc.registry import Registry
 
 from evolalloc.engine.workload import Workload
+from evolalloc.registry import Registry
 
 
 @dataclass

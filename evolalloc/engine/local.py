@@ -25,12 +25,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from evolalloc.engine.base import Engine, register_engine, EvalResult, InstanceOutcome, check_scorer
+from evolalloc.engine.base import Engine, EvalResult, InstanceOutcome, check_scorer, register_engine
 from evolalloc.runtime.adaptive import Adapted
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
+from evolalloc.runtime.instances import prefill_instances, tokenize_instance  # noqa: F401 - re-exported
 from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs_batch
 from evolalloc.runtime.model import LoadedModel
-from evolalloc.runtime.instances import prefill_instances, tokenize_instance  # noqa: F401 - re-exported
 from evolalloc.runtime.prefill import PrefillRecord, prefill
 from evolalloc.runtime.record_store import release, to_record_dtype
 from evolalloc.runtime.scorers import Scorer

@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from evolalloc.engine.base import Engine, register_engine, EvalResult, check_scorer
+from evolalloc.engine.base import Engine, EvalResult, check_scorer, register_engine
 from evolalloc.engine.ray_cluster import cluster_gpus, connect, cpus_per_worker
 from evolalloc.engine.ray_worker import EvalWorker, WorkerSpec, instance_to_wire
 from evolalloc.engine.shards import failed_shard, merge_results, shard_bounds

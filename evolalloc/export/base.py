@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evolalloc.registry import Registry, RegistryError
-
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.errors import UserError
+from evolalloc.registry import Registry, RegistryError
 
 
 @dataclass

@@ -34,7 +34,6 @@ the scorer. Loading it::
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from evolalloc.core.allocation import Allocation, complete_budgets

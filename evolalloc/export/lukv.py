@@ -43,9 +43,9 @@ from evolalloc.core.baselines.lukv import UtilityCurves
 from evolalloc.core.errors import UserError
 from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
-from evolalloc.export.npy_file import checked_context_length, npy_with_sidecar, source_fields
 from evolalloc.export.curve import LUKV_ROWS, family_sidecar, load_family, profile_family
 from evolalloc.export.kvpress import kvpress_press
+from evolalloc.export.npy_file import checked_context_length, npy_with_sidecar, source_fields
 
 LUKV_FORMAT = "evolalloc.lukv"
 

@@ -24,8 +24,8 @@ from tqdm.auto import tqdm
 
 from evolalloc.learned.reward import cost_per_budget, optimal_cost, ranking_cost
 from evolalloc.learned.traces import TraceSet
-from evolalloc.runtime.prefill import prefill
 from evolalloc.report.stats import bootstrap_mean, paired_test
+from evolalloc.runtime.prefill import prefill
 
 CURVE_BUDGETS = (8, 16, 32, 64, 128, 256, 512)
 FAMILIES = ("early layers", "middle layers", "late layers")
@@ -84,9 +84,8 @@ class _Optimal:
 
 def downstream(loaded, task_name: str, scorers, budgets, *, seeds: int, per_seed: int, context_tokens: int, progress: bool = True) -> dict:
     """Task scores at uniform ``budgets`` for every scorer, over ``seeds`` held-out instance sets."""
-    from fitness import get_task
-
     from evolalloc.engine.local import LocalEvaluator, prefill_instances
+    from fitness import get_task
 
     task = get_task(task_name)
     layers = loaded.geometry.num_layers

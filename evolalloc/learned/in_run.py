@@ -33,8 +33,8 @@ from evolalloc.core.phases import announce
 from evolalloc.learned.answer_train import answer_target
 from evolalloc.learned.gates_train import GatesTrainConfig, train_gates
 from evolalloc.learned.settings import TraceSettings, TrainConfig
-from evolalloc.learned.train import train as train_policy
 from evolalloc.learned.traces import FORMAT, VERSION, load_traces, pick_splits, trace_ids
+from evolalloc.learned.train import train as train_policy
 from evolalloc.runtime.gates import save_gates
 from evolalloc.runtime.policy import save_policy
 

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from evolalloc.config.run_folder import allocation_filename
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import save_allocation
 from evolalloc.core.curve import ANCHOR, CURVE_FILE, RULE, ProfileCurve, bounded_budgets
-from evolalloc.config.run_folder import allocation_filename
 from evolalloc.search.checkpoint import has_checkpoint
 from evolalloc.search.config import SearchConfig
 from evolalloc.search.loop import resume_search, run_search

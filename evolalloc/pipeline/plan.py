@@ -13,7 +13,6 @@ and the output says so on each line, and says when the machine was too busy to t
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 

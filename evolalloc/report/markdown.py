@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from evolalloc.core.fileio import write_atomic
 from evolalloc.config.run_folder import REPORT_FILE
+from evolalloc.core.fileio import write_atomic
 from evolalloc.report.comparison import OVERALL, REFERENCE, ComparisonRow, tasks_of
 from evolalloc.report.plots import best_so_far, group_progress
 from evolalloc.report.plots import record_field as _get

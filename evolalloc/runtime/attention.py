@@ -40,8 +40,13 @@ import torch
 import torch.nn.functional as F
 
 from evolalloc.runtime.masked_sdpa import masked_attention
-from evolalloc.runtime.sliding import (contiguous_key_positions, evicted_key_positions, query_positions,
-                                       sliding_window_mask, softcapped_attention)
+from evolalloc.runtime.sliding import (
+    contiguous_key_positions,
+    evicted_key_positions,
+    query_positions,
+    sliding_window_mask,
+    softcapped_attention,
+)
 from evolalloc.runtime.support import UnsupportedAttention, check_attention_arguments, note_attention_call
 
 ATTENTION_NAME = "evolalloc"

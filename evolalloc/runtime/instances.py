@@ -20,7 +20,6 @@ from evolalloc.runtime.prefill import PrefillRecord, prefill
 from evolalloc.runtime.record_store import RecordKeeper
 from evolalloc.runtime.scorers import Scorer
 
-
 #: ``bound`` left to the keeper's policy (``prefill_instances``): a Ray worker's policy is its split's.
 POLICY_BOUND = "policy"
 

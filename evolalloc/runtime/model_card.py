@@ -24,8 +24,16 @@ from evolalloc.core.geometry import ModelGeometry
 from evolalloc.runtime.memory import cache_memory
 from evolalloc.runtime.model import BUNDLED_PREFIX, DTYPES, bundled_gguf_path, geometry_of, resolve_model_folder
 from evolalloc.runtime.model import _gguf_cache_folder as gguf_cache_folder  # where load_model converts a GGUF file
-from evolalloc.runtime.support import (Support, UnsupportedAttention, attention_support, layer_kv_shapes, layer_types,
-                                      probe_attention, sliding_windows, text_config)
+from evolalloc.runtime.support import (
+    Support,
+    UnsupportedAttention,
+    attention_support,
+    layer_kv_shapes,
+    layer_types,
+    probe_attention,
+    sliding_windows,
+    text_config,
+)
 
 
 @dataclass(frozen=True)

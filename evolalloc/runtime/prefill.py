@@ -13,13 +13,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from evolalloc.core.geometry import window_cap
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
 from evolalloc.runtime.chunked import prefill_forward
 from evolalloc.runtime.scorers import Scorer
-from evolalloc.core.geometry import window_cap
+from evolalloc.runtime.scorers.base import LayerStats
 from evolalloc.runtime.sliding import reachable_first
 from evolalloc.runtime.support import sliding_windows, text_config
-from evolalloc.runtime.scorers.base import LayerStats
 
 
 @dataclass

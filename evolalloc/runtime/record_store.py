@@ -28,8 +28,8 @@ import torch
 
 from evolalloc.runtime.bounded import bound_record
 from evolalloc.runtime.prefill import PrefillRecord
-from evolalloc.runtime.stale_spills import temporary_folder
 from evolalloc.runtime.spill import MappedLayers, content_key, open_spilled, release, write_spilled
+from evolalloc.runtime.stale_spills import temporary_folder
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from searchspaces import SearchSpace, get_search_space
-
 from evolalloc.core.errors import UserError
 from evolalloc.core.objective import ObjectiveSettings
 from evolalloc.core.ranges import range_problem
 from evolalloc.search.optimizers import check_optimizer_options
 from evolalloc.search.optimizers.base import POPSIZE_RANGE
+from searchspaces import SearchSpace, get_search_space
 
 # The enumerations and ranges of the search's own settings: checked here, and taken from here by
 # the recipe schema (lam/gamma belong to core.objective, group_size to the search space).

@@ -34,12 +34,18 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from evolalloc.engine.base import Evaluator
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import follow_umask
 from evolalloc.core.phases import announce
+from evolalloc.engine.base import Evaluator
 from evolalloc.search.checkpoint import (
-    STUDY_FILE, Checkpoint, checkpoint_path, has_checkpoint, legacy_checkpoint_path, load_checkpoint, refuse_legacy,
+    STUDY_FILE,
+    Checkpoint,
+    checkpoint_path,
+    has_checkpoint,
+    legacy_checkpoint_path,
+    load_checkpoint,
+    refuse_legacy,
     save_checkpoint,
 )
 from evolalloc.search.config import SearchConfig

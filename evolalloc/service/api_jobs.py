@@ -24,13 +24,13 @@ from evolalloc.service.job_queue import QUEUE_LOCK, check_room, queue_counts, su
 from evolalloc.service.jobs import JobError
 from evolalloc.service.limits import check_search_size
 from evolalloc.service.progress import read_progress
-from evolalloc.service.redaction import redact
 from evolalloc.service.recipes import (
     SOURCE,
     check_confinement,
     check_schema,
     parse_body,
 )
+from evolalloc.service.redaction import redact
 
 router = APIRouter(tags=["jobs"])
 

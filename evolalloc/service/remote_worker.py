@@ -9,8 +9,8 @@ workers on several machines can serve one study; no Ray needed.
 
 from __future__ import annotations
 
-import socket
 import os
+import socket
 from typing import Callable
 
 from evolalloc.core.errors import UserError
@@ -64,8 +64,8 @@ def scorer_identity(experiment) -> dict:
 def run_worker(client, study_id: int, recipe, *, client_id: str | None = None, max_trials: int | None = None,
                echo: Callable[[str], None] = print, progress: bool = False) -> int:
     """Serve study ``study_id`` with ``recipe``'s evaluator until it ends; the trials evaluated."""
-    from evolalloc.service.work_loop import work
     from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.service.work_loop import work
 
     client_id = client_id or default_client_id()
     study = client.study(study_id)

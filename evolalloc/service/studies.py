@@ -43,7 +43,6 @@ from evolalloc.service.db import utcnow
 from evolalloc.service.jobs import JobError
 from evolalloc.service.study_db import TRIAL_DONE, Study, StudyTrial
 
-
 DEFAULT_RETRY = 0.2  # seconds; before any result has told how long a trial takes
 MIN_RETRY, MAX_RETRY = 0.01, 30.0
 

@@ -8,7 +8,6 @@ import pytest
 
 from evolalloc.bench.gpu_shape import hf_config, load_shape, shape_names
 from evolalloc.core.errors import UserError
-from evolalloc.runtime.model import geometry_of
 from tests.clitools import run_cli
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evolalloc.bench.asktell import AsktellBench, LAYERS, TARGET, objective, study_body
+from evolalloc.bench.asktell import LAYERS, TARGET, AsktellBench, objective, study_body
 from evolalloc.bench.eval import EvalBenchResult, random_allocations
 from evolalloc.bench.fitness import FitnessBenchResult, FitnessRow
 from evolalloc.bench.service import ServiceBench

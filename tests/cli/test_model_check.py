@@ -59,7 +59,7 @@ def test_a_llama_folder_is_supported_and_its_cache_is_every_token_of_every_layer
     assert table_rows(result.stdout) == {"full_attention": ["6", "4", "2", "16", "-"]}
     # 6 layers x 2 KV heads x (K + V) x 16 dims x 4 bytes x 1000 tokens
     assert f"at 1000 tokens: 1.5 MiB ({6 * 2 * 2 * 16 * 4 * 1000:,} bytes)" in result.stdout
-    assert f"at 4096 tokens (the model's positions)" in result.stdout
+    assert "at 4096 tokens (the model's positions)" in result.stdout
 
 
 def test_a_context_beyond_the_models_positions_is_said(llama):
@@ -89,7 +89,7 @@ def test_a_gemma3_folder_shows_its_sliding_and_global_layers_and_caps_the_slidin
     assert "sliding_attention: layers 0-4" in result.stdout and "full_attention: layers 5" in result.stdout
     per_token = 2 * 2 * 32 * 4  # KV heads x (K + V) x head dim x 4 bytes
     full = per_token * 2048      # the global layer holds every token
-    assert f"at 2048 tokens:" in result.stdout
+    assert "at 2048 tokens:" in result.stdout
     shown = int(result.stdout.split("at 2048 tokens:")[1].split("(")[1].split(" bytes")[0].replace(",", ""))
     assert full + 5 * per_token * 500 < shown < full + 5 * per_token * 2048  # the sliding ones near their window, not 2048
 

@@ -4,11 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from evolalloc.core.errors import UserError
 from evolalloc.config.recipe import load_recipe, recipe_from_dict
 from evolalloc.config.run_folder import (
-    RECIPE_FILE, RUN_FILE, allocation_filename, create_run_folder, load_run_recipe,
+    RECIPE_FILE,
+    RUN_FILE,
+    allocation_filename,
+    create_run_folder,
+    load_run_recipe,
 )
+from evolalloc.core.errors import UserError
 
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 QUICKSTART = RUNS / "passkey_snapkv.yaml"  # the passkey + SnapKV recipe the generic tests below read

@@ -3,10 +3,10 @@ missing bases are refused in one line naming the file."""
 
 import pytest
 
-from evolalloc.core.errors import UserError
 from evolalloc.config.recipe import load_recipe, recipe_from_dict
 from evolalloc.config.recipe_base import deep_merge
 from evolalloc.config.run_folder import create_run_folder, load_run_recipe
+from evolalloc.core.errors import UserError
 
 BASE = """\
 name: parent

@@ -2,8 +2,8 @@
 
 import pytest
 
-from evolalloc.core.errors import UserError
 from evolalloc.config.recipe import load_recipe
+from evolalloc.core.errors import UserError
 
 GOOD = """\
 name: demo

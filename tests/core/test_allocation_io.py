@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.core.baselines import make_baseline
 from evolalloc.core.allocation_file import allocation_to_json, load_allocation, save_allocation, schema
+from evolalloc.core.baselines import make_baseline
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
 
@@ -262,9 +262,9 @@ def test_a_folder_without_profiles_is_named_as_not_a_finished_run(tmp_path):
 
 def test_a_sliding_window_profile_is_version_2_and_refused_for_a_model_with_other_windows(tmp_path):
     from evolalloc.core.allocation_file import check_geometry, load_allocation, save_allocation
-    from evolalloc.core.geometry import ModelGeometry
-    from evolalloc.core.errors import UserError
     from evolalloc.core.baselines import make_baseline
+    from evolalloc.core.errors import UserError
+    from evolalloc.core.geometry import ModelGeometry
 
     sliding = ModelGeometry(num_layers=4, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096,
                             windows=(16, None, 16, None))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from evolalloc.config.recipe import recipe_from_dict
 from evolalloc.engine.local import LocalEvaluator
 from evolalloc.pipeline.experiment import Experiment
-from evolalloc.config.recipe import recipe_from_dict
 from tests.engine.conftest import CONTEXT_TOKENS, allocations
 
 

@@ -14,7 +14,7 @@ from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import load_allocation, save_allocation
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
-from evolalloc.export import export_allocation, export_text, exporter_for, exporters
+from evolalloc.export import export_allocation, export_text, exporter_for
 from evolalloc.export.curve import profile_family
 from evolalloc.export.headkv import allocation_from_headkv
 

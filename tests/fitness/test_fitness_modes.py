@@ -8,8 +8,8 @@ import json
 import pytest
 
 import fitness
-from fitness.registry import task_class
 from fitness.metrics.matching import key_chars
+from fitness.registry import task_class
 from fitness.task import FITNESS_MODES, check_fitness_mode
 
 # Every built-in task with the parameters it needs (files are made by the fixtures below).

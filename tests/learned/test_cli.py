@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 
-
 def evolalloc(*args: str) -> subprocess.CompletedProcess:
     result = subprocess.run([sys.executable, "-m", "evolalloc", *args], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]

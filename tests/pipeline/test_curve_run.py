@@ -14,6 +14,7 @@ from evolalloc.core.errors import UserError
 
 from .test_pipeline import evolalloc, tiny_recipe
 
+
 def _records(folder):
     from evolalloc.search.loop import open_search
 

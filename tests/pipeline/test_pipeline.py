@@ -45,9 +45,9 @@ def evolalloc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
-    from evolalloc.pipeline.run import search_run
     from evolalloc.config.recipe import load_recipe
     from evolalloc.config.run_folder import create_run_folder
+    from evolalloc.pipeline.run import search_run
 
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
     run = create_run_folder(recipe, tmp_path / "runs")
@@ -105,10 +105,10 @@ def test_a_bad_allocation_file_gives_one_line_and_a_non_zero_exit(tmp_path):
 def test_a_run_killed_mid_search_resumes_and_finishes_with_every_evaluation_once(tmp_path, tiny_model_dir, monkeypatch):
     import optuna
 
-    from evolalloc.engine.local import LocalEvaluator
-    from evolalloc.pipeline.run import resume_run, search_run
     from evolalloc.config.recipe import load_recipe
     from evolalloc.config.run_folder import create_run_folder
+    from evolalloc.engine.local import LocalEvaluator
+    from evolalloc.pipeline.run import resume_run, search_run
 
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
     run = create_run_folder(recipe, tmp_path / "runs")

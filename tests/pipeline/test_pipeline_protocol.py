@@ -4,8 +4,6 @@ several weighted tasks end to end, and --seeds (one run per seed, a summary, res
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest

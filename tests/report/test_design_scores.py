@@ -6,8 +6,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import pytest
-
 from evolalloc.report.comparison import load_instance_scores
 from tests.pipeline.test_pipeline import tiny_recipe
 

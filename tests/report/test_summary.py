@@ -2,9 +2,9 @@
 
 import pytest
 
-from evolalloc.core.errors import UserError
-from evolalloc.core.allocation_file import save_allocation
 from evolalloc.config.run_folder import create_run_folder
+from evolalloc.core.allocation_file import save_allocation
+from evolalloc.core.errors import UserError
 from evolalloc.report.comparison import save_comparison
 from evolalloc.report.summary import show_run
 

@@ -4,7 +4,6 @@ an uninterrupted run on SQLite."""
 from __future__ import annotations
 
 import optuna
-import pytest
 
 from evolalloc.core.allocation_file import load_allocation
 from tests.clitools import assert_refused, run_cli, snapshot

@@ -6,11 +6,11 @@ import dataclasses
 import json
 import os
 import pickle
-import evolalloc.core.fileio
 
 import numpy as np
 import pytest
 
+import evolalloc.core.fileio
 import evolalloc.search.loop as loop
 from evolalloc.core.errors import UserError
 from evolalloc.search import resume_search, run_search

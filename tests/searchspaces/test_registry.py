@@ -37,8 +37,8 @@ def test_get_search_space_passes_every_option_through():
 
 
 def test_the_package_imports_only_the_registry_from_evolalloc():
-    import sys
     import subprocess
+    import sys
 
     code = ("import sys, searchspaces; print(any(m.split('.')[0] == 'evolalloc'"
             " and m not in ('evolalloc', 'evolalloc.registry') for m in sys.modules))")

@@ -9,6 +9,7 @@ always-kept tokens. Needs a checkpoint from ``evolalloc gates train`` (default: 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from evolalloc.core.baselines import register_baseline
 from evolalloc.core.baselines.uniform import Uniform
 from evolalloc.core.paths import CHECKPOINT_ALWAYS_KEPT, resolve_checkpoint

@@ -15,6 +15,7 @@ or ``scorer.train`` in a recipe.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import torch
 
 from evolalloc.runtime.capture import CaptureSpec

@@ -12,6 +12,7 @@ Train one with ``evolalloc scorer train``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import torch
 
 from evolalloc.runtime.scorers import register_scorer
