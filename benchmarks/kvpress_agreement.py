@@ -69,8 +69,9 @@ def evolalloc_side(args) -> None:
             context_ids = loaded.tokenizer.encode(row["context"])
             record = prefill(loaded.model, context_ids, [scorer])
             ranking = record.rankings[scorer.key]  # [layers, kv_heads, L]
-            kept = [[sorted(ranking[l, h, : int(result.budgets[0][l, h])].tolist()) for h in range(ranking.shape[1])]
-                    for l in range(ranking.shape[0])]
+            kept = [[sorted(ranking[layer, h, : int(result.budgets[0][layer, h])].tolist())
+                     for h in range(ranking.shape[1])]
+                    for layer in range(ranking.shape[0])]
             out.write(json.dumps({
                 "uid": row["uid"], "context_ids": context_ids,
                 "question_ids": loaded.tokenizer.encode(row["question"], add_special_tokens=False),

@@ -91,8 +91,8 @@ def evolalloc_side(args) -> None:
             answers = generate(loaded.model, [(record, a.budgets) for a in allocations], scorer, settings, loaded.tokenizer)
             for ratio, target, allocation, answer in zip(RATIOS, targets, allocations, answers):
                 budgets = allocation.budgets
-                kept = [[sorted(ranking[l, h, : int(budgets[l, h])].tolist()) for h in range(ranking.shape[1])]
-                        for l in range(ranking.shape[0])]
+                kept = [[sorted(ranking[layer, h, : int(budgets[layer, h])].tolist()) for h in range(ranking.shape[1])]
+                        for layer in range(ranking.shape[0])]
                 out.write(json.dumps({
                     "uid": row["uid"], "ratio": ratio, "target": target, "context_ids": context_ids, "question_ids": question_ids,
                     "references": row.get("references", []), "kept_counts": budgets.tolist(), "kept_positions": kept,

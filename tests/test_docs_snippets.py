@@ -32,7 +32,10 @@ def workdir(tmp_path, monkeypatch):
 
     geometry = geometry_of(AutoConfig.from_pretrained(resolve_model_folder(DEFAULT_MODEL)))
     layers = np.linspace(200, 60, geometry.num_layers).round().astype(int)
-    evolved = lambda **kw: Allocation(model=DEFAULT_MODEL, geometry=geometry, target=128, provenance={"method": "evolved"}, **kw)
+
+    def evolved(**kw):
+        return Allocation(model=DEFAULT_MODEL, geometry=geometry, target=128, provenance={"method": "evolved"}, **kw)
+
     save_allocation(evolved(budgets=np.repeat(layers[:, None], 3, axis=1), scorer="snapkv").complete(), tmp_path / "runs/passkey_snapkv/allocation-c128.json")
     save_allocation(evolved(budgets=np.repeat(layers[:, None], 3, axis=1), scorer="window").complete(), tmp_path / "runs/trt/allocation-c128.json")
     heads = np.stack([layers, layers // 2 + 40, layers + 20], axis=1)

@@ -70,7 +70,10 @@ def _group_table(groups) -> list[str]:
     rows = [(g.layer_type, str(len(g.layers)), str(g.query_heads), str(g.kv_heads), str(g.head_dim),
              str(g.window) if g.window is not None else "-") for g in groups]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    fmt = lambda row: "  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+
+    def fmt(row):
+        return "  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+
     out = [fmt(header), *map(fmt, rows)]
     if len(groups) > 1:
         out += [f"  {g.layer_type}: layers {_spans(g.layers)}" for g in groups]

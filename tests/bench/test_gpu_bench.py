@@ -109,7 +109,10 @@ def test_the_random_weights_follow_the_seed_and_take_the_planned_bytes():
     shape = load_shape("tiny-llama")
     first, again = (random_model(shape, device="cpu", dtype="float32", seed=3) for _ in range(2))
     other = random_model(shape, device="cpu", dtype="float32", seed=4)
-    weights = lambda loaded: next(loaded.model.parameters())
+
+    def weights(loaded):
+        return next(loaded.model.parameters())
+
     assert torch.equal(weights(first), weights(again)) and not torch.equal(weights(first), weights(other))
     assert weight_bytes(first.model) == planned_weight_bytes(shape, "float32") == 2 * planned_weight_bytes(shape, "bfloat16")
     assert first.model.config._attn_implementation == "evolalloc" and first.tokenizer is None

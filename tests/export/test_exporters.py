@@ -119,7 +119,10 @@ def test_multi_file_formats_need_an_output_path():
 def test_the_cli_lists_the_registry_and_prints_one_line_errors(tmp_path):
     path = tmp_path / "a.json"
     save_allocation(profile(scorer="snapkv"), path)
-    run = lambda *args: subprocess.run([sys.executable, "-m", "evolalloc", "export", str(path), *args], capture_output=True, text=True)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "evolalloc", "export", str(path), *args], capture_output=True, text=True)
+
     help_text = run("--help").stdout
     assert "[curve|headkv|json|kvpress|lukv|trtllm]" in help_text
     refused = run("--format", "trtllm")

@@ -61,7 +61,10 @@ def test_without_a_path_the_task_says_what_it_needs():
 
 def test_the_splits_are_disjoint_exact_and_do_not_depend_on_the_line_order(tmp_path, qa_file, tokenizer):
     task = fitness.get_task("jsonl_qa", path=qa_file, heldout_fraction=0.25)
-    ids = lambda t, split, n: {i.metadata["id"] for i in t.instances(split, n, 0, None, tokenizer)}
+
+    def ids(t, split, n):
+        return {i.metadata["id"] for i in t.instances(split, n, 0, None, tokenizer)}
+
     search, heldout = ids(task, "search", 15), ids(task, "heldout", 5)
     assert len(search) == 15 and len(heldout) == 5 and not search & heldout
     reversed_file = write(tmp_path / "reversed.jsonl", [record(i) for i in reversed(range(20))])

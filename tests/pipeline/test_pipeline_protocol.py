@@ -157,7 +157,10 @@ def test_curation_never_lets_a_held_out_instance_into_the_search_split(tmp_path,
     search, heldout = experiment.instances("search"), experiment.instances("heldout")
     drawn_heldout = experiment.instances("heldout:drawn")
     assert len(search) == len(heldout) == 12
-    keys = lambda instances: {inst.references[0] for inst in instances}  # a passkey's identity is its key
+
+    def keys(instances):
+        return {inst.references[0] for inst in instances}  # a passkey's identity is its key
+
     assert not keys(search) & keys(drawn_heldout)
     assert not {i.prompt for i in search} & {i.prompt for i in drawn_heldout}
     assert all(inst.split == "search" and split_of(inst.references[0]) == "search" for inst in search)
