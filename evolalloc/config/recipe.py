@@ -69,7 +69,8 @@ class Recipe(RecipeData):
         """The target ``c`` followed by its expansions, or by the rest of ``budget.curve``'s grid:
         every budget a run reports on."""
         if self.budget.curve is not None:
-            return [self.budget.target, *(b for b in self.budget.curve.grid(self.budget.target) if b != self.budget.target)]
+            return [self.budget.target,
+                    *(b for b in self.budget.curve.grid(self.budget.target) if b != self.budget.target)]
         return [self.budget.target, *self.budget.expansions]
 
     @property
@@ -308,7 +309,8 @@ def _check(recipe: Recipe) -> None:
         if value < target:
             # As for `evolalloc expand`: a profile searched at c says nothing about a smaller cache.
             raise FieldProblem(f"budget.expansions[{i}]", f"{value} is below budget.target {target}: a profile is "
-                                                          "only carried to larger budgets; search at that target instead")
+                                                          "only carried to larger budgets; "
+                                                          "search at that target instead")
     _check_curve(recipe)
     for path, task in _task_sections(recipe):
         context = task.context_tokens
@@ -319,7 +321,8 @@ def _check(recipe: Recipe) -> None:
     if recipe.tasks is not None:
         _check_labels("tasks", [task.label for task in recipe.tasks])
         if recipe.engine.kind == "ray" and len(recipe.tasks) > 1:
-            raise FieldProblem("engine.kind", "the ray engine evaluates one task; use engine.kind: local for several tasks")
+            raise FieldProblem("engine.kind",
+                               "the ray engine evaluates one task; use engine.kind: local for several tasks")
     try:
         parse_size(recipe.engine.record_memory)
     except ValueError as err:
@@ -333,7 +336,8 @@ def _check(recipe: Recipe) -> None:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
         problem = make_baseline(name).problem()  # e.g. gates without a trained checkpoint
         declared = make_baseline(name).scorer
-        if problem and not (declared and declared[0] == recipe.scorer.name):  # else it reads the run's (Experiment.make_baseline)
+        # else it reads the run's (Experiment.make_baseline)
+        if problem and not (declared and declared[0] == recipe.scorer.name):
             raise FieldProblem(f"baselines[{i}]", problem)
         least = make_baseline(name).min_target  # e.g. streaming's sink tokens
         if target < least:
@@ -360,8 +364,10 @@ def _check(recipe: Recipe) -> None:
                                                           f"{recipe.search_space.name!r}")
     for i, name in enumerate(recipe.baselines):
         if space.adapter is not None and BASELINES.get(name).adapts == EVOLVED:  # e.g. evolved+adakv on the hybrid
-            raise FieldProblem(f"baselines[{i}]", f"{name!r} adapts the searched budgets, but {recipe.search_space.name!r}'s "
-                                                  f"budgets are read by its own adapter ({space.adapter}), not as budgets")
+            raise FieldProblem(f"baselines[{i}]",
+                               f"{name!r} adapts the searched budgets, but {recipe.search_space.name!r}'s "
+                                                  "budgets are read by its own adapter "
+                                                  f"({space.adapter}), not as budgets")
 
 
 def _check_curve(recipe: Recipe) -> None:
@@ -370,13 +376,16 @@ def _check_curve(recipe: Recipe) -> None:
     if curve is None:
         return
     if recipe.budget.expansions:
-        raise FieldProblem("budget.expansions", "give either expansions or curve (its grid holds every budget), not both")
+        raise FieldProblem("budget.expansions",
+                           "give either expansions or curve (its grid holds every budget), not both")
     if curve.low >= 1:
         raise FieldProblem("budget.curve.low", f"must be below 1 (a multiple of c under c), got {curve.low}")
     grid = curve.grid(target)
     if len(grid) < curve.points:
-        raise FieldProblem("budget.curve.points", f"{curve.points} points from {curve.low}*c to {curve.high}*c round to "
-                                                  f"only {len(grid)} distinct budgets ({grid}); use fewer points or a wider range")
+        raise FieldProblem("budget.curve.points",
+                           f"{curve.points} points from {curve.low}*c to {curve.high}*c round to "
+                                                  f"only {len(grid)} distinct budgets "
+                                                  f"({grid}); use fewer points or a wider range")
     for i, value in enumerate(curve.anchors or []):
         if value not in grid:
             raise FieldProblem(f"budget.curve.anchors[{i}]", f"{value} is not on the grid {grid}")
@@ -399,26 +408,31 @@ def _check_scorer_training(recipe: Recipe) -> None:
         raise FieldProblem("scorer.train", f"a run can train {', '.join(TRAINABLE_SCORERS)} only; "
                                            f"{recipe.scorer.name!r} has nothing to train")
     if recipe.scorer.params.get("checkpoint"):
-        raise FieldProblem("scorer.params.checkpoint", "give either a checkpoint or scorer.train (which makes one), not both")
+        raise FieldProblem("scorer.params.checkpoint",
+                           "give either a checkpoint or scorer.train (which makes one), not both")
     if train.tasks is not None:
         if not train.tasks:
             raise FieldProblem("scorer.train.tasks", "must list at least one task (or null: the recipe's own tasks)")
         if train.traces is None:
-            raise FieldProblem("scorer.train.traces", "required with scorer.train.tasks: how many prompts the mixture traces")
+            raise FieldProblem("scorer.train.traces",
+                               "required with scorer.train.tasks: how many prompts the mixture traces")
         _check_labels("scorer.train.tasks", [entry.label for entry in train.tasks])
     if recipe.scorer.name != "gates":
         if train.votes:
             raise FieldProblem("scorer.train.votes", f"only gates read SnapKV votes; {recipe.scorer.name!r} does not")
         if train.objective != "attention":
-            raise FieldProblem("scorer.train.objective", f"only anchored gates train on the answer; {recipe.scorer.name!r} cannot")
+            raise FieldProblem("scorer.train.objective",
+                               f"only anchored gates train on the answer; {recipe.scorer.name!r} cannot")
         if train.anchored or not train.residual:
             field = "scorer.train.anchored" if train.anchored else "scorer.train.residual"
             raise FieldProblem(field, f"only gates can be anchored at SnapKV; {recipe.scorer.name!r} cannot")
         return  # capacities are the gates' training budgets
     if not train.residual and not train.anchored:
-        raise FieldProblem("scorer.train.residual", "false is a setting of anchored gates (set scorer.train.anchored: true)")
+        raise FieldProblem("scorer.train.residual",
+                           "false is a setting of anchored gates (set scorer.train.anchored: true)")
     if train.anchored and not train.votes:
-        raise FieldProblem("scorer.train.anchored", "anchored gates start from SnapKV's votes: set scorer.train.votes (e.g. 32)")
+        raise FieldProblem("scorer.train.anchored",
+                           "anchored gates start from SnapKV's votes: set scorer.train.votes (e.g. 32)")
     if train.objective == "answer" and not train.anchored:
         raise FieldProblem("scorer.train.objective", "answer trains anchored gates: set scorer.train.anchored: true")
     if train.objective == "answer" and train.splits_per_trace != 1:
@@ -428,7 +442,9 @@ def _check_scorer_training(recipe: Recipe) -> None:
     for i, capacity in enumerate(train.capacities if train.capacities is not None else recipe.budgets):
         if capacity <= kept:
             where = f"scorer.train.capacities[{i}]" if train.capacities is not None else "budget.target"
-            raise FieldProblem(where, f"{capacity} does not exceed the scorer's always-kept tokens ({kept}): nothing to train for")
+            raise FieldProblem(where,
+                               f"{capacity} does not exceed the scorer's "
+                               f"always-kept tokens ({kept}): nothing to train for")
 
 
 def _task_sections(recipe: Recipe) -> list[tuple[str, TaskSection]]:
@@ -496,7 +512,8 @@ def _check_names(recipe: Recipe) -> None:
     if most is not None and recipe.engine.workers > most:
         unlimited = [name for name, cls in engines.items() if cls.max_workers is None]
         raise FieldProblem("engine.workers", f"the {recipe.engine.kind} engine runs at most {most} worker(s), got "
-                                             f"{recipe.engine.workers}; use engine.kind: {' or '.join(unlimited)} for more")
+                                             f"{recipe.engine.workers}; use engine.kind: "
+                                             f"{' or '.join(unlimited)} for more")
     takes = [p for p in ENGINES.parameters(recipe.engine.kind) if p != "workload"]
     for key in recipe.engine.options:
         if key not in takes:

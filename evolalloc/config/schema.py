@@ -67,7 +67,8 @@ class ModelSection:
 class CurateSection:
     """Which drawn instances a split keeps. Off by default: the first ``n`` drawn are used."""
 
-    full_cache_solves: bool = _rule(False, help="keep only instances the full cache answers right (greedy, task metric)")
+    full_cache_solves: bool = _rule(False,
+                                    help="keep only instances the full cache answers right (greedy, task metric)")
     reference_unsolved: str | None = _rule(
         None, choices=CURATION_REFERENCES,
         help="search split only: also drop instances this baseline at c already answers right; null = keep them")
@@ -100,7 +101,8 @@ class TaskSection:
 class TaskEntrySection(TaskSection):
     """One of several tasks (``tasks:``): a task section with its weight in the fitness."""
 
-    weight: float = _rule(1.0, min_exclusive=0.0, help="weight of this task in the fitness (weighted mean of task scores)")
+    weight: float = _rule(1.0, min_exclusive=0.0,
+                          help="weight of this task in the fitness (weighted mean of task scores)")
     label: str | None = _rule(None, help="name of this task in tables and plots; null = the task's name")
 
 
@@ -128,7 +130,8 @@ class TrainTaskSection:
     name: str = _rule(help="registered task (see `evolalloc tasks`)")
     params: dict = _rule(help="keyword parameters of the task (e.g. needle_type: word, haystack: prose)", factory=dict)
     weight: float = _rule(1.0, min_exclusive=0.0, help="share of scorer.train.traces drawn from this task")
-    label: str | None = _rule(None, help="name of this part of the mixture in the training record; null = the task's name")
+    label: str | None = _rule(None,
+                              help="name of this part of the mixture in the training record; null = the task's name")
     context_tokens: int | None = _rule(None, min=16, help="prompt length in tokens; null = the run's (first) task's")
     seed: int | None = _rule(None, min=0, help="instance seed; null = scorer.train.seed")
 
@@ -140,7 +143,8 @@ class ScorerTrainSection:
     cache directory, so a second run with the same settings, model and instances re-uses it."""
 
     steps: int = _rule(600, min=1, help="optimizer steps (600 take ~30 s on 2 cores for SmolLM2's gates)")
-    seed: int = _rule(0, min=0, help="training seed; not the recipe's seed, so runs of `--seeds` share one trained scorer")
+    seed: int = _rule(0, min=0,
+                      help="training seed; not the recipe's seed, so runs of `--seeds` share one trained scorer")
     traces: int | None = _rule(None, min=1, help="search instances traced, shared among the tasks by their weights; "
                                                  "null = every search instance (required with tasks)")
     future: int = _rule(32, min=1, help="future queries whose attention defines a token's importance")
@@ -151,9 +155,11 @@ class ScorerTrainSection:
     horizon: int = _rule(32, min=1, help="gates: steps of future utility a gate score sums")
     votes: int = _rule(0, min=0, help="gates: also read SnapKV's votes of the prompt's last N queries (query-aware "
                                       "gates, docs/hybrid.md); 0 = key/value only")
-    anchored: bool = _rule(False, help="gates: score = learned per-head scale and offset of log(SnapKV's smoothed vote) "
+    anchored: bool = _rule(False,
+                           help="gates: score = learned per-head scale and offset of log(SnapKV's smoothed vote) "
                                        "plus a residual, starting at SnapKV's ranking (needs votes; docs/hybrid.md)")
-    residual: bool = _rule(True, help="anchored gates: false trains only the per-head scale and offset (each head ranks "
+    residual: bool = _rule(True,
+                           help="anchored gates: false trains only the per-head scale and offset (each head ranks "
                                       "exactly as SnapKV; what is learned is how heads compare in a global top-k)")
     objective: str = _rule("attention", choices=GATES_OBJECTIVES,
                            help="anchored gates: attention (keep what the next queries attend to) or answer (keep what "
@@ -168,9 +174,12 @@ class ScorerTrainSection:
     permutations: int = _rule(16, min=2, help="learned: sampled rankings per step (the RLOO group)")
     max_tokens: int | None = _rule(None, min=2, help="learned: rank a random subset of this many tokens per step; "
                                                      "null = all (slower, exact)")
-    checkpoint_every: int = _rule(50, min=1, help="steps between atomic training checkpoints (a killed run resumes there)")
-    tasks: list[TrainTaskSection] | None = _rule(None, help="the training mixture: tasks (search split only) with weights, "
-                                                            "independent of the searched task; null = the recipe's own tasks")
+    checkpoint_every: int = _rule(50, min=1,
+                                  help="steps between atomic training checkpoints (a killed run resumes there)")
+    tasks: list[TrainTaskSection] | None = _rule(None,
+                                                 help="the training mixture: tasks (search split only) with weights, "
+                                                            "independent of the searched task; "
+                                                            "null = the recipe's own tasks")
 
 
 @dataclass
@@ -178,7 +187,8 @@ class ScorerSection:
     name: str = _rule("snapkv", help="per-token scorer that ranks tokens inside each budget")
     params: dict = _rule(help="keyword parameters of the scorer (gates, learned: checkpoint, default the one under "
                               "the cache directory)", factory=dict)
-    train: ScorerTrainSection | None = _rule(None, help="train the scorer's checkpoint in the run from the search split "
+    train: ScorerTrainSection | None = _rule(None,
+                                             help="train the scorer's checkpoint in the run from the search split "
                                                         f"({', '.join(TRAINABLE_SCORERS)}); null = use its checkpoint")
 
 
@@ -189,7 +199,8 @@ class CurveSection:
     low: float = _rule(0.25, min_exclusive=0.0, help="smallest grid budget, as a multiple of c")
     high: float = _rule(4.0, min=1.0, help="largest grid budget, as a multiple of c")
     points: int = _rule(5, min=3, help="grid budgets, geometric from low*c to high*c (c is always on it)")
-    anchors: list[int] | None = _rule(None, help="grid budgets searched (each its own search, nested in its neighbour); "
+    anchors: list[int] | None = _rule(None,
+                                      help="grid budgets searched (each its own search, nested in its neighbour); "
                                                  "null = the two ends and c; the others are interpolated per unit")
 
     def grid(self, target: int) -> list[int]:
@@ -209,9 +220,11 @@ class BudgetSection:
     expansion_rule: str = _rule(
         "proportional", choices=EXPANSION_CHOICES,
         help="proportional (EvolKV: every budget times c'/c), additive (every unit gains c'-c tokens), topup (gates "
-             "only: the profile as per-head floors, the extra tokens to the gates' global top-k per input), topup-half (the "
+             "only: the profile as per-head floors, the extra tokens "
+             "to the gates' global top-k per input), topup-half (the "
              "same with floors at half the profile) or search "
-             "(each applicable rule scored on the search split at c', the best one shipped; held-out data is never used)")
+             "(each applicable rule scored on the search split at "
+             "c', the best one shipped; held-out data is never used)")
     curve: CurveSection | None = _rule(None, help="a profile for every budget of a grid from low*c to high*c, searched "
                                                   "at anchors and monotone per unit (replaces expansions); null = off")
 
@@ -219,10 +232,12 @@ class BudgetSection:
 @dataclass
 class SearchSpaceSection:
     name: str = _rule("layer_groups", help="layer_groups (one budget per layer), head_groups (per KV head), or the "
-                                           "hybrid's gate_prior / gate_prior_heads (a searched prior on the gates' scores)")
+                                           "hybrid's gate_prior / gate_prior_heads "
+                                           "(a searched prior on the gates' scores)")
     group_size: int = _rule(8, **GROUP_SIZE_RANGE, help="n_g: units optimised together, bottom-up")
     ratio_bounds: list[float] | None = _rule(None, length=2, help="[lo, hi] bounds on k_i / c; null = automatic")
-    floor_fraction: float | None = _rule(None, min=0.0, max=1.0, help="gate_floors only: the share of each head's budget "
+    floor_fraction: float | None = _rule(None, min=0.0, max=1.0,
+                                         help="gate_floors only: the share of each head's budget "
                                                                      "it keeps before the global top-k; null = 0.5")
 
 
@@ -231,7 +246,8 @@ class OptimizerSection:
     name: str = _rule("cma", registry=OPTIMIZER_REGISTRY,
                       help="cma (pycma), optuna-cma, optuna-tpe or random (the control: no adaptation)")
     sigma0: float = _rule(0.3, **SEARCH_RANGES["sigma0"], help="initial CMA-ES step on the ratio k_i / c")
-    popsize: int | None = _rule(None, **SEARCH_RANGES["popsize"], help="candidates per generation; null = 4 + floor(3 ln n_g)")
+    popsize: int | None = _rule(None, **SEARCH_RANGES["popsize"],
+                                help="candidates per generation; null = 4 + floor(3 ln n_g)")
     generations_per_group: int = _rule(10, **SEARCH_RANGES["generations"], help="M: generations per group")
     lam: float = _rule(0.3, **LAM_RANGE, help="weight of CacheScore in the fitness")
     gamma: float = _rule(0.2, **GAMMA_RANGE, help="discount for staying under the budget")
@@ -252,9 +268,12 @@ class EngineSection:
     batch_size: int = _rule(16, min=1, help="decode rows per batch")
     address: str = _rule("local", help="ray address: local, auto or ray://host:port")
     record_dtype: str = _rule("float32", choices=RECORD_DTYPES,
-                              help="precision prefill records keep K/V in (float32: results identical; 16-bit: half the memory)")
-    record_memory: str = _rule(DEFAULT_RECORD_MEMORY, help="records held in memory (a size such as 4GiB; 0B: none) before "
-                                                           "the rest spill to the run folder and are memory-mapped per batch")
+                              help="precision prefill records keep K/V in (float32: "
+                                   "results identical; 16-bit: half the memory)")
+    record_memory: str = _rule(DEFAULT_RECORD_MEMORY,
+                               help="records held in memory (a size such as 4GiB; 0B: none) before "
+                                                           "the rest spill to the run folder "
+                                                           "and are memory-mapped per batch")
     keep_records: bool = _rule(False, help="keep the spilled prefill records (records/) once the run has finished; "
                                            "false: removed then (a killed run still resumes from them)")
     options: dict = _rule(help="keyword options passed to the engine as they are (ray: max_retries)", factory=dict)
@@ -276,7 +295,8 @@ class RecipeData:
     engine: EngineSection = _rule(help="where candidates are evaluated", factory=EngineSection)
     storage: str | None = _rule(None, help="Optuna storage URL; null = sqlite:///<run>/study.db")
     baselines: list[str] = _rule(help="baselines `compare` evaluates; default: every registered one but the "
-                                      "input-adaptive methods (uniform+adakv, pyramid+adakv, evolved+adakv, cake, gates)",
+                                      "input-adaptive methods (uniform+adakv, "
+                                      "pyramid+adakv, evolved+adakv, cake, gates)",
                                  factory=lambda: default_baselines())
     seed: int = _rule(0, min=0, help="default for every seed left null")
 

@@ -199,7 +199,8 @@ def _check_header(data: dict, source: str) -> None:
     # that, not a dozen about fields it was never meant to have.
     if data.get("format") != FORMAT:
         got = f"format is {_short(data['format'])}" if "format" in data else "no 'format' field"
-        raise UserError(f"not an evolalloc allocation file ({got}; expected {FORMAT!r})", source=source, field="$.format")
+        raise UserError(f"not an evolalloc allocation file ({got}; expected {FORMAT!r})", source=source,
+                        field="$.format")
     version = data.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise UserError(f"version must be an integer, got {_short(version)}", source=source, field="$.version")
@@ -280,7 +281,8 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def parse_allocation(text: str, *, source: str = "<string>", expect_geometry: ModelGeometry | None = None) -> Allocation:
+def parse_allocation(text: str, *, source: str = "<string>",
+                     expect_geometry: ModelGeometry | None = None) -> Allocation:
     """Decode and validate JSON text; ``source`` names it in errors."""
     try:
         data = json.loads(text, parse_constant=_reject_constant)

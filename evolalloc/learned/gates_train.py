@@ -108,7 +108,8 @@ def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: in
         features[..., key_dim + value_dim :].copy_(pooled.view(layers, kv_heads, positions.numel(), 2))
     # Contiguous like the gathered copy it replaces: a strided view would sum in another order
     # (training would drift by ~1e-8 and no longer equal earlier runs bit for bit).
-    importance = trace["importance"][split_idx][:, :, sinks : n - window].float().contiguous().view(layers * kv_heads, -1)
+    importance = trace["importance"][split_idx][:, :, sinks : n - window].float().contiguous().view(layers * kv_heads,
+                                                                                                    -1)
     return features.view(layers * kv_heads, positions.numel(), -1), importance, (n - positions).float()
 
 
@@ -138,7 +139,8 @@ def _sample_features(traces: TraceSet, items, sinks: int, window: int, votes: bo
     return sample
 
 
-def gates_loss(gates: RetentionGates, features, importance, age, capacity: int, sinks: int, window: int, penalty: float):
+def gates_loss(gates: RetentionGates, features, importance, age, capacity: int, sinks: int, window: int,
+               penalty: float):
     """``(loss, quality, used / M)`` for one item at per-head capacity ``capacity`` (see module docstring)."""
     retention = torch.exp(age * gates.log_retention(features))  # [G, m]
     quality = (importance * (1 - retention)).sum() / importance.sum().clamp_min(1e-12)
@@ -148,7 +150,8 @@ def gates_loss(gates: RetentionGates, features, importance, age, capacity: int, 
     return loss, quality, used / allowed
 
 
-def anchored_loss(gates: RetentionGates, features, anchor, importance, capacity: int, sinks: int, window: int, penalty: float):
+def anchored_loss(gates: RetentionGates, features, anchor, importance, capacity: int, sinks: int, window: int,
+                  penalty: float):
     """``(loss, quality, used / K)`` of anchored gates for one item: a soft global top-k of
     ``K = (capacity - sinks - window) * G`` over the scores ``[G, m]`` (module docstring)."""
     scores = gates.anchored_score(features, anchor)  # [G, m]
@@ -161,7 +164,8 @@ def anchored_loss(gates: RetentionGates, features, anchor, importance, capacity:
     return loss, quality, used / allowed
 
 
-def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | Path | None = None, progress: bool = True,
+def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | Path | None = None,
+                progress: bool = True,
                 state_path: str | Path | None = None, checkpoint_every: int = 0, model=None):
     """Train the gates of the traces' model; returns ``(gates, summary)``.
 
@@ -181,21 +185,25 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     if config.anchored and not all("snap_votes" in trace for trace in traces.traces):
         raise ValueError(f"{traces.folder}: anchored gates need traces with SnapKV's smoothed votes (snap_votes); "
                          "these were traced before they were recorded (trace them again with votes)")
-    gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"], config.hidden,
+    gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"],
+                                       config.hidden,
                                        config.horizon, config.votes, config.anchored))
     with_votes = bool(config.votes)
     answer = config.objective == "answer"
     if answer and (not config.anchored or model is None):
         raise ValueError("the answer objective trains anchored gates (anchored = True) through their model (model=...)")
-    items = [it for it in traces.items if int(traces.traces[it[0]]["splits"][it[1]]) - config.sinks - config.window >= 2]
+    items = [it for it in traces.items
+             if int(traces.traces[it[0]]["splits"][it[1]]) - config.sinks - config.window >= 2]
     measure = "answer_nll" if answer else "attention_lost"  # what `quality` is, in the log and summary
     if answer:  # the prompt end only (where compression happens), and answers whose tokens after the first exist
         if not all("answer_target" in trace for trace in traces.traces):
-            raise ValueError(f"{traces.folder}: the answer objective needs traces with the full cache's answer (answer_target)")
+            raise ValueError(f"{traces.folder}: the answer objective needs traces "
+                             "with the full cache's answer (answer_target)")
         items = [(t, s) for t, s in items if int(traces.traces[t]["splits"][s]) == int(traces.traces[t]["prompt_len"])
                  and len(traces.traces[t]["answer_target"]) >= 2]
         if not items:
-            raise ValueError(f"{traces.folder}: no traced prompt's answer has a token after the first (the first comes from the "
+            raise ValueError(f"{traces.folder}: no traced prompt's answer has a "
+                             "token after the first (the first comes from the "
                              "full prefill): nothing for the answer objective to train on")
     if not items:
         raise ValueError("no trace split is longer than sinks + window + 2 tokens: nothing to gate")
@@ -226,11 +234,13 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
         features, importance, age = item_tensors(traces, item, config.sinks, config.window, with_votes)
         if answer:
             anchor = item_anchor(traces, item, config.sinks, config.window)
-            loss, quality, used = answer_loss(gates, model, traces.traces[item[0]], features, anchor, capacity, config.sinks,
+            loss, quality, used = answer_loss(gates, model, traces.traces[item[0]], features, anchor, capacity,
+                                              config.sinks,
                                               config.window, config.penalty, config.temperature, config.uniform_too)
         elif config.anchored:
             anchor = item_anchor(traces, item, config.sinks, config.window)
-            loss, quality, used = anchored_loss(gates, features, anchor, importance, capacity, config.sinks, config.window,
+            loss, quality, used = anchored_loss(gates, features, anchor, importance, capacity, config.sinks,
+                                                config.window,
                                                 config.penalty)
         else:
             loss, quality, used = gates_loss(gates, features, importance, age, capacity, config.sinks, config.window,
@@ -250,7 +260,12 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
                                       "used_over_capacity": usage[-1], "lr": schedule.get_last_lr()[0],
                                       "seconds": round(time.perf_counter() - started, 2)}) + "\n")
                 log.flush()
-        if state_path is not None and checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < config.steps:
+        if (
+            state_path is not None
+            and checkpoint_every
+            and (step + 1) % checkpoint_every == 0
+            and step + 1 < config.steps
+        ):
             _save_state(state_path, gates, optimizer, schedule, step + 1, qualities, usage)
     if log:
         log.close()

@@ -80,7 +80,8 @@ def check_context_fits(recipe) -> None:
                             f"choose fewer than {limit}", source=recipe.source, field=where)
 
 
-def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True) -> PreparedRun:
+def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *,
+                progress: bool = True) -> PreparedRun:
     """Check everything a run needs, then create ``runs_dir/<name>`` with its recipe, study and checkpoint.
 
     Raises ``UserError`` (and writes nothing) for any bad input: a taken or bad run name, a missing

@@ -142,7 +142,8 @@ def progress_section(history: Sequence[Any], best: Mapping | None = None) -> lis
         ))
     lines.append(f"{len(history)} evaluations, {failed} failed.")
     if best:
-        parts = [f"{key.replace('_', ' ')} {value:.4f}" if isinstance(value, float) else f"{key.replace('_', ' ')} {value}"
+        parts = [f"{key.replace('_', ' ')} {value:.4f}" if isinstance(value, float)
+                 else f"{key.replace('_', ' ')} {value}"
                  for key, value in best.items() if value is not None]
         lines.append("Best allocation: " + ", ".join(parts) + ".")
     if flat:

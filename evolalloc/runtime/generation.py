@@ -175,7 +175,8 @@ def generate(
     if max_new_tokens < 1:
         raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}", field="max_new_tokens")
     if do_sample and not (temperature > 0 and 0 < top_p <= 1 and top_k >= 0):
-        raise UserError(f"sampling needs temperature > 0, 0 < top_p <= 1 and top_k >= 0; got temperature={temperature}, "
+        raise UserError("sampling needs temperature > 0, 0 < top_p <= 1 "
+                        f"and top_k >= 0; got temperature={temperature}, "
                         f"top_p={top_p}, top_k={top_k}", field="sampling")
     budgets, scorer, profile_note = resolve_profile(allocation, model, scorer)
     geometry = _geometry(model)
@@ -185,7 +186,8 @@ def generate(
             raise UserError(f"prompt {i} is empty", field="prompts")
         needed = positions_beyond(geometry.max_positions, len(ids), len(question or []), max_new_tokens)
         if needed:
-            raise UserError(f"prompt {i} needs {needed} positions (prompt + answer), beyond the model's {geometry.max_positions}",
+            raise UserError(f"prompt {i} needs {needed} positions (prompt + "
+                            f"answer), beyond the model's {geometry.max_positions}",
                             field="prompts")
     settings = DecodeSettings(max_new_tokens=max_new_tokens, stop=tuple(stop), eos_ids=eos_ids_of(model, tokenizer),
                               do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)
@@ -198,7 +200,8 @@ def generate(
         room = max_new_tokens + max((len(q) for _, q in encoded if q), default=0)
         for start in range(0, len(encoded), batch_size):
             chunk = encoded[start : start + batch_size]
-            records = [prefill(model, ids, [scorer], uid=str(start + j), question_ids=q) for j, (ids, q) in enumerate(chunk)]
+            records = [prefill(model, ids, [scorer], uid=str(start + j), question_ids=q)
+                       for j, (ids, q) in enumerate(chunk)]
             rows, cache = build_cache(model, [(r, budgets) for r in records], scorer, room)
             records = [r for r, _ in rows]
             generators = [row_generator(seed + start + j) for j in range(len(chunk))] if do_sample else None

@@ -192,6 +192,7 @@ def model_card(spec: str, dtype: str = "float32") -> ModelCard:
     return ModelCard(spec=spec, model_type=str(getattr(config, "model_type", "?")),
                      text_type=str(getattr(text, "model_type", "?")),
                      classes=tuple(getattr(config, "architectures", None) or ()), support=verdict, dtype=dtype,
-                     dtype_bytes=DTYPES[dtype].itemsize, max_positions=int(getattr(text, "max_position_embeddings", 0) or 0),
+                     dtype_bytes=DTYPES[dtype].itemsize,
+                     max_positions=int(getattr(text, "max_position_embeddings", 0) or 0),
                      geometry=geometry_of(config, DTYPES[dtype]) if verdict.supported else None,
                      groups=groups, probe=probe, chat_template=_has_chat_template(folder))

@@ -24,7 +24,8 @@ CACHE_SCOPES = ("group", "allocation")
 # cachescore: EvolKV as published; exact: every candidate completed to c * units before evaluation.
 BUDGET_RULES = ("cachescore", "exact")
 # A setting here <- the recipe's ``optimizer`` field it is read from (the names differ in two places).
-OPTIMIZER_FIELDS = {"optimizer": "name", "generations": "generations_per_group", "popsize": "popsize", "sigma0": "sigma0",
+OPTIMIZER_FIELDS = {"optimizer": "name", "generations": "generations_per_group", "popsize": "popsize",
+                    "sigma0": "sigma0",
                     "lam": "lam", "gamma": "gamma", "cache_scope": "cache_scope", "budget_rule": "budget_rule",
                     "seed": "seed"}
 RANGES = {"generations": {"min": 1}, "popsize": POPSIZE_RANGE, "sigma0": {"min_exclusive": 0.0}, "seed": {"min": 0}}

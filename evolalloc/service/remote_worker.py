@@ -41,7 +41,8 @@ def check_search_space(study: dict, recipe) -> None:
     adapter = SEARCH_SPACES.get(wanted).adapter
     mine = SEARCH_SPACES.get(recipe.search_space.name).adapter
     if adapter != mine:
-        raise UserError(f"study {study.get('id')} searches {wanted!r} (budget adapter {adapter or 'none'}), the recipe's "
+        raise UserError(f"study {study.get('id')} searches {wanted!r} "
+                        f"(budget adapter {adapter or 'none'}), the recipe's "
                         f"search space {recipe.search_space.name!r} has {mine or 'none'}: its scores would not be the "
                         f"study's; set search_space.name: {wanted}", field="search_space.name")
     from evolalloc.search.config import space_params_of

@@ -27,5 +27,6 @@ from evolalloc.core.methods import (
            ordered,
 )
 
-__all__ = ["BASELINES", "EVOLVED", "Baseline", "baseline_names", "default_baselines", "make_baseline", "methods", "ordered",
+__all__ = ["BASELINES", "EVOLVED", "Baseline", "baseline_names", "default_baselines", "make_baseline", "methods",
+           "ordered",
            "register_baseline"]
