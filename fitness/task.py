@@ -72,7 +72,8 @@ class Task:
 
     def _apply(self, name: str, instance: Instance, prediction: str) -> tuple[float, float]:
         metric = get_metric(name)
-        value = metric(self.prepare_prediction(instance, prediction), instance.references, **self.metric_extra(instance))
+        value = metric(self.prepare_prediction(instance, prediction), instance.references,
+                       **self.metric_extra(instance))
         if not math.isfinite(value):
             # A NaN score would steer the optimizer; it is a bug, never a number to average.
             raise FitnessError(f"metric {metric.name!r} returned {value} for instance {instance.uid!r}")
