@@ -29,7 +29,8 @@ def profile(scorer="snapkv", granularity="layer", params=None):
 
 
 def test_every_format_is_listed_without_importing_it():
-    code = "import sys; from evolalloc.export import exporters; print(exporters.names()); print('evolalloc.export.curve' in sys.modules, 'torch' in sys.modules)"
+    code = ("import sys; from evolalloc.export import exporters; print(exporters.names()); "
+            "print('evolalloc.export.curve' in sys.modules, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "['curve', 'headkv', 'json', 'kvpress', 'lukv', 'trtllm']"
     assert out[1] == "False False"
@@ -121,7 +122,8 @@ def test_the_cli_lists_the_registry_and_prints_one_line_errors(tmp_path):
     save_allocation(profile(scorer="snapkv"), path)
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "evolalloc", "export", str(path), *args], capture_output=True, text=True)
+        return subprocess.run([sys.executable, "-m", "evolalloc", "export", str(path), *args], capture_output=True,
+                              text=True)
 
     help_text = run("--help").stdout
     assert "[curve|headkv|json|kvpress|lukv|trtllm]" in help_text

@@ -75,9 +75,11 @@ def test_the_splits_are_disjoint_exact_and_do_not_depend_on_the_line_order(tmp_p
 
 
 def test_a_long_prompt_is_cut_in_the_middle_of_its_context_and_keeps_the_question(tmp_path, tokenizer):
-    long = record(0, context="It began at dawn. " + "The sea was grey and the wind was cold. " * 200 + "It ended at dusk.")
+    long = record(0,
+                  context="It began at dawn. " + "The sea was grey and the wind was cold. " * 200 + "It ended at dusk.")
     task = fitness.get_task("jsonl_qa", path=write(tmp_path / "long.jsonl", [long, record(1)]))
-    [inst] = [i for i in task.instances("search", 1, 0, 300, tokenizer) + task.instances("heldout", 1, 0, 300, tokenizer)
+    [inst] = [i
+              for i in task.instances("search", 1, 0, 300, tokenizer) + task.instances("heldout", 1, 0, 300, tokenizer)
               if i.metadata["id"] == "q0"]
     assert inst.metadata["truncated"] and inst.metadata["context_tokens"] <= 300
     assert inst.context.startswith("It began at dawn.") and inst.context.rstrip().endswith("It ended at dusk.")

@@ -54,7 +54,8 @@ def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
     search_run(run, recipe, progress=False)
     names = {p.name for p in run.iterdir()}
     for expected in ("recipe.yaml", "study.db", "search_checkpoint.json", "allocation-c24.json", "allocation-c48.json",
-                     "comparison.json", "report.md", "budgets-per-layer.png", "fitness-over-evaluations.png", "score-vs-budget.png"):
+                     "comparison.json", "report.md", "budgets-per-layer.png", "fitness-over-evaluations.png",
+                     "score-vs-budget.png"):
         assert expected in names, expected
     profile = load_allocation(run / "allocation-c24.json")
     assert profile.total == 24 * 4 * 2  # completed to the exact target total
@@ -145,7 +146,8 @@ def test_the_commands_around_a_finished_run(tmp_path, tiny_model_dir):
     shown = evolalloc("show", str(run), cwd=tmp_path)
     assert shown.returncode == 0 and "c = 24" in shown.stdout and "held-out comparison" in shown.stdout
 
-    exported = evolalloc("export", str(run / "allocation-c24.json"), "--format", "kvpress", "--context-length", "200", cwd=tmp_path)
+    exported = evolalloc("export", str(run / "allocation-c24.json"), "--format", "kvpress", "--context-length", "200",
+                         cwd=tmp_path)
     table = json.loads(exported.stdout)
     assert len(table["budgets"]) == 4 and len(table["compression_ratios"]) == 4
 

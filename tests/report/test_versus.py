@@ -46,7 +46,8 @@ def test_versus_pairs_two_runs_on_their_instances_and_averages_several_a_runs(tm
 def test_versus_refuses_runs_scored_on_different_instances(tmp_path):
     a = write_run(tmp_path / "a", {"x": 1.0}, {"x": 0.0})
     b = write_run(tmp_path / "b", {"y": 1.0}, {"y": 0.0})
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "versus.py"), str(a), str(b)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "versus.py"), str(a), str(b)], capture_output=True,
+                          text=True)
     assert done.returncode == 2 and "different instances" in done.stderr and "Traceback" not in done.stderr
 
 

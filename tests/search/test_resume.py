@@ -23,7 +23,8 @@ CALLS = 6
 
 def uninterrupted(tmp_path, **settings):
     evaluator = ProfileEvaluator()
-    result = run_search(tmp_path / "straight", evaluator, small_config(tmp_path / "straight", **settings), progress=False)
+    result = run_search(tmp_path / "straight", evaluator, small_config(tmp_path / "straight", **settings),
+                        progress=False)
     return result, evaluator
 
 
