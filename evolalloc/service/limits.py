@@ -19,7 +19,7 @@ import json
 
 import yaml
 
-from evolalloc.config.recipe import _parse_yaml, _StrictLoader
+from evolalloc.config.recipe_reading import StrictLoader, parse_yaml
 from evolalloc.core.errors import UserError
 
 MAX_DEPTH = 32  # nesting levels of a submitted document (a recipe uses 5)
@@ -31,7 +31,7 @@ MAX_POPULATION_CELLS = 1 << 20  # popsize x cells: the budgets one generation st
 MAX_BUDGET = 1 << 31  # tokens per cell: targets, expansions, floors and caps (x cells stays exact in a float)
 
 
-class _BodyLoader(_StrictLoader):
+class _BodyLoader(StrictLoader):
     """The recipe loader (safe, duplicate keys refused) without aliases and with node/depth caps."""
 
     def compose_node(self, parent, index):
@@ -53,7 +53,7 @@ class _BodyLoader(_StrictLoader):
 
 
 def load_yaml(text: str, source: str) -> object:
-    return _parse_yaml(text, source, loader=_BodyLoader)
+    return parse_yaml(text, source, loader=_BodyLoader)
 
 
 def load_json(text: str, source: str) -> object:
