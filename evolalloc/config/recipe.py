@@ -30,7 +30,7 @@ from evolalloc.config.recipe_base import BASE_KEY, Layer, read_with_bases
 from evolalloc.config.recipe_checks import NO_TASK, check_recipe, check_registered_names
 from evolalloc.config.recipe_reading import OVERRIDE_SOURCE, apply_overrides, read_yaml_file, source_of
 from evolalloc.config.recipe_type import Recipe
-from evolalloc.config.schema import FieldProblem, build_section
+from evolalloc.config.section_builder import FieldProblem, build_section
 from evolalloc.core.errors import UserError
 
 __all__ = ["OVERRIDE_SOURCE", "Recipe", "load_recipe", "read_recipe_file", "recipe_from_dict"]

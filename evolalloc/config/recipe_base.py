@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from evolalloc.config.schema import describe
+from evolalloc.config.section_builder import describe
 from evolalloc.core.errors import UserError
 
 BASE_KEY = "base"

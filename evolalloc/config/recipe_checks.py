@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 
 from evolalloc.config.recipe_type import Recipe
-from evolalloc.config.schema import TRAINABLE_SCORERS, FieldProblem, TaskSection, unknown_key
+from evolalloc.config.schema import TRAINABLE_SCORERS, TaskSection
+from evolalloc.config.section_builder import FieldProblem, unknown_key
 from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
 from evolalloc.core.record_settings import parse_size
 from evolalloc.core.topup import TOPUP_RULES, topup_problem

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 import yaml
 
 from evolalloc.config.recipe_base import Layer, origin_of
-from evolalloc.config.schema import describe
+from evolalloc.config.section_builder import describe
 from evolalloc.core.errors import UserError
 
 OVERRIDE_SOURCE = "--set"
