@@ -68,7 +68,7 @@ def count_run(recipe, experiment) -> Counts:
     """The counts of ``recipe`` on ``experiment`` (``Experiment``; only the model's config is read)."""
     from evolalloc.pipeline.expansion import SEARCHED_RULES
     from evolalloc.pipeline.record_bound import record_bound
-    from evolalloc.pipeline.run import search_config
+    from evolalloc.pipeline.search_settings import search_config
 
     resolved = experiment.resolved
     config = search_config(experiment)

@@ -29,23 +29,14 @@ from evolalloc.core.allocation_file import load_allocation, save_allocation
 from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.core.phases import announce
 from evolalloc.pipeline.experiment import Experiment
+
+# search_config and quiet_optuna are re-exported: code that drives a run imports them from here too.
+from evolalloc.pipeline.search_settings import quiet_optuna, search_config
 from evolalloc.pipeline.wall_clock import begin_session, end_session
 from evolalloc.search import SearchConfig, resume_search, run_search
 from evolalloc.search.loop import open_search
 
 HELDOUT = "heldout"
-
-
-def search_config(experiment: Experiment) -> SearchConfig:
-    """The search's settings, on the model's geometry (from its config: no weights needed)."""
-    recipe, g = experiment.recipe, experiment.geometry
-    # The study is named after the run, so several runs can share one database URL.
-    return SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space,
-                                      optimizer=recipe.optimizer,
-                                      num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
-                                      min_budget=experiment.min_budget(), storage=recipe.storage,
-                                      study_name=recipe.name,
-                                      layer_caps=g.caps() if g.windows else None)
 
 
 def evolved_allocation(experiment: Experiment, result, config: SearchConfig, target: float | None = None) -> Allocation:
@@ -227,13 +218,6 @@ def finish(run_dir: Path, experiment: Experiment, result, config: SearchConfig,
     if not experiment.resolved.keep_records:
         remove_records(run_dir)  # after the report: a run killed before it still resumes from them
     return path
-
-
-def quiet_optuna() -> None:
-    """The study is our storage; its INFO lines ("A new study created") are noise to a user."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:

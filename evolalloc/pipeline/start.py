@@ -90,7 +90,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     study.
     """
     from evolalloc.config.run_folder import create_run_folder, run_folder_path
-    from evolalloc.pipeline.run import quiet_optuna, search_config
+    from evolalloc.pipeline.search_settings import quiet_optuna, search_config
     from evolalloc.search.loop import start_search
     from evolalloc.search.store import check_study_name_free
 
