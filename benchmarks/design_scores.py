@@ -35,12 +35,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from evolalloc.config.recipe import load_recipe
+from evolalloc.config.run_folder import profile_files
 from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.core.errors import UserError
-from evolalloc.report.comparison import compare_scores, save_comparison
-from evolalloc.config.run_folder import profile_files
 from evolalloc.pipeline.run import by_scorer
+from evolalloc.report.comparison import compare_scores, save_comparison
 from evolalloc.runtime.scorers import get_scorer
 
 HELDOUT = "heldout"
@@ -73,14 +73,16 @@ def run_profiles(runs: dict[str, Path]) -> dict[str, dict[float, Path]]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("recipe", type=Path, help="recipe giving model, task and held-out split (the runs' recipe)")
-    parser.add_argument("--run", action="append", default=[], metavar="LABEL=RUN", help="a searched run's profiles (repeatable)")
+    parser.add_argument("--run", action="append", default=[], metavar="LABEL=RUN",
+                        help="a searched run's profiles (repeatable)")
     parser.add_argument("--gates-from", type=Path, default=None, help="run whose gates checkpoint the gates rows use")
     parser.add_argument("--floors", type=float, default=None, metavar="F",
                         help="with --gates-from: add the uniform-floors row (gate_floors at floor_fraction F)")
     parser.add_argument("--out", type=Path, required=True, help="comparison.json-format file to write")
     parser.add_argument("--work", type=Path, default=None,
                         help="folder for spilled prefill records (re-used by a later call on the same prompts)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override (e.g. task.heldout.n=20)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="recipe override (e.g. task.heldout.n=20)")
     args = parser.parse_args(argv)
     try:
         rows, meta, scores = score(args)
@@ -100,7 +102,8 @@ def score(args):
         raise UserError(f"needs --gates-from and a fraction in [0, 1], got {args.floors}", field="--floors")
     profiles = run_profiles(labelled(args.run, "--run"))
     budgets = sorted({budget for files in profiles.values() for budget in files}) or [recipe.budget.target]
-    allocations = {label: {budget: load_allocation(path) for budget, path in files.items()} for label, files in profiles.items()}
+    allocations = {label: {budget: load_allocation(path) for budget, path in files.items()}
+                   for label, files in profiles.items()}
     gates_params = None
     if args.gates_from is not None:
         source = next(iter(run_profiles({"gates": args.gates_from})["gates"].values()))
@@ -144,7 +147,8 @@ def score(args):
             rows["gates"] = {b: experiment.baseline("gates", b) for b in budgets}
         if args.floors is not None:  # uniform budgets read as floors + the rest by the global top-k
             blend = {"adapter": "gate_floors", "adapter_params": {"floor_fraction": args.floors}}
-            rows["uniform-floors"] = {b: replace(a, provenance={**a.provenance, **blend}) for b, a in rows["uniform-gates"].items()}
+            rows["uniform-floors"] = {b: replace(a, provenance={**a.provenance, **blend})
+                                      for b, a in rows["uniform-gates"].items()}
         rows.update(allocations)
         # Rank every record with each row's own scorer (SnapKV, the gates) in the one prefill.
         experiment.rank_also([next(iter(per_budget.values())) for per_budget in rows.values()])

@@ -92,7 +92,8 @@ def _method_scores(path: Path, method: str, flag: str) -> dict[str, Scores]:
     out = {}
     for task, per_method in _load(path).items():
         if method not in per_method:
-            raise UserError(f"no method {method!r} in it (it has {', '.join(sorted(per_method))})", source=str(_file(path)),
+            raise UserError(f"no method {method!r} in it (it has {', '.join(sorted(per_method))})",
+                            source=str(_file(path)),
                             field=flag)
         out[task] = per_method[method]
     return out
@@ -189,14 +190,16 @@ def verdict(means: dict[str, Interval], cells: list[Cell], rows: list[Row], *, m
     for row in (r for r in rows if r.searched):
         seeds = [k for k in row.seeds]
         won = [s for s in seeds
-               if all(any(c.beats(margin, alpha) for c in cells if c.searched == row.name and c.seed == s and c.versus == o)
+               if all(any(c.beats(margin, alpha) for c in cells
+                          if c.searched == row.name and c.seed == s and c.versus == o)
                       for o in compressed)]
         worst = [c for c in cells if c.searched == row.name and c.seed != "pooled" and c.versus in compressed]
         weakest = min(worst, key=lambda c: c.test.diff) if worst else None
         what = "every unsearched row" if versus is None else ", ".join(compressed)
         line = f"{row.name} beats {what} (>= {margin * 100:g} pts, p < {alpha:g}) in {len(won)}/{len(seeds)} seeds"
         if weakest is not None:
-            line += f" (weakest: {weakest.seed} vs {weakest.versus} {weakest.test.diff:+.3f}, p {weakest.test.p_value:.3g})"
+            line += (f" (weakest: {weakest.seed} vs {weakest.versus} "
+                     f"{weakest.test.diff:+.3f}, p {weakest.test.p_value:.3g})")
         line += ": goal met" if len(won) == len(seeds) >= 3 else ": goal not met"
         parts.append(line)
     return "; ".join(parts)
@@ -234,27 +237,32 @@ def render(tables: dict[str, list[Row]], *, margin: float, alpha: float, seed: i
                 lines.append(f"  {name:<24} {i.mean:.3f} [{i.low:.2f}, {i.high:.2f}]")
             for c in cells:
                 t = c.test
-                lines.append(f"  {c.searched} {c.seed} - {c.versus}: {t.diff:+.3f} [{t.low:+.3f}, {t.high:+.3f}], p {t.p_value:.3g}"
+                lines.append(f"  {c.searched} {c.seed} - {c.versus}: {t.diff:+.3f} "
+                             f"[{t.low:+.3f}, {t.high:+.3f}], p {t.p_value:.3g}"
                              + (" *" if c.beats(margin, alpha) else ""))
             lines.append(f"  verdict c = {budget:g}: " + verdict(means, cells, rows, margin=margin, alpha=alpha))
             if versus:
                 lines.append(f"  verdict c = {budget:g} vs {', '.join(versus)}: "
                              + verdict(means, cells, rows, margin=margin, alpha=alpha, versus=versus))
             if not_worse and budget in not_worse:
-                lines.append(f"  not worse c = {budget:g}: " + not_worse_verdict(cells, rows, alpha=alpha, versus=versus))
+                lines.append(f"  not worse c = {budget:g}: " + not_worse_verdict(cells, rows, alpha=alpha,
+                                                                                 versus=versus))
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scores", type=Path, action="append", default=[], help="a comparison file whose methods are the rows")
+    parser.add_argument("--scores", type=Path, action="append", default=[],
+                        help="a comparison file whose methods are the rows")
     parser.add_argument("--fixed", action="append", default=[], metavar="NAME=SRC", help="an unsearched row")
-    parser.add_argument("--searched", action="append", default=[], metavar="NAME=SRC,SRC,...", help="a searched row, one SRC per seed")
+    parser.add_argument("--searched", action="append", default=[], metavar="NAME=SRC,SRC,...",
+                        help="a searched row, one SRC per seed")
     parser.add_argument("--margin", type=float, default=0.03, help="points a searched row must win by (default 0.03)")
     parser.add_argument("--alpha", type=float, default=0.05, help="paired p below which a win counts (default 0.05)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     parser.add_argument("--versus", default=None, metavar="ROW,ROW",
-                        help="also a verdict against only these unsearched rows (e.g. the issue's uniform,uniform-gates,gates)")
+                        help="also a verdict against only these unsearched rows "
+                             "(e.g. the issue's uniform,uniform-gates,gates)")
     parser.add_argument("--not-worse", default=None, metavar="C,C",
                         help="at these budgets (the expansions) also say whether each seed is significantly worse "
                              "than no unsearched row (one-sided p < --alpha; only the --versus rows if given)")

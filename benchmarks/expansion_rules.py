@@ -25,7 +25,13 @@ import sys
 from pathlib import Path
 
 from evolalloc.config.recipe import load_recipe
-from evolalloc.config.run_folder import CURATION_FILE, RECIPE_FILE, allocation_filename, load_run_recipe, searched_profile
+from evolalloc.config.run_folder import (
+    CURATION_FILE,
+    RECIPE_FILE,
+    allocation_filename,
+    load_run_recipe,
+    searched_profile,
+)
 from evolalloc.core.allocation_file import save_allocation
 from evolalloc.core.budget_list import parse_budgets
 from evolalloc.core.errors import UserError
@@ -40,7 +46,8 @@ def main(argv=None) -> int:
     parser.add_argument("--budgets", required=True, help="expansion budgets c', comma-separated (e.g. 48,64)")
     parser.add_argument("--ship", type=Path, default=None, help="write each run's profile and picked expansions here")
     parser.add_argument("--out", type=Path, default=None, help="JSON file of every score")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override (engine.* only)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="recipe override (engine.* only)")
     args = parser.parse_args(argv)
     try:
         budgets = parse_budgets(args.budgets, "--budgets")
@@ -80,7 +87,8 @@ def score(runs: list[Path], budgets: list[float], overrides: list[str], ship: Pa
                     candidate = evolved.expand(budget, min_budget=experiment.min_budget(), rule=rule)
                     (result,) = evaluator_for(candidate, mode="generate").evaluate([candidate.budgets])
                     if not result.ok:
-                        raise RuntimeError(f"{name}: generating with the {rule} expansion to c={budget:g} failed: {result.error}")
+                        raise RuntimeError(f"{name}: generating with the {rule} expansion "
+                                           f"to c={budget:g} failed: {result.error}")
                     accuracy[rule] = float(result.task_score)
                 out[name][f"{budget:g}"] = {"fitness": fitness, "accuracy": accuracy,
                                             "picked": chosen.provenance["expansion_rule"]}

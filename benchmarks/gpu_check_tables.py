@@ -16,13 +16,15 @@ COLUMNS = ["run", "attention (decode step)", "shape", "context", "(a) cached s/c
            "cand/h for 100 instances (est.)"]
 ATTENTION = {("run1-old-attention", "bench"): "old: SDPA's choice (cuDNN), mask repeated to query heads",
              ("run2-fix-side-by-side", "baseline"): "cuDNN kept (EVOLALLOC_SDPA_CUDNN=1), GQA folded",
-             ("run2-fix-side-by-side", "bench"): "fix as run: cuDNN off for every masked call (prefill chunks too), GQA folded"}
+             ("run2-fix-side-by-side",
+              "bench"): "fix as run: cuDNN off for every masked call (prefill chunks too), GQA folded"}
 
 
 def row(run: str, kind: str, cell: dict) -> list[str]:
     s = cell["settings"]
     return [run, ATTENTION[(run, kind)], cell["shape"], str(s["context"]), f"{cell['cached_per_candidate']:.3f}",
-            f"{cell['reprefill_per_candidate']:.3f}", f"{cell['floor_per_candidate']:.3f}", f"{cell['reprefill_over_cached']:.1f}x",
+            f"{cell['reprefill_per_candidate']:.3f}", f"{cell['floor_per_candidate']:.3f}",
+            f"{cell['reprefill_over_cached']:.1f}x",
             f"{cell['cached_over_floor']:.2f}x", f"{cell['prefill_tokens_per_second']:.0f}",
             f"{cell['record_bytes_bounded'] / MIB:.1f} ({cell['record_bytes_whole'] / GIB:.2f} GiB)",
             f"{cell['device_peak_prefill'] / GIB:.1f}", f"{cell['estimate']['candidates_per_hour']:.0f}"]

@@ -3,7 +3,8 @@
 ``benchmarks/kvpress_agreement.sh`` runs them; by hand::
 
     python benchmarks/kvpress_agreement.py evolalloc-side --allocation A.json --prompts P.jsonl --out E.jsonl
-    KVPY benchmarks/kvpress_agreement.py kvpress-side --export A.kvpress.json --evolalloc E.jsonl --model DIR --out K.jsonl
+    KVPY benchmarks/kvpress_agreement.py kvpress-side --export A.kvpress.json --evolalloc E.jsonl \
+        --model DIR --out K.jsonl
     python benchmarks/kvpress_agreement.py compare E.jsonl K.jsonl
 
 The evolalloc side (evolalloc's venv) tokenizes each prompt, runs ``evolalloc.generate`` with the
@@ -24,7 +25,6 @@ import json
 import os
 import sys
 
-
 # kvpress 0.5.5's SnapKVPress defaults (window_size=64, kernel_size=5, avg pooling over the
 # prompt before the window) in evolalloc's scorer parameters.
 KVPRESS_SNAPKV = {"window": 64, "kernel": 5, "pooling": "avg", "pool_window": False}
@@ -41,11 +41,13 @@ def make_profile(args) -> None:
 
     geometry = load_model(args.model).geometry
     layers = pyramid_layer_budgets(geometry.num_layers, args.target, reserved=KVPRESS_SNAPKV["window"])
-    profile = Allocation(model=args.model, geometry=geometry, target=args.target, scorer="snapkv", scorer_params=KVPRESS_SNAPKV,
+    profile = Allocation(model=args.model, geometry=geometry, target=args.target, scorer="snapkv",
+                         scorer_params=KVPRESS_SNAPKV,
                          budgets=np.repeat(layers[:, None], geometry.num_kv_heads, axis=1),
                          provenance={"method": "pyramid", "beta": 20, "reserved": KVPRESS_SNAPKV["window"]})
     save_allocation(profile, args.out)
-    print(f"profile: PyramidKV c={args.target:g}, per-layer budgets {profile.budgets[:, 0].tolist()} -> {args.out}", file=sys.stderr)
+    print(f"profile: PyramidKV c={args.target:g}, per-layer budgets {profile.budgets[:, 0].tolist()} -> {args.out}",
+          file=sys.stderr)
 
 
 def evolalloc_side(args) -> None:
@@ -65,13 +67,15 @@ def evolalloc_side(args) -> None:
     with open(args.out, "w", encoding="utf-8") as out:
         for row in rows:
             pair = (row["context"], row["question"])
-            result = evolalloc.generate(loaded.model, loaded.tokenizer, [pair], profile, max_new_tokens=args.max_new_tokens,
+            result = evolalloc.generate(loaded.model, loaded.tokenizer, [pair], profile,
+                                        max_new_tokens=args.max_new_tokens,
                                         question_after_compression=True)
             context_ids = loaded.tokenizer.encode(row["context"])
             record = prefill(loaded.model, context_ids, [scorer])
             ranking = record.rankings[scorer.key]  # [layers, kv_heads, L]
-            kept = [[sorted(ranking[l, h, : int(result.budgets[0][l, h])].tolist()) for h in range(ranking.shape[1])]
-                    for l in range(ranking.shape[0])]
+            kept = [[sorted(ranking[layer, h, : int(result.budgets[0][layer, h])].tolist())
+                     for h in range(ranking.shape[1])]
+                    for layer in range(ranking.shape[0])]
             out.write(json.dumps({
                 "uid": row["uid"], "context_ids": context_ids,
                 "question_ids": loaded.tokenizer.encode(row["question"], add_special_tokens=False),
@@ -108,9 +112,8 @@ def use_flash_like_sdpa(model) -> None:
 
 def kvpress_side(args) -> None:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, pipeline
-
     from kvpress import PerLayerCompressionPress, SnapKVPress
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, pipeline
 
     torch.set_num_threads(1)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
@@ -136,8 +139,10 @@ def kvpress_side(args) -> None:
             kept = []
             for layer in range(model.config.num_hidden_layers):
                 ours, theirs = cache.layers[layer].keys[0], full.layers[layer].keys[0]  # [H, kept, D], [H, n, D]
-                kept.append([sorted(torch.cdist(ours[h], theirs[h]).argmin(dim=-1).tolist()) for h in range(ours.shape[0])])
-            out.write(json.dumps({"uid": row["uid"], "kept_per_layer": [len(k[0]) for k in kept], "kept_positions": kept,
+                kept.append([sorted(torch.cdist(ours[h], theirs[h]).argmin(dim=-1).tolist())
+                             for h in range(ours.shape[0])])
+            out.write(json.dumps({"uid": row["uid"], "kept_per_layer": [len(k[0]) for k in kept],
+                                  "kept_positions": kept,
                                   "answer": answer.strip()}) + "\n")
     print(f"kvpress side: {len(rows)} prompts -> {args.out}", file=sys.stderr)
 
@@ -163,9 +168,11 @@ def compare(args) -> None:
         if row["answer"] != other["answer"]:
             differences.append(f"  {row['uid']}: evolalloc {row['answer']!r} vs kvpress {other['answer']!r}")
     n = len(ours)
-    print(f"prompts: {n} (context tokens {min(len(r['context_ids']) for r in ours)}-{max(len(r['context_ids']) for r in ours)})")
+    print(f"prompts: {n} (context tokens "
+          f"{min(len(r['context_ids']) for r in ours)}-{max(len(r['context_ids']) for r in ours)})")
     print(f"kept tokens per layer identical: {counts_equal}/{n} prompts")
-    print(f"kept position sets identical: {same_sets}/{heads} (layer, KV head, prompt) triples; mean Jaccard {sum(overlap) / len(overlap):.4f}")
+    print(f"kept position sets identical: {same_sets}/{heads} (layer, KV head, "
+          f"prompt) triples; mean Jaccard {sum(overlap) / len(overlap):.4f}")
     print(f"answers identical: {answers}/{n} ({100 * answers / n:.0f}%)")
     print(f"pass key found: evolalloc {correct_ours}/{n}, kvpress {correct_theirs}/{n}")
     for line in differences:
@@ -196,7 +203,8 @@ def main() -> None:
     c.add_argument("kvpress_results")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    {"make-profile": make_profile, "evolalloc-side": evolalloc_side, "kvpress-side": kvpress_side, "compare": compare}[args.step](args)
+    {"make-profile": make_profile, "evolalloc-side": evolalloc_side, "kvpress-side": kvpress_side,
+     "compare": compare}[args.step](args)
 
 
 if __name__ == "__main__":

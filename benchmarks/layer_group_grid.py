@@ -29,8 +29,10 @@ from searchspaces.completion import complete_budgets
 DEFAULT_BLOCKS = ["0-7", "8-15", "16-23", "24-29", "14-17", "16-19", "18-21", "20-23", "22-25"]
 
 
-def block_profile(layers: int, heads: int, target: int, floor: int, block: tuple[int, int], factor: float) -> np.ndarray:
-    """Budgets ``[layers, heads]``: ``block`` (inclusive) at ``factor`` x the others, total exactly ``target * layers``."""
+def block_profile(layers: int, heads: int, target: int, floor: int, block: tuple[int, int],
+                  factor: float) -> np.ndarray:
+    """Budgets ``[layers, heads]``: ``block`` (inclusive) at ``factor`` x the others, total exactly
+    ``target * layers``."""
     shares = np.full(layers, 100, dtype=np.int64)
     lo, hi = block
     shares[lo : hi + 1] = round(100 * factor)

@@ -53,7 +53,8 @@ def main(argv=None) -> int:
         load_seconds = time.perf_counter() - started
         loaded_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         section = recipe.task.search
-        (instance,) = experiment.task.instances("search", 1, section.seed, recipe.task.context_tokens, experiment.tokenizer)
+        (instance,) = experiment.task.instances("search", 1, section.seed, recipe.task.context_tokens,
+                                                experiment.tokenizer)
         ids, question = tokenize_instance(loaded.tokenizer, instance, recipe.task.question_after_compression)
         scorers = experiment.scorers
         started = time.perf_counter()
@@ -73,7 +74,8 @@ def main(argv=None) -> int:
             "prompt_tokens": int(record.length),
             "threads": torch.get_num_threads(),
             "scorers": [s.key for s in scorers],
-            "geometry": {"layers": geometry.num_layers, "kv_heads": geometry.num_kv_heads, "head_dim": geometry.head_dim,
+            "geometry": {"layers": geometry.num_layers, "kv_heads": geometry.num_kv_heads,
+                         "head_dim": geometry.head_dim,
                          "max_positions": geometry.max_positions},
             "model_load_seconds": round(load_seconds, 2),
             "prefill_seconds": round(prefill_seconds, 2),

@@ -3,9 +3,11 @@
 ``benchmarks/lukv_agreement.sh`` runs the steps; by hand::
 
     python benchmarks/lukv_agreement.py profile --out DIR                      # curves + lukv allocation
-    python -m evolalloc export DIR/allocation-lukv-c128.json --format lukv --context-length N --curves DIR/lukv-curves.npz -o DIR/lukv.npy
+    python -m evolalloc export DIR/allocation-lukv-c128.json --format lukv --context-length N \
+        --curves DIR/lukv-curves.npz -o DIR/lukv.npy
     python benchmarks/lukv_agreement.py evolalloc-side --dir DIR --prompts P.jsonl --out E.jsonl
-    KVPY benchmarks/lukv_agreement.py kvpress-side --export DIR/lukv.npy --evolalloc E.jsonl --model MODEL_DIR --out K.jsonl
+    KVPY benchmarks/lukv_agreement.py kvpress-side --export DIR/lukv.npy --evolalloc E.jsonl \
+        --model MODEL_DIR --out K.jsonl
     python benchmarks/lukv_agreement.py compare E.jsonl K.jsonl
 
 ``profile`` (evolalloc's venv) profiles LU-KV's utility curves on 8 search instances of passkey
@@ -14,8 +16,9 @@ run's way (``pipeline/lukv.py``), and saves the ``lukv`` allocation at c = 128. 
 computes, for each compression ratio, the ``lukv`` method's budgets at ``c = n (1 - ratio)`` from
 the curves (``make_baseline("lukv")``, not from the export); for each of 20 prompts it prefills
 once, decodes each ratio's evicted cache with the question fed after compression (the runtime's
-evaluation path) and records the positions kept per (layer, KV head). The kvpress side (kvpress's own venv; nothing from evolalloc is imported
-there) builds ``LUKVPress(SnapKVPress(...), compression_ratio, sink=0, window=0)``, sets its
+evaluation path) and records the positions kept per (layer, KV head). The kvpress side (kvpress's
+own venv; nothing from evolalloc is imported there) builds
+``LUKVPress(SnapKVPress(...), compression_ratio, sink=0, window=0)``, sets its
 curves from the exported ``.npy`` (a local file: kvpress downloads curves only for the models it
 knows), runs kvpress's pipeline (prefill under the press, then its greedy answer) on the same
 token ids, and reads back the pruned positions from each layer's ``masked_key_indices``.
@@ -39,7 +42,8 @@ def profile(args) -> None:
 
     recipe = recipe_from_dict({
         "model": {"spec": args.model},
-        "task": {"name": "passkey", "context_tokens": args.context_tokens, "search": {"n": args.n}, "heldout": {"n": 1}},
+        "task": {"name": "passkey", "context_tokens": args.context_tokens, "search": {"n": args.n},
+                 "heldout": {"n": 1}},
         "scorer": {"name": "snapkv", "params": SNAPKV_AS_KVPRESS},
         "budget": {"target": args.target, "expansions": []},
         "baselines": ["lukv"],
@@ -65,20 +69,23 @@ def evolalloc_side(args) -> None:
 
     torch.set_num_threads(1)
     loaded = load_model(args.model)
-    source = load_allocation(os.path.join(args.dir, f"allocation-lukv-c{args.target:g}.json"), expect_geometry=loaded.geometry)
+    source = load_allocation(os.path.join(args.dir, f"allocation-lukv-c{args.target:g}.json"),
+                             expect_geometry=loaded.geometry)
     curves = UtilityCurves.load(os.path.join(args.dir, CURVES_FILE))
     scorer = get_scorer(source.scorer, **source.scorer_params)
     rows = [json.loads(line) for line in open(args.prompts, encoding="utf-8") if line.strip()]
     lengths = {len(loaded.tokenizer.encode(row["context"])) for row in rows}
     if len(lengths) != 1:
-        sys.exit(f"the prompts have {sorted(lengths)} context tokens; LUKVPress's ratios hold for one length: dump them with one")
+        sys.exit(f"the prompts have {sorted(lengths)} context tokens; "
+                 "LUKVPress's ratios hold for one length: dump them with one")
     (n,) = lengths
     # The method for prompts of n tokens: no head can keep more than the prompt, so the curves
     # stop at n (the longest profiled prompt may be longer; the export caps at n the same way).
     lukv = make_baseline("lukv", curves=UtilityCurves(curves.utility[:, :, : n + 1], curves.floor, curves.meta))
     targets = [lukv_targets(n)[round(100 * ratio) - 1] for ratio in RATIOS]
     allocations = [lukv.allocation(loaded.geometry, target, model=source.model, scorer=source.scorer,
-                                   scorer_params=source.scorer_params, reserved=scorer.always_kept) for target in targets]
+                                   scorer_params=source.scorer_params, reserved=scorer.always_kept)
+                   for target in targets]
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens, eos_ids=eos_ids_of(loaded.model, loaded.tokenizer))
     with open(args.out, "w", encoding="utf-8") as out:
         for row in rows:
@@ -88,25 +95,27 @@ def evolalloc_side(args) -> None:
             question_ids = loaded.tokenizer.encode(row["question"], add_special_tokens=False)
             record = prefill(loaded.model, context_ids, [scorer], uid=row["uid"], question_ids=question_ids)
             ranking = record.rankings[scorer.key]  # [layers, kv_heads, L]
-            answers = generate(loaded.model, [(record, a.budgets) for a in allocations], scorer, settings, loaded.tokenizer)
+            answers = generate(loaded.model, [(record, a.budgets) for a in allocations], scorer, settings,
+                               loaded.tokenizer)
             for ratio, target, allocation, answer in zip(RATIOS, targets, allocations, answers):
                 budgets = allocation.budgets
-                kept = [[sorted(ranking[l, h, : int(budgets[l, h])].tolist()) for h in range(ranking.shape[1])]
-                        for l in range(ranking.shape[0])]
+                kept = [[sorted(ranking[layer, h, : int(budgets[layer, h])].tolist()) for h in range(ranking.shape[1])]
+                        for layer in range(ranking.shape[0])]
                 out.write(json.dumps({
-                    "uid": row["uid"], "ratio": ratio, "target": target, "context_ids": context_ids, "question_ids": question_ids,
+                    "uid": row["uid"], "ratio": ratio, "target": target, "context_ids": context_ids,
+                                      "question_ids": question_ids,
                     "references": row.get("references", []), "kept_counts": budgets.tolist(), "kept_positions": kept,
                     "answer": answer.text.strip(),
                 }) + "\n")
-    print(f"evolalloc side: {len(rows)} prompts x {len(RATIOS)} ratios, {n} context tokens -> {args.out}", file=sys.stderr)
+    print(f"evolalloc side: {len(rows)} prompts x {len(RATIOS)} ratios, {n} context tokens -> {args.out}",
+          file=sys.stderr)
 
 
 def kvpress_side(args) -> None:
     import numpy as np
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, pipeline
-
     from kvpress import LUKVPress, SnapKVPress
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, pipeline
 
     torch.set_num_threads(1)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
@@ -135,23 +144,27 @@ def kvpress_side(args) -> None:
                     for h, p in zip(head_idx.tolist(), seq_idx.tolist()):
                         pruned[h].add(p)
                 kept.append([sorted(set(range(n)) - pruned[h]) for h in range(heads)])
-            out.write(json.dumps({"uid": row["uid"], "ratio": row["ratio"], "kept_counts": [[len(k) for k in layer] for layer in kept],
+            out.write(json.dumps({"uid": row["uid"], "ratio": row["ratio"],
+                                  "kept_counts": [[len(k) for k in layer] for layer in kept],
                                   "kept_positions": kept, "answer": answer.strip()}) + "\n")
     print(f"kvpress side: {len(rows)} (prompt, ratio) rows -> {args.out}", file=sys.stderr)
 
 
 def compare(args) -> None:
     ours = [json.loads(line) for line in open(args.evolalloc_results, encoding="utf-8")]
-    theirs = {(r["uid"], r["ratio"]): r for r in (json.loads(line) for line in open(args.kvpress_results, encoding="utf-8"))}
+    theirs = {(r["uid"], r["ratio"]): r
+              for r in (json.loads(line) for line in open(args.kvpress_results, encoding="utf-8"))}
     n_tokens = sorted({len(r["context_ids"]) for r in ours})
-    print(f"prompts: {len({r['uid'] for r in ours})} passkey, {n_tokens} context tokens; LUKVPress(SnapKVPress) vs evolalloc lukv")
+    print(f"prompts: {len({r['uid'] for r in ours})} passkey, {n_tokens} "
+          "context tokens; LUKVPress(SnapKVPress) vs evolalloc lukv")
     for ratio in sorted({r["ratio"] for r in ours}):
         rows = [r for r in ours if r["ratio"] == ratio]
         counts = sets = triples = answers = found_ours = found_theirs = 0
         overlap = []
         for row in rows:
             other = theirs[(row["uid"], ratio)]
-            for la, lb, ca, cb in zip(row["kept_positions"], other["kept_positions"], row["kept_counts"], other["kept_counts"]):
+            for la, lb, ca, cb in zip(row["kept_positions"], other["kept_positions"], row["kept_counts"],
+                                      other["kept_counts"]):
                 for a, b, x, y in zip(la, lb, ca, cb):
                     triples += 1
                     counts += x == y
@@ -161,9 +174,11 @@ def compare(args) -> None:
             refs = row.get("references") or []
             found_ours += any(r in row["answer"] for r in refs)
             found_theirs += any(r in other["answer"] for r in refs)
-        print(f"ratio {ratio:g} (c = {rows[0]['target']:g}): kept tokens per (layer, KV head) identical {counts}/{triples}; "
+        print(f"ratio {ratio:g} (c = {rows[0]['target']:g}): kept tokens "
+              f"per (layer, KV head) identical {counts}/{triples}; "
               f"kept position sets identical {sets}/{triples}, mean Jaccard {sum(overlap) / len(overlap):.4f}; "
-              f"answers identical {answers}/{len(rows)}; pass key found evolalloc {found_ours}/{len(rows)}, kvpress {found_theirs}/{len(rows)}")
+              f"answers identical {answers}/{len(rows)}; pass key found evolalloc "
+              f"{found_ours}/{len(rows)}, kvpress {found_theirs}/{len(rows)}")
 
 
 def main() -> None:
@@ -184,7 +199,8 @@ def main() -> None:
     a.add_argument("--out", required=True)
     b = sub.add_parser("kvpress-side")
     b.add_argument("--export", required=True, help="the --format lukv .npy (its .json beside it)")
-    b.add_argument("--evolalloc", required=True, help="the evolalloc side's results (token ids and ratios come from there)")
+    b.add_argument("--evolalloc", required=True,
+                   help="the evolalloc side's results (token ids and ratios come from there)")
     b.add_argument("--model", required=True, help="a local HF model folder")
     b.add_argument("--max-new-tokens", type=int, default=8)
     b.add_argument("--out", required=True)
@@ -193,7 +209,8 @@ def main() -> None:
     c.add_argument("kvpress_results")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    {"profile": profile, "evolalloc-side": evolalloc_side, "kvpress-side": kvpress_side, "compare": compare}[args.step](args)
+    {"profile": profile, "evolalloc-side": evolalloc_side, "kvpress-side": kvpress_side,
+     "compare": compare}[args.step](args)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,8 @@ def main() -> None:
     args = parser.parse_args()
 
     shape = load_shape(args.shape)
-    settings = GpuBenchSettings(context=args.context, budget=args.budget, prompts=args.prompts, candidates=args.candidates,
+    settings = GpuBenchSettings(context=args.context, budget=args.budget, prompts=args.prompts,
+                                candidates=args.candidates,
                                 new_tokens=args.new_tokens, batch_size=args.batch_size)
     loaded = random_model(shape, device=args.device, dtype=args.dtype)
     model, device = loaded.model, loaded.device
@@ -79,11 +80,14 @@ def main() -> None:
     started = time.perf_counter()
     records = [bound_record(prefill(model, ids, [scorer]), settings.b_max)
                for ids in random_prompts(settings.prompts, settings.context, model.config.vocab_size, settings.seed)]
-    print(f"shape {shape.name}: {shape.layers} layers x {loaded.geometry.num_kv_heads} KV heads, head size {loaded.geometry.head_dim}; "
-          f"{args.dtype} on {device}, torch threads {torch.get_num_threads()}; prefill of {settings.prompts} x {settings.context} "
+    print(f"shape {shape.name}: {shape.layers} layers x {loaded.geometry.num_kv_heads} "
+          f"KV heads, head size {loaded.geometry.head_dim}; "
+          f"{args.dtype} on {device}, torch threads {torch.get_num_threads()}; "
+          f"prefill of {settings.prompts} x {settings.context} "
           f"tokens: {time.perf_counter() - started:.1f} s")
     rows = [(r, b) for b in _allocations(settings, loaded.geometry, scorer.always_kept) for r in records]
-    run = functools.partial(decode.generate, model, rows, scorer, DecodeSettings(max_new_tokens=settings.new_tokens), None, settings.batch_size)
+    run = functools.partial(decode.generate, model, rows, scorer, DecodeSettings(max_new_tokens=settings.new_tokens),
+                            None, settings.batch_size)
     run()  # warm-up
     synchronize(device)
     started = time.perf_counter()
@@ -91,9 +95,11 @@ def main() -> None:
     synchronize(device)
     plain = time.perf_counter() - started
     floor = floor_decode_seconds(model, rows, [settings.new_tokens] * len(rows), settings.batch_size, scorer)
-    print(f"{len(rows)} rows ({settings.candidates} allocations at c = {settings.budget} x {settings.prompts} prompts), "
+    print(f"{len(rows)} rows ({settings.candidates} allocations at "
+          f"c = {settings.budget} x {settings.prompts} prompts), "
           f"{settings.new_tokens} tokens each, {settings.batch_size} rows per forward")
-    print(f"cached path (unprofiled): {plain:.3f} s; stock decode floor on the same rows: {floor:.3f} s; ratio {plain / floor:.2f}x")
+    print(f"cached path (unprofiled): {plain:.3f} s; stock decode floor "
+          f"on the same rows: {floor:.3f} s; ratio {plain / floor:.2f}x")
 
     label_the_runtime()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])

@@ -41,13 +41,15 @@ def main() -> None:
     with torch.no_grad():
         cache = DynamicCache()
         for start in range(0, args.context, DEFAULT_CHUNK_SIZE):
-            model(input_ids=ids[None, start : start + DEFAULT_CHUNK_SIZE], past_key_values=cache, use_cache=True, logits_to_keep=1)
+            model(input_ids=ids[None, start : start + DEFAULT_CHUNK_SIZE], past_key_values=cache, use_cache=True,
+                  logits_to_keep=1)
     stock = time.perf_counter() - started
     use_evolalloc_attention(model)
     started = time.perf_counter()
     prefill(model, ids, [scorer])
     ours = time.perf_counter() - started
-    print(f"{args.context} tokens, torch threads {torch.get_num_threads()}: stock SDPA forward in chunks of {DEFAULT_CHUNK_SIZE}: "
+    print(f"{args.context} tokens, torch threads {torch.get_num_threads()}: "
+          f"stock SDPA forward in chunks of {DEFAULT_CHUNK_SIZE}: "
           f"{stock:.1f} s; evolalloc prefill (capture + SnapKV ranking): {ours:.1f} s; ratio {ours / stock:.2f}x")
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         prefill(model, ids, [scorer])

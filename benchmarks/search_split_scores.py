@@ -46,7 +46,8 @@ def _design_scores():
 def other_search_prompts(recipe_path: Path, seed: int, n: int, overrides: list[str]):
     """The recipe with its search split replaced by ``n`` uncurated prompts of instance seed ``seed``."""
     return load_recipe(recipe_path, overrides=[*overrides, f"task.search.seed={seed}", f"task.search.n={n}",
-                                                "task.search.curate.full_cache_solves=false", "task.search.curate.draw=null"])
+                                                "task.search.curate.full_cache_solves=false",
+                                               "task.search.curate.draw=null"])
 
 
 def score(args):
@@ -58,12 +59,15 @@ def score(args):
     recipe.baselines = []  # nothing but the rows below is ranked
     profiles = helpers.run_profiles(helpers.labelled(args.run, "--run"))
     budgets = sorted({budget for files in profiles.values() for budget in files})
-    rows = {label: {budget: load_allocation(path) for budget, path in files.items()} for label, files in profiles.items()}
+    rows = {label: {budget: load_allocation(path) for budget, path in files.items()}
+            for label, files in profiles.items()}
     curation = args.work / "curation.json" if args.work is not None else None
     with Experiment(recipe, progress=False, bounded=False, curation_file=curation) as experiment:
         reserved = get_scorer(SNAPKV).always_kept
-        rows = {"uniform": {b: make_baseline("uniform").allocation(experiment.geometry, b, model=recipe.model.spec, scorer=SNAPKV,
-                                                                   scorer_params={}, reserved=reserved) for b in budgets}, **rows}
+        rows = {"uniform": {b: make_baseline("uniform").allocation(experiment.geometry, b, model=recipe.model.spec,
+                                                                   scorer=SNAPKV,
+                                                                   scorer_params={}, reserved=reserved)
+                            for b in budgets}, **rows}
         experiment.rank_also([next(iter(per_budget.values())) for per_budget in rows.values()])
         full = experiment.baseline("uniform", experiment.geometry.max_positions)
         (result,) = experiment.evaluator(SEARCH, experiment.scorer_for(full)).evaluate([full.budgets])
@@ -75,7 +79,8 @@ def score(args):
                 results = experiment.evaluator(SEARCH, scorer).evaluate([a.budgets for a in group.values()])
                 scores[method].update({b: helpers._per_uid(r, method) for b, r in zip(group, results)})
             scores[method] = dict(sorted(scores[method].items()))
-            print(f"scored {method}: " + ", ".join(f"c={b:g} {sum(s.values()) / len(s):.3f}" for b, s in scores[method].items()),
+            print(f"scored {method}: " + ", ".join(f"c={b:g} {sum(s.values()) / len(s):.3f}"
+                                                   for b, s in scores[method].items()),
                   flush=True)
         label = experiment.label
         meta = {"split": SEARCH, "instance seed": args.seed, "instances": len(full_scores), "task": label,
@@ -86,11 +91,14 @@ def score(args):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("recipe", type=Path, help="the runs' recipe (model, task, context length)")
-    parser.add_argument("--run", action="append", required=True, metavar="LABEL=RUN", help="a run's profiles (repeatable)")
-    parser.add_argument("--seed", type=int, required=True, help="instance seed of the search-split prompts (not the search's own)")
+    parser.add_argument("--run", action="append", required=True, metavar="LABEL=RUN",
+                        help="a run's profiles (repeatable)")
+    parser.add_argument("--seed", type=int, required=True,
+                        help="instance seed of the search-split prompts (not the search's own)")
     parser.add_argument("--n", type=int, required=True, help="search-split prompts scored")
     parser.add_argument("--out", type=Path, required=True, help="comparison.json-format file to write")
-    parser.add_argument("--work", type=Path, default=None, help="folder for spilled prefill records (re-used by a later call)")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="folder for spilled prefill records (re-used by a later call)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
     args = parser.parse_args(argv)
     try:

@@ -17,8 +17,9 @@ A variant is a name and space-separated ``--set`` overrides on top of the shared
 are ``<prefix>-<name>-s<seed>``. Only ``search_space``, ``optimizer`` and ``name`` may differ
 between variants (anything else would change the instances or the scoring: refused). A finished
 run folder is re-used and an unfinished one resumed (its stored trials replayed), so the command
-can be run again after a kill, or after ``--held-in`` to compare the same searches on held-out. Each run's search evaluations and its own wall time (its search plus its
-held-out comparison, the shared prefill not included) are printed at the end.
+can be run again after a kill, or after ``--held-in`` to compare the same searches on held-out.
+Each run's search evaluations and its own wall time (its search plus its held-out comparison, the
+shared prefill not included) are printed at the end.
 
 ``--held-in SEED N`` is for *choosing* a variant without touching the held-out split: after the
 searches, each shipped profile is scored (greedy answers, the task's metric) on ``N`` other
@@ -39,7 +40,8 @@ from evolalloc.core.errors import UserError
 SHARED_FREE = ("search_space", "optimizer", "name")
 
 
-def variant_recipes(recipe_path: Path, shared: list[str], variants: list[tuple[str, str]], seeds: list[int], prefix: str):
+def variant_recipes(recipe_path: Path, shared: list[str], variants: list[tuple[str, str]], seeds: list[int],
+                    prefix: str):
     """``[(variant, seed, recipe)]``: each variant's overrides on the shared ones, one recipe per seed."""
     from evolalloc.config.recipe import load_recipe
 
@@ -49,7 +51,8 @@ def variant_recipes(recipe_path: Path, shared: list[str], variants: list[tuple[s
         loaded = load_recipe(recipe_path, shared + sets.split())
         different = [key for key, value in loaded.to_dict().items() if key not in SHARED_FREE and value != base[key]]
         if different:
-            raise UserError(f"a variant may change only {', '.join(SHARED_FREE)}; {vname!r} changes {', '.join(different)}",
+            raise UserError(f"a variant may change only {', '.join(SHARED_FREE)}; "
+                            f"{vname!r} changes {', '.join(different)}",
                             field="--variant")
         for seed in seeds:
             seeded = dataclasses.replace(loaded, name=f"{prefix}-{vname}-s{seed}",
@@ -81,8 +84,16 @@ def main(argv=None) -> int:
 def run(args) -> int:
     from evolalloc.config.run_folder import CURATION_FILE, create_run_folder, load_run_recipe
     from evolalloc.pipeline.experiment import Experiment
-    from evolalloc.pipeline.run import (HELDOUT, _OnFirstUse, evolved_allocation, finish, quiet_optuna, run_finished,
-                                        search_config, ship)
+    from evolalloc.pipeline.run import (
+        HELDOUT,
+        _OnFirstUse,
+        evolved_allocation,
+        finish,
+        quiet_optuna,
+        run_finished,
+        search_config,
+        ship,
+    )
     from evolalloc.pipeline.wall_clock import begin_session
     from evolalloc.search import resume_search, run_search
 
@@ -92,7 +103,8 @@ def run(args) -> int:
     for vname, seed, recipe in runs:
         folder = args.runs_dir / recipe.name
         if folder.exists() and load_run_recipe(folder).to_dict() != recipe.to_dict():
-            raise UserError("this folder holds a run of another recipe: remove it or pick another --prefix", source=str(folder))
+            raise UserError("this folder holds a run of another recipe: remove it or pick another --prefix",
+                            source=str(folder))
         if not folder.exists() or not run_finished(folder):
             todo.append((vname, seed, recipe))
     quiet_optuna()
@@ -106,13 +118,15 @@ def run(args) -> int:
             started = time.perf_counter()
             run_dir = args.runs_dir / recipe.name
             if run_dir.exists():  # killed, or searched for --held-in only: replay the stored trials, evaluate the rest
-                result = resume_search(run_dir, _OnFirstUse(experiment.search_evaluator), config=config, progress=progress)
+                result = resume_search(run_dir, _OnFirstUse(experiment.search_evaluator), config=config,
+                                       progress=progress)
             else:
                 run_dir = create_run_folder(recipe, args.runs_dir)
                 experiment.record_curations(run_dir / CURATION_FILE)
                 result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
             searched.append((run_dir, recipe, result, config, time.perf_counter() - started))
-            print(f"{run_dir.name}: {len(result.history)} evaluations ({result.evaluated} new), search {searched[-1][-1]:.0f} s, "
+            print(f"{run_dir.name}: {len(result.history)} evaluations "
+                  f"({result.evaluated} new), search {searched[-1][-1]:.0f} s, "
                   f"best search fitness {result.best_fitness}", flush=True)
         if args.held_in:
             return held_in(args, searched, experiment)

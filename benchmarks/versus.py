@@ -60,7 +60,8 @@ def pooled(tables: list[Scores], runs: list[Path]) -> Scores:
                 if scores is None or set(scores) != set(first):
                     raise UserError(f"the runs scored different instances at c = {budget:g} ({task})",
                                     source=str(run / COMPARISON_FILE))
-            out.setdefault(task, {})[budget] = {uid: float(np.mean([t[task][budget][uid] for t in tables])) for uid in first}
+            out.setdefault(task, {})[budget] = {uid: float(np.mean([t[task][budget][uid] for t in tables]))
+                                                for uid in first}
     return out
 
 
@@ -88,9 +89,11 @@ def _line(xs, ys, seed: int) -> tuple[str, float, float]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run(s) A (their mean per instance), then B unless --versus")
-    parser.add_argument("--versus", nargs="+", type=Path, default=None, help="run(s) B (default: the last positional run)")
+    parser.add_argument("--versus", nargs="+", type=Path, default=None,
+                        help="run(s) B (default: the last positional run)")
     parser.add_argument("--method", default="evolved", help="the method compared in both (default: evolved)")
-    parser.add_argument("--margin", type=float, default=MARGIN, help=f"the verdict's least pooled gain (default {MARGIN})")
+    parser.add_argument("--margin", type=float, default=MARGIN,
+                        help=f"the verdict's least pooled gain (default {MARGIN})")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     args = parser.parse_args(argv)
     first, second = (args.runs, args.versus) if args.versus else (args.runs[:-1], args.runs[-1:])

@@ -218,7 +218,8 @@ class Registry(Generic[T]):
         target = obj.__init__ if isinstance(obj, type) else obj
         signature = inspect.signature(target)
         # A class without its own __init__ has object's (*args, **kwargs), which takes nothing at all.
-        takes_any = target is not object.__init__ and any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+        takes_any = target is not object.__init__ and any(p.kind is p.VAR_KEYWORD
+                                                          for p in signature.parameters.values())
         if not takes_any:
             valid = self.parameters(name)
             unknown = sorted(set(params) - set(valid))

@@ -48,7 +48,8 @@ def is_int(value: Any) -> str | None:
     return None if isinstance(value, int) and not isinstance(value, bool) else f"expected an integer, got {value!r}"
 
 
-def read_jsonl(path: str | Path, required: Mapping[str, Check], optional: Mapping[str, Check] | None = None) -> list[tuple[int, dict]]:
+def read_jsonl(path: str | Path, required: Mapping[str, Check],
+               optional: Mapping[str, Check] | None = None) -> list[tuple[int, dict]]:
     """``[(line number, record)]`` for every non-blank line; raises on the first bad line."""
     from fitness.errors import FitnessDataError
 
@@ -68,7 +69,8 @@ def read_jsonl(path: str | Path, required: Mapping[str, Check], optional: Mappin
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            raise FitnessDataError(f"not valid JSON ({err.msg} at column {err.colno})", file=file, line=number) from None
+            raise FitnessDataError(f"not valid JSON ({err.msg} at column {err.colno})", file=file,
+                                   line=number) from None
         if not isinstance(record, dict):
             raise FitnessDataError(f"expected a JSON object, got {type(record).__name__}", file=file, line=number)
         for field, check in required.items():

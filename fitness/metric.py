@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from evolalloc.registry import Registry
-
 from fitness.errors import UnknownNameError
 
 METRICS: Registry[Callable[..., float]] = Registry("metric", package="fitness.metrics", unknown_error=UnknownNameError)

@@ -13,7 +13,6 @@ import inspect
 from typing import Callable
 
 from evolalloc.registry import BadParametersError, Registry
-
 from fitness.errors import FitnessError, UnknownNameError
 from fitness.metric import METRICS, Metric, get_metric, list_metrics, register_metric
 from fitness.task import Task

@@ -15,7 +15,6 @@ from fitness.errors import FitnessError
 from fitness.instance import Instance
 from fitness.metric import get_metric
 
-
 #: How an evaluator scores an instance for the search.
 #: generate   — greedy answer, the task's own metric (what compare and every report use);
 #: graded     — greedy answer, the task's graded score (``Task.graded_score``);
@@ -73,7 +72,8 @@ class Task:
 
     def _apply(self, name: str, instance: Instance, prediction: str) -> tuple[float, float]:
         metric = get_metric(name)
-        value = metric(self.prepare_prediction(instance, prediction), instance.references, **self.metric_extra(instance))
+        value = metric(self.prepare_prediction(instance, prediction), instance.references,
+                       **self.metric_extra(instance))
         if not math.isfinite(value):
             # A NaN score would steer the optimizer; it is a bug, never a number to average.
             raise FitnessError(f"metric {metric.name!r} returned {value} for instance {instance.uid!r}")

@@ -69,7 +69,8 @@ def fit_to_length(
     lo_item = build(minimum)
     lo_len = measure(lo_item)
     if lo_len > target:
-        raise FitnessError(f"{what}: the smallest prompt already has {lo_len} tokens, more than context_tokens={target}")
+        raise FitnessError(f"{what}: the smallest prompt already has {lo_len} "
+                           f"tokens, more than context_tokens={target}")
     lo, hi = minimum, max(start, minimum + 1)
     while measure(build(hi)) <= target:  # grow until the bracket holds the target
         lo, hi = hi, hi * 2

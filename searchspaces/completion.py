@@ -28,7 +28,8 @@ def complete_budgets(units: np.ndarray, total: int, floor: int = 1, caps: np.nda
     budgets = np.zeros(k.shape, dtype=np.int64)
     free = np.ones(k.shape, dtype=bool)
     while free.any():
-        share = _complete(k[free], max(int(total) - int(budgets[~free].sum()), 0), 0 if total < floor * free.sum() else floor)
+        share = _complete(k[free], max(int(total) - int(budgets[~free].sum()), 0),
+                          0 if total < floor * free.sum() else floor)
         over = share > caps[free]
         if not over.any():
             budgets[free] = share

@@ -32,7 +32,8 @@ DEFAULT_FLOOR_FRACTION = 0.5
 
 def check_floor_fraction(value) -> float:
     """``value`` as a float in ``[0, 1]``, or ``ValueError`` saying what is wrong."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
+    if isinstance(value, bool) or not isinstance(value,
+                                                 (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
         raise ValueError(f"floor_fraction must be a number in [0, 1], got {value!r}")
     return float(value)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Callable
 
 from evolalloc.registry import Registry
-
 from searchspaces.base import GRANULARITIES, SearchSpace
 
 SEARCH_SPACES: Registry[type[SearchSpace]] = Registry("search space", base=SearchSpace, package="searchspaces")

@@ -88,7 +88,8 @@ def layer_of(package: str) -> int | None:
 
 def test_every_package_has_a_layer():
     missing = sorted({package_of(m) for m in modules()} - {p for layer in LAYERS for p in layer})
-    assert not missing, f"add these packages to a layer in tests/test_architecture.py and docs/architecture.md: {missing}"
+    assert not missing, ("add these packages to a layer in tests/test_architecture.py "
+                         f"and docs/architecture.md: {missing}")
 
 
 def test_packages_import_only_lower_layers_and_no_forbidden_library():

@@ -32,16 +32,22 @@ def workdir(tmp_path, monkeypatch):
 
     geometry = geometry_of(AutoConfig.from_pretrained(resolve_model_folder(DEFAULT_MODEL)))
     layers = np.linspace(200, 60, geometry.num_layers).round().astype(int)
-    evolved = lambda **kw: Allocation(model=DEFAULT_MODEL, geometry=geometry, target=128, provenance={"method": "evolved"}, **kw)
-    save_allocation(evolved(budgets=np.repeat(layers[:, None], 3, axis=1), scorer="snapkv").complete(), tmp_path / "runs/passkey_snapkv/allocation-c128.json")
-    save_allocation(evolved(budgets=np.repeat(layers[:, None], 3, axis=1), scorer="window").complete(), tmp_path / "runs/trt/allocation-c128.json")
+
+    def evolved(**kw):
+        return Allocation(model=DEFAULT_MODEL, geometry=geometry, target=128, provenance={"method": "evolved"}, **kw)
+
+    save_allocation(evolved(budgets=np.repeat(layers[:, None], 3, axis=1), scorer="snapkv").complete(),
+                    tmp_path / "runs/passkey_snapkv/allocation-c128.json")
+    save_allocation(evolved(budgets=np.repeat(layers[:, None], 3, axis=1), scorer="window").complete(),
+                    tmp_path / "runs/trt/allocation-c128.json")
     heads = np.stack([layers, layers // 2 + 40, layers + 20], axis=1)
     save_allocation(evolved(budgets=heads, granularity="head").complete(), tmp_path / "runs/heads/allocation-c128.json")
     monkeypatch.chdir(tmp_path)
     for block in blocks("bash"):
         for line in block.splitlines():
             if line.startswith("evolalloc export"):
-                out = subprocess.run([sys.executable, "-m", "evolalloc", *shlex.split(line)[1:]], capture_output=True, text=True,
+                out = subprocess.run([sys.executable, "-m", "evolalloc", *shlex.split(line)[1:]], capture_output=True,
+                                     text=True,
                                      env={**os.environ, "PYTHONPATH": str(DOC.parents[1]), "OMP_NUM_THREADS": "1"})
                 assert out.returncode == 0, (line, out.stderr)
     return tmp_path

@@ -123,8 +123,10 @@ def test_create_reports_a_missing_required_parameter_but_keeps_bugs_inside_the_e
 def test_a_plugin_file_no_lazy_line_names_is_found_by_name(tmp_path, monkeypatch):
     package = tmp_path / "toy_plugins_for_test"
     package.mkdir()
-    (package / "__init__.py").write_text("from evolalloc.registry import Registry\nTOYS = Registry('toy', package=__name__)\n")
-    (package / "alpha.py").write_text("from toy_plugins_for_test import TOYS\n@TOYS.register('alpha')\nclass Alpha:\n    pass\n")
+    (package / "__init__.py").write_text("from evolalloc.registry import Registry\nTOYS "
+                                         "= Registry('toy', package=__name__)\n")
+    (package / "alpha.py").write_text("from toy_plugins_for_test import "
+                                      "TOYS\n@TOYS.register('alpha')\nclass Alpha:\n    pass\n")
     (package / "_private.py").write_text("raise RuntimeError('private modules are not plugins')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import toy_plugins_for_test

@@ -55,9 +55,11 @@ class AsktellBench:
         lat = np.array(self.round_trips_ms or [float("nan")])
         service_per_trial = self.seconds / n if n else float("nan")
         out = [
-            f"clients: {self.clients}, trials: {n} of {self.planned} ({'study finished' if self.finished else 'stopped by the time bound'}), "
+            f"clients: {self.clients}, trials: {n} of {self.planned} "
+            f"({'study finished' if self.finished else 'stopped by the time bound'}), "
             f"wall {self.seconds:.2f} s",
-            f"suggest+complete round trips: {n / self.seconds:.0f}/s; per round trip p50 {np.percentile(lat, 50):.1f} ms, "
+            f"suggest+complete round trips: {n / self.seconds:.0f}/s; "
+            f"per round trip p50 {np.percentile(lat, 50):.1f} ms, "
             f"p99 {np.percentile(lat, 99):.1f} ms; 'wait' answers (generation barrier): {self.waits}",
             f"errors: {self.errors}" + (f" (first: {self.first_error})" if self.first_error else ""),
             f"service: {service_per_trial * 1000:.2f} ms of wall time per trial",
@@ -72,7 +74,8 @@ async def _client(http: httpx.AsyncClient, study_id: int, name: str, stop_at: fl
     while time.perf_counter() < stop_at:
         started = time.perf_counter()
         try:
-            answer = (await http.post(f"/studies/{study_id}/suggest", json={"client_id": name})).raise_for_status().json()
+            answer = (await http.post(f"/studies/{study_id}/suggest",
+                                      json={"client_id": name})).raise_for_status().json()
             if answer["status"] == "finished":
                 return
             if answer["status"] == "wait":
@@ -96,7 +99,8 @@ async def _run(base: str, study_id: int, clients: int, seconds: float, result: A
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60) as http:
         started = time.perf_counter()
-        await asyncio.gather(*(_client(http, study_id, f"bench-{k}", started + seconds, result) for k in range(clients)))
+        await asyncio.gather(*(_client(http, study_id, f"bench-{k}", started + seconds, result)
+                               for k in range(clients)))
         result.seconds = time.perf_counter() - started
         result.finished = (await http.get(f"/studies/{study_id}")).json()["status"] == "finished"
 
@@ -123,9 +127,9 @@ def bench_asktell(*, clients: int = 16, generations: int = 10, seconds: float = 
                   log=print) -> AsktellBench:
     import logging
 
-    from evolalloc.search import SearchConfig
-
     import optuna
+
+    from evolalloc.search import SearchConfig
 
     optuna.logging.set_verbosity(logging.WARNING)
     config = SearchConfig(num_layers=LAYERS, num_kv_heads=HEADS, target=TARGET, group_size=8, generations=generations)
@@ -135,7 +139,8 @@ def bench_asktell(*, clients: int = 16, generations: int = 10, seconds: float = 
         with ServeProcess(Path(tmp) / "runs", log=Path(tmp) / "service.log") as server:
             with httpx.Client(base_url=server.url, timeout=120) as http:
                 study = http.post("/studies", json=study_body(generations, seed)).raise_for_status().json()
-            log(f"server on {server.url}: study {study['id']} ({planned} trials planned); {clients} clients, at most {seconds:g} s")
+            log(f"server on {server.url}: study {study['id']} ({planned} "
+                f"trials planned); {clients} clients, at most {seconds:g} s")
             asyncio.run(_run(server.url, study["id"], clients, seconds, result))
         log("the same search in-process (default SQLite trial store, then the journal file)")
         result.local["SQLite trial store"] = _local_seconds_per_trial(Path(tmp), generations, seed, None)

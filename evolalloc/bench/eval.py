@@ -48,18 +48,22 @@ class EvalBenchResult:
     def lines(self) -> list[str]:
         return [
             f"prompts: {self.prompts} passkey prompts, mean {self.prompt_tokens:.0f} tokens; "
-            f"{self.candidates} random allocations at c = 128 ({self.tokens_per_candidate:.0f} generated tokens per candidate)",
+            f"{self.candidates} random allocations at c = 128 "
+            f"({self.tokens_per_candidate:.0f} generated tokens per candidate)",
             f"(a) cached prefill records : {self.cached_per_candidate:8.3f} s per candidate",
-            f"(b) re-prefill every time  : {self.reprefill_per_candidate:8.3f} s per candidate (measured on {self.reprefill_candidates})",
+            f"(b) re-prefill every time  : {self.reprefill_per_candidate:8.3f} "
+            f"s per candidate (measured on {self.reprefill_candidates})",
             f"    floor: bare decode loop: {self.floor_per_candidate:8.3f} s per candidate",
             f"speed-up (b)/(a)           : {self.speedup:8.1f}x",
             f"overhead (a)/floor         : {self.over_floor:8.2f}x",
-            f"(c) likelihood mode        : {self.likelihood_per_candidate:8.3f} s per candidate (same records and allocations)",
+            f"(c) likelihood mode        : {self.likelihood_per_candidate:8.3f} "
+            "s per candidate (same records and allocations)",
             f"speed-up (a)/(c)           : {self.likelihood_speedup:8.1f}x (generate mode / likelihood mode)",
         ]
 
 
-def random_allocations(n: int, num_layers: int, num_kv_heads: int, target: int, floor: int, seed: int) -> list[np.ndarray]:
+def random_allocations(n: int, num_layers: int, num_kv_heads: int, target: int, floor: int,
+                       seed: int) -> list[np.ndarray]:
     """``n`` random per-layer budget profiles ``[L, H]`` with mean exactly ``target``."""
     rng = np.random.default_rng(seed)
     out = []
@@ -106,7 +110,11 @@ def floor_decode_seconds(model, rows, steps: list[int], batch_size: int, scorer)
                         break
                     if len(alive) < len(remaining):
                         cache.batch_select_indices(alive.to(tokens.device))
-                        tokens, positions, remaining = tokens[alive.to(tokens.device)], positions[alive.to(tokens.device)], remaining[alive]
+                        tokens, positions, remaining = (
+                            tokens[alive.to(tokens.device)],
+                            positions[alive.to(tokens.device)],
+                            remaining[alive],
+                        )
                     out = model(input_ids=tokens, position_ids=positions, past_key_values=cache, use_cache=True)
                     tokens = out.logits[:, -1].argmax(dim=-1, keepdim=True)
                     positions, remaining = positions + 1, remaining - 1
@@ -119,18 +127,19 @@ def floor_decode_seconds(model, rows, steps: list[int], batch_size: int, scorer)
     return total
 
 
-def bench_eval(loaded, *, prompts: int = 8, context_tokens: int = 2000, candidates: int = 8, reprefill_candidates: int = 2, batch_size: int = 16, seed: int = 0, progress=True) -> EvalBenchResult:
+def bench_eval(loaded, *, prompts: int = 8, context_tokens: int = 2000, candidates: int = 8,
+               reprefill_candidates: int = 2, batch_size: int = 16, seed: int = 0, progress=True) -> EvalBenchResult:
     """Run the side-by-side measurement on ``loaded`` (a ``LoadedModel``)."""
-    from fitness import get_task
-
     from evolalloc.engine.local import LocalEvaluator, prefill_instances
     from evolalloc.runtime.scorers import get_scorer
+    from fitness import get_task
 
     scorer = get_scorer("snapkv")
     task = get_task("passkey")
     instances = task.instances("search", prompts, seed, context_tokens, loaded.tokenizer)
     geometry = loaded.geometry
-    allocations = random_allocations(candidates, geometry.num_layers, geometry.num_kv_heads, 128, scorer.always_kept, seed)
+    allocations = random_allocations(candidates, geometry.num_layers, geometry.num_kv_heads, 128, scorer.always_kept,
+                                     seed)
 
     records = prefill_instances(loaded, instances, [scorer], progress=progress)
     evaluator = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size, records=records)
@@ -139,7 +148,8 @@ def bench_eval(loaded, *, prompts: int = 8, context_tokens: int = 2000, candidat
     results = evaluator.evaluate(allocations)
     cached = (time.perf_counter() - started) / candidates
 
-    teacher_forced = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size, records=records, mode="likelihood")
+    teacher_forced = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size, records=records,
+                                    mode="likelihood")
     teacher_forced.evaluate(allocations[:1])  # warm-up, as for (a)
     started = time.perf_counter()
     teacher_forced.evaluate(allocations)

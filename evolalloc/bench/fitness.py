@@ -32,7 +32,8 @@ class FitnessBenchResult:
 
     def lines(self) -> list[str]:
         out = [
-            f"prompts: {self.prompts} passkey prompts, mean {self.prompt_tokens:.0f} tokens; uniform {self.scorer} allocations",
+            f"prompts: {self.prompts} passkey prompts, mean "
+            f"{self.prompt_tokens:.0f} tokens; uniform {self.scorer} allocations",
             f"{'budget':>8}  {'exact match':>11}  {'graded':>8}  {'likelihood':>10}",
         ]
         for row in self.rows:
@@ -41,13 +42,13 @@ class FitnessBenchResult:
         return out
 
 
-def bench_fitness(loaded, *, prompts: int = 16, context_tokens: int = 1000, budgets=(64, 128, 512), scorer_name: str = "snapkv",
+def bench_fitness(loaded, *, prompts: int = 16, context_tokens: int = 1000, budgets=(64, 128, 512),
+                  scorer_name: str = "snapkv",
                   batch_size: int = 16, seed: int = 0, progress: bool = True) -> FitnessBenchResult:
     """Mean exact-match, graded and likelihood scores of uniform allocations at each budget."""
-    from fitness import get_task
-
     from evolalloc.engine.local import LocalEvaluator, prefill_instances
     from evolalloc.runtime.scorers import get_scorer
+    from fitness import get_task
 
     scorer = get_scorer(scorer_name)
     task = get_task("passkey")
@@ -59,8 +60,10 @@ def bench_fitness(loaded, *, prompts: int = 16, context_tokens: int = 1000, budg
 
     # Graded mode decodes once and reports both: outcome.metric is the task's exact-match metric,
     # outcome.score the graded score.
-    graded = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size, records=records, mode="graded").evaluate(allocations)
-    likely = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size, records=records, mode="likelihood").evaluate(allocations)
+    graded = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size, records=records,
+                            mode="graded").evaluate(allocations)
+    likely = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size, records=records,
+                            mode="likelihood").evaluate(allocations)
     rows = []
     for budget, g, lk in zip([*budgets, None], graded, likely):
         for result in (g, lk):

@@ -96,31 +96,46 @@ class GpuBenchResult:
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        out.update(truncated=self.truncated, reprefill_over_cached=self.reprefill_over_cached,
-                   cached_over_floor=self.cached_over_floor, prefill_tokens_per_second=self.prefill_tokens_per_second,
-                   b_max=self.settings.b_max, estimate=dict(instances=self.settings.instances,
-                                                            candidate_seconds=self.estimated_candidate_seconds,
-                                                            candidates_per_hour=3600 / self.estimated_candidate_seconds,
-                                                            prefill_seconds=self.prefill_seconds * self.settings.instances))
+        out.update(
+            truncated=self.truncated,
+            reprefill_over_cached=self.reprefill_over_cached,
+            cached_over_floor=self.cached_over_floor,
+            prefill_tokens_per_second=self.prefill_tokens_per_second,
+            b_max=self.settings.b_max,
+            estimate=dict(
+                instances=self.settings.instances,
+                candidate_seconds=self.estimated_candidate_seconds,
+                candidates_per_hour=3600 / self.estimated_candidate_seconds,
+                prefill_seconds=self.prefill_seconds * self.settings.instances,
+            ),
+        )
         return out
 
     def lines(self) -> list[str]:
         s = self.settings
         out = []
         if self.truncated:
-            out.append(f"!! TRUNCATED: {self.layers} of {self.shape}'s {self.full_layers} layers; every figure is for {self.layers} layers !!")
+            out.append(f"!! TRUNCATED: {self.layers} of {self.shape}'s {self.full_layers} "
+                       f"layers; every figure is for {self.layers} layers !!")
         out += [
-            f"shape: {self.shape} ({self.layers} layers x {self.kv_heads} KV heads, head size {self.head_dim}), random weights, "
-            f"{self.dtype} on {self.device} ({self.device_name}); " + ", ".join(f"{k} {v}" for k, v in self.versions.items()),
-            f"rows: {s.prompts} random-token prompts of {s.context} tokens x {s.candidates} random allocations at c = {s.budget} "
-            f"(records bounded at b_max = {s.b_max}); {s.new_tokens} tokens decoded per row (random weights: no end token), "
+            f"shape: {self.shape} ({self.layers} layers x {self.kv_heads} "
+            f"KV heads, head size {self.head_dim}), random weights, "
+            f"{self.dtype} on {self.device} ({self.device_name}); " + ", ".join(f"{k} {v}"
+                                                                                for k, v in self.versions.items()),
+            f"rows: {s.prompts} random-token prompts of {s.context} "
+            f"tokens x {s.candidates} random allocations at c = {s.budget} "
+            f"(records bounded at b_max = {s.b_max}); {s.new_tokens} "
+            "tokens decoded per row (random weights: no end token), "
             f"{s.batch_size} rows per forward",
             f"(a) cached records        : {self.cached_per_candidate:9.3f} s per candidate",
-            f"(b) re-prefill each time  : {self.reprefill_per_candidate:9.3f} s per candidate (measured on {s.reprefill_candidates})",
-            f"(c) bare decode floor     : {self.floor_per_candidate:9.3f} s per candidate (stock SDPA + DynamicCache, same rows and tokens)",
+            f"(b) re-prefill each time  : {self.reprefill_per_candidate:9.3f} "
+            f"s per candidate (measured on {s.reprefill_candidates})",
+            f"(c) bare decode floor     : {self.floor_per_candidate:9.3f} s "
+            "per candidate (stock SDPA + DynamicCache, same rows and tokens)",
             f"b/a (re-prefill / cached) : {self.reprefill_over_cached:9.1f}x",
             f"a/c (cached / floor)      : {self.cached_over_floor:9.2f}x",
-            f"prefill                   : {self.prefill_tokens_per_second:9.0f} tokens/s ({self.prefill_seconds:.3f} s per prompt, SnapKV ranking included)",
+            f"prefill                   : {self.prefill_tokens_per_second:9.0f} tokens/s "
+            f"({self.prefill_seconds:.3f} s per prompt, SnapKV ranking included)",
             f"records per prompt        : {size(self.record_bytes_bounded):>13} bounded at b_max = {s.b_max} "
             f"({size(self.record_bytes_whole)} whole)",
         ]
@@ -130,8 +145,10 @@ class GpuBenchResult:
                        f"{size(self.device_peak_records)} (torch.cuda.memory_allocated)")
         else:
             out.append(f"memory                    : weights {size(self.weight_bytes)} (records: their bytes, above)")
-        out.append(f"ESTIMATE for a search over {s.instances} instances (scaled linearly from the {s.prompts} measured): "
-                   f"prefill {self.prefill_seconds * s.instances:.0f} s once, {self.estimated_candidate_seconds:.2f} s per candidate, "
+        out.append(f"ESTIMATE for a search over {s.instances} instances "
+                   f"(scaled linearly from the {s.prompts} measured): "
+                   f"prefill {self.prefill_seconds * s.instances:.0f} s once, "
+                   f"{self.estimated_candidate_seconds:.2f} s per candidate, "
                    f"{3600 / self.estimated_candidate_seconds:.0f} candidates per hour")
         return out
 
@@ -157,7 +174,8 @@ def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[torch.Ten
 
 def _allocations(settings: GpuBenchSettings, geometry, floor: int) -> list[np.ndarray]:
     """Random profiles at ``c``; a unit above ``b_max`` (rare: a layer drawn at > 4 c) is cut to it."""
-    drawn = random_allocations(settings.candidates, geometry.num_layers, geometry.num_kv_heads, settings.budget, floor, settings.seed)
+    drawn = random_allocations(settings.candidates, geometry.num_layers, geometry.num_kv_heads, settings.budget, floor,
+                               settings.seed)
     return [np.minimum(budgets, settings.b_max) for budgets in drawn]
 
 
@@ -172,7 +190,8 @@ def check_settings(max_positions: int, settings: GpuBenchSettings) -> None:
     from evolalloc.runtime.scorers import get_scorer
 
     if positions_beyond(max_positions, settings.context, answer=settings.new_tokens):
-        raise UserError(f"{settings.context} + {settings.new_tokens} tokens do not fit the shape's {max_positions} positions",
+        raise UserError(f"{settings.context} + {settings.new_tokens} tokens "
+                        f"do not fit the shape's {max_positions} positions",
                         field="--context")
     floor = get_scorer(SCORER).min_budget
     if settings.budget < floor:
@@ -235,12 +254,14 @@ def bench_gpu(loaded, shape, settings: GpuBenchSettings, *, log: Callable[[str],
     log(f"(b) re-prefill: {again / count:.3f} s per candidate")
 
     steps = [settings.new_tokens] * len(rows)
-    floor_decode_seconds(model, rows[: settings.batch_size], [2] * min(len(rows), settings.batch_size), settings.batch_size, scorer)  # warm-up
+    floor_decode_seconds(model, rows[: settings.batch_size], [2] * min(len(rows), settings.batch_size),
+                         settings.batch_size, scorer)  # warm-up
     floor = floor_decode_seconds(model, rows, steps, settings.batch_size, scorer)
     log(f"(c) floor: {floor / settings.candidates:.3f} s per candidate")
     profiled = None
     if profile_path is not None:  # after every timing, so the profiler's overhead touches none
-        profiled = _profile(model, rows[: settings.batch_size], scorer, decode, settings, device, profile_path, shape.name)
+        profiled = _profile(model, rows[: settings.batch_size], scorer, decode, settings, device, profile_path,
+                            shape.name)
         log(f"profile: wrote {profile_path}")
 
     return GpuBenchResult(
@@ -266,7 +287,8 @@ def _profile(model, rows, scorer, decode, settings: GpuBenchSettings, device, pa
         profile_table(lambda: floor_decode_seconds(model, rows, [settings.new_tokens] * batch, batch, scorer), device,
                       title=f"(c) floor: stock SDPA + DynamicCache, the same {batch} rows"),
     ]
-    header = (f"# bench gpu profile: {shape}, {settings.context} tokens, c = {settings.budget}, {settings.new_tokens} new tokens, "
+    header = (f"# bench gpu profile: {shape}, {settings.context} tokens, "
+              f"c = {settings.budget}, {settings.new_tokens} new tokens, "
               f"on {device_name(device)} ({device})")
     return write_profiles(path, sections, header)
 

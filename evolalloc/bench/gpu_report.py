@@ -18,9 +18,11 @@ GIB = 1024**3
 
 #: The goals (issue 36), each judged on the cell it names: (label, shape, context, key, test).
 GOALS = (
-    ("cached path within 1.3x of the bare decode floor at 8k", "llama-3.1-8b", 8192, "cached_over_floor", lambda v: v <= 1.3),
+    ("cached path within 1.3x of the bare decode floor at 8k", "llama-3.1-8b", 8192, "cached_over_floor",
+     lambda v: v <= 1.3),
     (">= 50x over re-prefill at 32k", "llama-3.1-8b", 32768, "reprefill_over_cached", lambda v: v >= 50),
-    ("records of a 32k prompt within 4 GiB at c = 512, bounded", "llama-3.1-8b", 32768, "record_bytes_bounded", lambda v: v <= 4 * GIB),
+    ("records of a 32k prompt within 4 GiB at c = 512, bounded", "llama-3.1-8b", 32768, "record_bytes_bounded",
+     lambda v: v <= 4 * GIB),
 )
 
 
@@ -34,7 +36,8 @@ def exactness(path: Path) -> dict:
     counts = {key: sum(int(s.get(key, 0)) for s in suites) for key in ("tests", "failures", "errors", "skipped")}
     failed = [f"{case.get('classname')}::{case.get('name')}" for s in suites for case in s.iter("testcase")
               if case.find("failure") is not None or case.find("error") is not None]
-    return {"ran": True, **counts, "failed": failed, "passed": counts["failures"] == 0 and counts["errors"] == 0 and counts["tests"] > 0}
+    return {"ran": True, **counts, "failed": failed,
+            "passed": counts["failures"] == 0 and counts["errors"] == 0 and counts["tests"] > 0}
 
 
 def cells(folder: Path) -> list[dict]:
@@ -57,7 +60,8 @@ def judge(bench: list[dict]) -> list[dict]:
             verdicts.append({"goal": label, "verdict": "unmeasured"})
             continue
         value = cell[key]
-        verdicts.append({"goal": label, "value": value, "verdict": "met" if test(value) else "not met", "cell": cell["file"]})
+        verdicts.append({"goal": label, "value": value, "verdict": "met" if test(value) else "not met",
+                         "cell": cell["file"]})
     return verdicts
 
 
@@ -66,32 +70,43 @@ def _row(c: dict) -> str:
     peak = f"{c['device_peak_prefill'] / GIB:.1f}" if c.get("device_peak_prefill") is not None else "-"
     est = c["estimate"]
     shape = c["shape"] + (f" ({c['layers']} of {c['full_layers']} layers)" if c["truncated"] else "")
-    return (f"| {shape} | {s['context']} | {s['budget']} | {c['cached_per_candidate']:.3f} | {c['reprefill_per_candidate']:.3f} | "
+    return (f"| {shape} | {s['context']} | {s['budget']} | "
+            f"{c['cached_per_candidate']:.3f} | {c['reprefill_per_candidate']:.3f} | "
             f"{c['floor_per_candidate']:.3f} | {c['reprefill_over_cached']:.1f} | {c['cached_over_floor']:.2f} | "
-            f"{c['prefill_tokens_per_second']:.0f} | {c['record_bytes_bounded'] / 2**20:.1f} | {c['record_bytes_whole'] / 2**20:.1f} | "
+            f"{c['prefill_tokens_per_second']:.0f} | {c['record_bytes_bounded'] / 2**20:.1f} "
+            f"| {c['record_bytes_whole'] / 2**20:.1f} | "
             f"{peak} | {est['candidates_per_hour']:.0f} |")
 
 
 def markdown(env: dict, tests: dict, bench: list[dict], verdicts: list[dict]) -> str:
     lines = [f"# GPU check: {env.get('device_name', '?')}, {env.get('date', '?')}", "",
              f"Command: `{env.get('command', 'benchmarks/gpu_check.sh')}` at commit {env.get('commit', '?')}; "
-             f"python {env.get('python', '?')}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}; "
+             f"python {env.get('python', '?')}, torch {env.get('torch', '?')}, "
+             f"transformers {env.get('transformers', '?')}; "
              f"mode {env.get('mode', '?')}, dtype {env.get('dtype', '?')}.", ""]
     if tests.get("ran"):
-        state = "all passed" if tests["passed"] else f"{tests['failures'] + tests['errors']} FAILED: {', '.join(tests['failed'])}"
-        lines.append(f"Exactness tests ({env.get('test_device', '?')}, {env.get('dtype', '?')}, against HF `generate`): "
+        state = "all passed" if tests["passed"] else (f"{tests['failures'] + tests['errors']} "
+                                                      f"FAILED: {', '.join(tests['failed'])}")
+        lines.append(f"Exactness tests ({env.get('test_device', '?')}, "
+                     f"{env.get('dtype', '?')}, against HF `generate`): "
                      f"{tests['tests']} run, {tests['skipped']} skipped, {state}.")
     else:
         lines.append("Exactness tests: did not run (no report; see check.log).")
-    lines += ["", "Random weights at each shape; random-token prompts; per candidate = all prompts' rows of one allocation. "
-              "Candidates/hour is an ESTIMATE for the instances the cell names, scaled linearly from the measured prompts.", "",
-              "| shape | context | c | (a) cached s/cand | (b) re-prefill s/cand | (c) floor s/cand | b/a | a/c | prefill tok/s | "
+    lines += ["",
+              "Random weights at each shape; random-token prompts; "
+              "per candidate = all prompts' rows of one allocation. "
+              "Candidates/hour is an ESTIMATE for the instances the cell "
+              "names, scaled linearly from the measured prompts.", "",
+              "| shape | context | c | (a) cached s/cand | (b) re-prefill "
+              "s/cand | (c) floor s/cand | b/a | a/c | prefill tok/s | "
               "record MiB/prompt (bounded) | (whole) | device peak GiB | cand/h (est.) |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [_row(c) for c in bench] or ["| (no bench cell finished: see check.log) |" + " |" * 12]
     lines += ["", "Goals (issue 36), judged only on GPU cells at the full 8B shape:", ""]
     for v in verdicts:
-        figure = f" ({v['value'] / GIB:.2f} GiB)" if "4 GiB" in v["goal"] and "value" in v else (f" ({v['value']:.2f})" if "value" in v else "")
+        figure = f" ({v['value'] / GIB:.2f} GiB)" if "4 GiB" in v["goal"] and "value" in v else (f" ({v['value']:.2f})"
+                                                                                                 if "value" in v
+                                                                                                 else "")
         lines.append(f"- {v['goal']}: **{v['verdict']}**{figure}")
     for c in bench:  # a cell run with --profile carries where its time went (issue 36, item 4)
         if c.get("profile"):

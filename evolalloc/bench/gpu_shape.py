@@ -47,7 +47,8 @@ class ModelShape:
         """The loud line a truncated shape's output carries, or ``None``."""
         if not self.truncated:
             return None
-        return (f"!! TRUNCATED: only the first {self.layers} of {self.name}'s {self.full_layers} layers are built; every "
+        return (f"!! TRUNCATED: only the first {self.layers} of "
+                f"{self.name}'s {self.full_layers} layers are built; every "
                 f"time and memory figure below is for {self.layers} layers, NOT for the whole model !!")
 
 
@@ -59,12 +60,14 @@ def load_shape(shape: str, layers: int | None = None) -> ModelShape:
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():
-            raise UserError(f"unknown shape {shape!r}: give one of {', '.join(shape_names())} or a config.json path", field="--shape")
+            raise UserError(f"unknown shape {shape!r}: give one of {', '.join(shape_names())} or a config.json path",
+                            field="--shape")
     try:
         config = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise UserError(f"cannot read the config: {err}", source=str(path)) from None
-    missing = [key for key in ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size") if key not in config]
+    missing = [key for key in ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
+               if key not in config]
     if missing:
         raise UserError(f"the config lacks {', '.join(missing)}", source=str(path))
     full = int(config["num_hidden_layers"])
@@ -80,7 +83,8 @@ def hf_config(shape: ModelShape):
     """The transformers config object of ``shape`` (its ``model_type`` picks the class)."""
     from transformers import AutoConfig
 
-    settings = {k: v for k, v in shape.config.items() if k not in ("model_type", "architectures", "transformers_version")}
+    settings = {k: v for k, v in shape.config.items()
+                if k not in ("model_type", "architectures", "transformers_version")}
     try:
         return AutoConfig.for_model(shape.config["model_type"], **settings)
     except (ValueError, KeyError, TypeError) as err:
@@ -123,8 +127,10 @@ def check_weights_fit(shape: ModelShape, device: str, dtype: str) -> None:
     """Refuse (``UserError``) a shape whose weights alone would take over 90% of the device's free memory."""
     need, free = planned_weight_bytes(shape, dtype), free_bytes(device)
     if free is not None and need > 0.9 * free:
-        raise UserError(f"{shape.name}'s {shape.layers} layers need {need / 2**30:.1f} GiB of weights in {dtype}; {device} has "
-                        f"{free / 2**30:.1f} GiB free: build fewer layers (--layers K) or use a device with more memory",
+        raise UserError(f"{shape.name}'s {shape.layers} layers need "
+                        f"{need / 2**30:.1f} GiB of weights in {dtype}; {device} has "
+                        f"{free / 2**30:.1f} GiB free: build fewer layers "
+                        "(--layers K) or use a device with more memory",
                         field="--shape")
 
 
@@ -146,7 +152,8 @@ def random_model(shape: ModelShape, *, device: str, dtype: str, seed: int = 0):
         model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype]).eval()
     model.to(device)  # a no-op when every parameter was born there (buffers made on the host, if any, follow)
     prepare_model(model, shape.name)  # evolalloc's attention, probed as load_model probes a checkpoint
-    return LoadedModel(spec=f"shape:{shape.name}", model=model, tokenizer=None, geometry=geometry_of(config, DTYPES[dtype]))
+    return LoadedModel(spec=f"shape:{shape.name}", model=model, tokenizer=None,
+                       geometry=geometry_of(config, DTYPES[dtype]))
 
 
 def weight_bytes(model) -> int:

@@ -37,24 +37,26 @@ class RecordsBenchResult:
     rows: list[RecordsRow]
 
     def lines(self) -> list[str]:
-        out = [f"prompts: {self.prompts} passkey prompts, mean {self.prompt_tokens:.0f} tokens; snapkv; b_max = {self.b_max}",
+        out = [f"prompts: {self.prompts} passkey prompts, mean "
+               f"{self.prompt_tokens:.0f} tokens; snapkv; b_max = {self.b_max}",
                f"record size: full float32 {self.full_mb:.1f} MB; bounded at b_max: "
                + ", ".join(f"{d} {mb:.1f} MB" for d, mb in self.bounded_mb.items()),
-               f"{'dtype':>9}  {'budget':>6}  {'exact':>6}  {'likelihood':>10}  {'max |d lik|':>11}  {'answers changed':>15}"]
+               f"{'dtype':>9}  {'budget':>6}  {'exact':>6}  {'likelihood':>10} "
+               f" {'max |d lik|':>11}  {'answers changed':>15}"]
         for r in self.rows:
-            out.append(f"{r.dtype:>9}  {r.budget:>6}  {r.exact:6.3f}  {r.likelihood:10.4f}  {r.max_likelihood_change:11.2e}  "
+            out.append(f"{r.dtype:>9}  {r.budget:>6}  {r.exact:6.3f}  "
+                       f"{r.likelihood:10.4f}  {r.max_likelihood_change:11.2e}  "
                        f"{r.answers_changed:>9} of {self.prompts}")
         return out
 
 
 def bench_records(loaded, *, prompts: int = 8, context_tokens: int = 1000, budgets=(64, 128, 256), dtypes=RECORD_DTYPES,
                   batch_size: int = 16, seed: int = 0, progress: bool = True) -> RecordsBenchResult:
-    from fitness import get_task
-
     from evolalloc.engine.local import LocalEvaluator, prefill_instances
     from evolalloc.runtime.bounded import bound_record
     from evolalloc.runtime.record_store import to_record_dtype
     from evolalloc.runtime.scorers import get_scorer
+    from fitness import get_task
 
     dtypes = ["float32", *(d for d in dtypes if d != "float32")]  # the reference comes first
     scorer = get_scorer("snapkv")
@@ -69,7 +71,8 @@ def bench_records(loaded, *, prompts: int = 8, context_tokens: int = 1000, budge
     for dtype in dtypes:
         records = [to_record_dtype(bound_record(r, b_max), dtype) for r in full]
         bounded_mb[dtype] = mb(records)
-        answers = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size, records=records).evaluate(allocations)
+        answers = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size,
+                                 records=records).evaluate(allocations)
         likelihoods = LocalEvaluator(loaded, task, instances, scorer, batch_size=batch_size, records=records,
                                      mode="likelihood").evaluate(allocations)
         for budget, answer, likelihood in zip(budgets, answers, likelihoods):

@@ -70,7 +70,8 @@ def sweep(base: CellSettings, *, contexts: Sequence[int], counts: Sequence[int],
     """The measured contexts (at ``base.instances``), the measured counts (at ``count_context``),
     then the extrapolated counts from the measured cell of the largest context."""
     cells = []
-    plan = [replace(base, context_tokens=c) for c in contexts] + [replace(base, context_tokens=count_context, instances=n) for n in counts]
+    plan = [replace(base, context_tokens=c)
+            for c in contexts] + [replace(base, context_tokens=count_context, instances=n) for n in counts]
     for settings in plan:
         log(f"measuring {settings.instances} x {settings.context_tokens} tokens ...")
         cells.append(run_cell(settings))
@@ -84,7 +85,8 @@ def sweep(base: CellSettings, *, contexts: Sequence[int], counts: Sequence[int],
 def table(cells: Sequence[CellResult], budgets: Sequence[int]) -> list[str]:
     """The report: one row per cell, the extrapolated ones labelled, the failed ones with their error.
     Each budget's column: seconds per candidate and, in brackets, the tokens it generated."""
-    head = (f"{'context':>8} {'tokens':>7} {'inst':>5} {'peak RSS MiB':>12} {'b_max':>6} {'records MiB':>11} {'(whole MiB)':>11} "
+    head = (f"{'context':>8} {'tokens':>7} {'inst':>5} {'peak RSS MiB':>12} "
+            f"{'b_max':>6} {'records MiB':>11} {'(whole MiB)':>11} "
             f"{'prefill s/inst':>14}")
     head += "".join(f" {'eval @' + str(b) + ': s/cand (tok)':>24}" for b in budgets) + "  how"
     lines = [head]
@@ -94,9 +96,11 @@ def table(cells: Sequence[CellResult], budgets: Sequence[int]) -> list[str]:
             lines.append(row + f"{'':>7} {c.instances:>5}  failed: {c.error}")
             continue
         bound = "whole" if c.bound is None else str(c.bound)
-        row += (f"{c.prompt_tokens:>7.0f} {c.instances:>5} {c.peak_rss / MiB:>12.0f} {bound:>6} {c.record_bytes / MiB:>11.1f} "
+        row += (f"{c.prompt_tokens:>7.0f} {c.instances:>5} "
+                f"{c.peak_rss / MiB:>12.0f} {bound:>6} {c.record_bytes / MiB:>11.1f} "
                 f"{'(' + format(c.whole_bytes / MiB, '.1f') + ')':>11} {c.prefill_seconds:>14.2f}")
-        row += "".join(f" {c.eval_seconds.get(str(b), float('nan')):>16.3f} ({c.generated_tokens.get(str(b), 0):>4.0f})" for b in budgets)
+        row += "".join(f" {c.eval_seconds.get(str(b), float('nan')):>16.3f} ({c.generated_tokens.get(str(b), 0):>4.0f})"
+                       for b in budgets)
         row += f"  extrapolated from {c.extrapolated_from} measured" if c.extrapolated_from else "  measured"
         lines.append(row)
     return lines
@@ -122,12 +126,14 @@ def budget_vs_context(cells: Sequence[CellResult], budgets: Sequence[int]) -> li
         lo, hi = same[0], same[-1]
         for b in budgets:
             a, z = per_token(lo, b), per_token(hi, b)
-            lines.append(f"  budget {b}: {a:.4f} at {lo.context_tokens} tokens -> {z:.4f} at {hi.context_tokens} tokens "
+            lines.append(f"  budget {b}: {a:.4f} at {lo.context_tokens} "
+                         f"tokens -> {z:.4f} at {hi.context_tokens} tokens "
                          f"({z / a:.2f}x for {hi.context_tokens / lo.context_tokens:.1f}x the context)")
     if len(budgets) > 1:
         for c in same:
             a, z = per_token(c, budgets[0]), per_token(c, budgets[-1])
-            lines.append(f"  {c.context_tokens} tokens: {a:.4f} at budget {budgets[0]} -> {z:.4f} at budget {budgets[-1]} ({z / a:.2f}x)")
+            lines.append(f"  {c.context_tokens} tokens: {a:.4f} at budget {budgets[0]} "
+                         f"-> {z:.4f} at budget {budgets[-1]} ({z / a:.2f}x)")
     return lines
 
 
@@ -138,10 +144,12 @@ def fits(cells: Sequence[CellResult], limit: int) -> list[str]:
     for c in cells:
         if c.error:
             continue
-        how = (f"extrapolated from {c.extrapolated_from} measured: their peak + {c.instances - c.extrapolated_from} more records"
+        how = (f"extrapolated from {c.extrapolated_from} measured: their "
+               f"peak + {c.instances - c.extrapolated_from} more records"
                if c.extrapolated_from else "measured")
         kept = "whole" if c.bound is None else f"bounded at b_max = {c.bound}"
         verdict = "fits in" if c.peak_rss <= limit else "does NOT fit in"
-        lines.append(f"{c.instances} instances of {c.context_tokens} tokens: peak {c.peak_rss / 2**30:.2f} GiB ({how}; records "
+        lines.append(f"{c.instances} instances of {c.context_tokens} tokens: "
+                     f"peak {c.peak_rss / 2**30:.2f} GiB ({how}; records "
                      f"{c.record_bytes / c.instances / MiB:.1f} MiB each, {kept}) — {verdict} {limit / 2**30:g} GiB")
     return lines

@@ -88,13 +88,13 @@ def cell_bound(warm, per_budget) -> int:
 
 def measure(settings: CellSettings) -> CellResult:
     import torch
-    from fitness import get_task
 
     from evolalloc.engine.local import LocalEvaluator, tokenize_instance
     from evolalloc.runtime.model import load_model
     from evolalloc.runtime.prefill import prefill
     from evolalloc.runtime.record_store import RecordKeeper, RecordPolicy
     from evolalloc.runtime.scorers import get_scorer
+    from fitness import get_task
 
     torch.set_num_threads(settings.threads)
     loaded = load_model(settings.model)
@@ -112,7 +112,8 @@ def measure(settings: CellSettings) -> CellResult:
     for instance in instances:
         ids, _ = tokenize_instance(loaded.tokenizer, instance, False)
         if limit and len(ids) + instance.max_new_tokens > limit:
-            raise ValueError(f"{len(ids)} prompt tokens + {instance.max_new_tokens} answer tokens exceed the model's {limit} positions")
+            raise ValueError(f"{len(ids)} prompt tokens + {instance.max_new_tokens} "
+                             f"answer tokens exceed the model's {limit} positions")
         record = prefill(loaded.model, ids, [scorer], uid=instance.uid, chunk_size=settings.chunk_size)
         whole_bytes += record.nbytes()
         records.append(keeper.keep(record, [scorer.key], bound))  # the whole record is dropped here

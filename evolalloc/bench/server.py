@@ -37,7 +37,13 @@ class ServeProcess:
 
     def __init__(self, runs_dir: Path, *, log: Path, max_jobs: int = 0, token: str | None = None, extra: tuple = (),
                  port: int | None = None, cwd: Path | None = None, start_timeout: float = 120.0):
-        self.runs_dir, self.log, self.max_jobs, self.token, self.extra = Path(runs_dir), Path(log), max_jobs, token, extra
+        self.runs_dir, self.log, self.max_jobs, self.token, self.extra = (
+            Path(runs_dir),
+            Path(log),
+            max_jobs,
+            token,
+            extra,
+        )
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.cwd, self.start_timeout = cwd, start_timeout
@@ -48,7 +54,8 @@ class ServeProcess:
         env.pop("EVOLALLOC_SERVICE_TOKEN", None)
         if self.token:
             env["EVOLALLOC_SERVICE_TOKEN"] = self.token
-        command = [sys.executable, "-m", "evolalloc", "serve", "--port", str(self.port), "--runs-dir", str(self.runs_dir),
+        command = [sys.executable, "-m", "evolalloc", "serve", "--port", str(self.port), "--runs-dir",
+                   str(self.runs_dir),
                    "--max-jobs", str(self.max_jobs), *self.extra]
         with open(self.log, "a") as log:  # the child keeps its own copy of the descriptor
             self.process = subprocess.Popen(command, cwd=self.cwd, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -45,7 +45,8 @@ class ServiceBench:
         return [
             f"clients: {self.clients}, duration: {self.seconds:.1f} s, requests: {self.requests}",
             f"throughput: {self.requests / self.seconds:.0f} requests/s",
-            f"latency: p50 {np.percentile(lat, 50):.1f} ms, p99 {np.percentile(lat, 99):.1f} ms, max {lat.max():.1f} ms",
+            f"latency: p50 {np.percentile(lat, 50):.1f} ms, p99 "
+            f"{np.percentile(lat, 99):.1f} ms, max {lat.max():.1f} ms",
             f"errors: {self.errors}" + (f" (first: {self.first_error})" if self.first_error else ""),
         ]
 
@@ -113,5 +114,6 @@ def bench_service(*, clients: int = 32, seconds: float = 30.0, log=print) -> Ser
             for k in range(4):
                 paths += [f"/jobs/{jobs[k]}", "/jobs", f"/profiles/{profiles[k]}",
                           f"/profiles/{profiles[k]}?budget={256 + 64 * k}", f"/profiles/{profiles[k]}?format=kvpress"]
-            log(f"server on {server.url}: {len(profiles)} profiles, {len(jobs)} queued jobs; {clients} clients for {seconds:g} s")
+            log(f"server on {server.url}: {len(profiles)} profiles, "
+                f"{len(jobs)} queued jobs; {clients} clients for {seconds:g} s")
             return asyncio.run(_run(server.url, paths, clients, seconds))

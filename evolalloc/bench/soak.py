@@ -68,13 +68,16 @@ class SoakBench:
         codes = ", ".join(f"{status}: {n}" for status, n in sorted(self.statuses.items()))
         return [
             f"job clients: {self.job_clients}, study clients: {self.study_clients}, duration: {self.seconds:.1f} s, "
-            f"requests: {self.requests} ({self.jobs_submitted} jobs submitted, {self.trials_completed} trials completed)",
+            f"requests: {self.requests} ({self.jobs_submitted} jobs "
+            f"submitted, {self.trials_completed} trials completed)",
             f"throughput: {self.requests / self.seconds:.1f} requests/s" if self.seconds else "throughput: -",
-            f"latency: p50 {np.percentile(lat, 50):.1f} ms, p99 {np.percentile(lat, 99):.1f} ms, max {lat.max():.1f} ms",
+            f"latency: p50 {np.percentile(lat, 50):.1f} ms, p99 "
+            f"{np.percentile(lat, 99):.1f} ms, max {lat.max():.1f} ms",
             f"answers by status: {codes or '-'}",
             f"5xx: {self.server_errors}, broken connections: {self.broken}"
             + (f" (first: {self.first_error})" if self.first_error else ""),
-            f"service RSS: start {mib(self.rss_start[0]):.1f} MiB, end {mib(self.rss_end[0]):.1f} MiB ({growth:+.1f}%); "
+            f"service RSS: start {mib(self.rss_start[0]):.1f} MiB, "
+            f"end {mib(self.rss_end[0]):.1f} MiB ({growth:+.1f}%); "
             f"with its children: {mib(self.rss_start[1]):.1f} -> {mib(self.rss_end[1]):.1f} MiB",
             "service RSS over the run (MiB): " + " ".join(f"{mib(b):.0f}" for b in self.rss_series),
         ]
@@ -149,7 +152,8 @@ async def _study_client(timed: _Timed, generations: int, k: int) -> None:
     study = None
     while timed.running:
         if study is None:
-            created = await timed.call("POST", "/studies", json={**study_body(generations, seed=k), "name": f"soak-{k}"})
+            created = await timed.call("POST", "/studies",
+                                       json={**study_body(generations, seed=k), "name": f"soak-{k}"})
             if created is None or created.status_code != 201:
                 await asyncio.sleep(0.2)
                 continue
@@ -166,8 +170,15 @@ async def _study_client(timed: _Timed, generations: int, k: int) -> None:
             await asyncio.sleep(min(1.0, float(body["retry_after"])))
         else:
             trial = body["trial"]
-            done = await timed.call("POST", f"/trials/{trial['id']}/complete", json={
-                "client_id": f"soak-{k}", "lease": trial["lease"], "task_score": objective(np.asarray(trial["budgets"]))})
+            done = await timed.call(
+                "POST",
+                f"/trials/{trial['id']}/complete",
+                json={
+                    "client_id": f"soak-{k}",
+                    "lease": trial["lease"],
+                    "task_score": objective(np.asarray(trial["budgets"])),
+                },
+            )
             if done is not None and done.status_code == 200:
                 timed.result.trials_completed += 1
 
@@ -187,7 +198,8 @@ async def _run(server: ServeProcess, recipe: str, result: SoakBench, seconds: fl
         result.rss_start = resident_bytes(server.process.pid)
         result.rss_series.append(result.rss_start[0])
         await asyncio.gather(memory(),
-                             *(_job_client(_Timed(http, result, stop_at), recipe, k) for k in range(result.job_clients)),
+                             *(_job_client(_Timed(http, result, stop_at), recipe, k)
+                               for k in range(result.job_clients)),
                              *(_study_client(_Timed(http, result, stop_at), generations, k)
                                for k in range(result.study_clients)))
         result.seconds = time.perf_counter() - started

@@ -54,7 +54,8 @@ class WorkersBenchResult:
         for t in self.timings:
             same = "" if t.identical is None else f"   results identical to local: {'yes' if t.identical else 'NO'}"
             out.append(f"{t.name:<26}: {t.per_minute(self.candidates):8.1f} evaluations/min "
-                       f"(best of {len(t.seconds)}: {t.best:6.2f} s per population; set-up {t.setup_seconds:5.1f} s){same}")
+                       f"(best of {len(t.seconds)}: {t.best:6.2f} s per "
+                       f"population; set-up {t.setup_seconds:5.1f} s){same}")
         local, one, two = (self.rate(t.name) for t in self.timings)
         out.append(f"ray 1 worker / local       : {one / local:8.2f}x")
         out.append(f"ray 2 workers / 1 worker   : {two / one:8.2f}x")
@@ -103,7 +104,8 @@ def bench_workers(model_spec: str, *, prompts: int = 4, context_tokens: int = 10
             log(f"starting {workers} Ray worker(s): model load + prefill ...")
             started = time.perf_counter()
             pools.append(RayWorkerPool(spec, instances, workers))
-            timings.append(EngineTiming(f"ray, {workers} worker{'s' if workers > 1 else ''} x 1 thread", time.perf_counter() - started))
+            timings.append(EngineTiming(f"ray, {workers} worker{'s' if workers > 1 else ''} x 1 thread",
+                                        time.perf_counter() - started))
             evaluators.append(RayEvaluator(pools[-1], scorer))
         results = [evaluator.evaluate(allocations) for evaluator in evaluators]  # warm-up
         for r in range(repeats):

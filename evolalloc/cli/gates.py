@@ -16,7 +16,6 @@ from evolalloc.cli.scorer import _MODEL, _THREADS, _csv, _eval_inputs, _setup, _
 from evolalloc.core.errors import UserError
 
 
-
 @main.group()
 def gates() -> None:
     """Global retention gates (one budget over all layers and heads): train -> eval."""
@@ -31,15 +30,18 @@ def gates() -> None:
 @click.option("--lr", default=3e-3, show_default=True)
 @click.option("--hidden", default=32, show_default=True, help="Units of each head's gate before the shared projection.")
 @click.option("--horizon", default=32, show_default=True, help="Steps of future utility a score sums (1: myopic).")
-@click.option("--capacities", default="64,128,256", show_default=True, callback=_csv(int), help="Per-head average budgets trained for (one drawn per step).")
+@click.option("--capacities", default="64,128,256", show_default=True, callback=_csv(int),
+              help="Per-head average budgets trained for (one drawn per step).")
 @click.option("--penalty", default=1.0, show_default=True, help="Weight of the global capacity hinge.")
 @click.option("--sinks", default=4, show_default=True)
 @click.option("--window", default=16, show_default=True)
 @click.option("--votes", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Query-aware gates: also read SnapKV's votes of the last N queries (traces made with --votes N); 0: keys/values only.")
+              help="Query-aware gates: also read SnapKV's votes of the last N "
+                   "queries (traces made with --votes N); 0: keys/values only.")
 @seed_option()
 @_THREADS
-def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, penalty, sinks, window, votes, seed, threads):
+def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, penalty, sinks, window, votes, seed,
+              threads):
     """Train every head's gate and the shared readout; writes the checkpoint and a JSONL log beside it."""
     _setup(threads)
     from evolalloc.learned.gates_train import GatesTrainConfig, train_gates
@@ -48,11 +50,13 @@ def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, pena
 
     traces = _traces(traces_dir)
     if votes and votes_window(traces) != votes:  # checked before anything is written
-        raise UserError(f"{traces_dir}: --votes {votes} needs traces recorded with `evolalloc scorer trace --votes {votes}`; "
+        raise UserError(f"{traces_dir}: --votes {votes} needs traces recorded "
+                        f"with `evolalloc scorer trace --votes {votes}`; "
                         f"these have {votes_window(traces) or 'no'} votes", field="--votes")
     if not capacities or min(capacities) <= sinks + window:
         raise UserError(f"--capacities must all exceed sinks + window ({sinks + window})", field="--capacities")
-    config = GatesTrainConfig(steps=steps, lr=lr, hidden=hidden, horizon=horizon, capacities=capacities, penalty=penalty,
+    config = GatesTrainConfig(steps=steps, lr=lr, hidden=hidden, horizon=horizon, capacities=capacities,
+                              penalty=penalty,
                               sinks=sinks, window=window, seed=seed, votes=votes)
     gates_module, summary, out, log_path = _train_to_checkpoint(
         "gates", out_path, traces, lambda log: train_gates(traces, config, log_path=log), save_gates)
@@ -68,7 +72,8 @@ def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, pena
               help="Heuristics to compare with (at uniform budgets).")
 @click.option("--learned", "learned_checkpoint", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A learned-scorer checkpoint to compare with too.")
-@click.option("--budgets", default="64,128,256", show_default=True, callback=_csv(int), help="Average budgets c per head.")
+@click.option("--budgets", default="64,128,256", show_default=True, callback=_csv(int),
+              help="Average budgets c per head.")
 @click.option("--profile", "profiles", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Allocation files (e.g. a run's allocation-c128.json) drawn next to the implied budgets.")
 @_THREADS
@@ -95,7 +100,8 @@ def eval_cmd(checkpoint, traces_dir, out_dir, model_spec, scorers, learned_check
         drawn = {}
         for path in profiles:
             allocation = load_allocation(path, expect_geometry=loaded.geometry)
-            drawn.setdefault(int(allocation.target), {})[f"{allocation.provenance.get('method', 'profile')} ({Path(path).name})"] = \
+            drawn.setdefault(int(allocation.target),
+                             {})[f"{allocation.provenance.get('method', 'profile')} ({Path(path).name})"] = \
                 allocation.budgets.mean(axis=1).tolist()
     except ValueError as exc:
         raise UserError(str(exc)) from None

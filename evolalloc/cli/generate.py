@@ -35,14 +35,16 @@ def read_prompt_file(path: Path, question_after_compression: bool) -> list[tuple
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            raise UserError(f"not a JSON object ({err.msg}); each line is one JSON object, e.g. {{\"prompt\": \"...\"}}",
+            raise UserError(f"not a JSON object ({err.msg}); each line is "
+                            f"one JSON object, e.g. {{\"prompt\": \"...\"}}",
                             source=source, field=where) from None
         if not isinstance(row, dict):
             raise UserError(f"expected a JSON object, got {type(row).__name__}", source=source, field=where)
         has_pair = isinstance(row.get("context"), str) and isinstance(row.get("question"), str)
         if question_after_compression:
             if not has_pair or not row["question"].strip():
-                raise UserError("--question-after-compression needs string fields \"context\" and a non-empty \"question\"",
+                raise UserError("--question-after-compression needs string "
+                                "fields \"context\" and a non-empty \"question\"",
                                 source=source, field=where)
             prompt = (row["context"], row["question"])
         elif isinstance(row.get("prompt"), str):
@@ -50,7 +52,8 @@ def read_prompt_file(path: Path, question_after_compression: bool) -> list[tuple
         elif has_pair:
             prompt = row["context"] + row["question"]
         else:
-            raise UserError("needs a string field \"prompt\" (or \"context\" and \"question\")", source=source, field=where)
+            raise UserError("needs a string field \"prompt\" (or \"context\" and \"question\")", source=source,
+                            field=where)
         if not (prompt if isinstance(prompt, str) else prompt[0]).strip():
             raise UserError("empty prompt", source=source, field=where)
         prompts.append((str(row.get("uid", number)), prompt))
@@ -60,19 +63,25 @@ def read_prompt_file(path: Path, question_after_compression: bool) -> list[tuple
 
 
 @main.command()
-@click.option("--allocation", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Allocation JSON (a budget profile).")
-@click.option("--prompt-file", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSONL, one {\"prompt\": ...} per line.")
+@click.option("--allocation", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Allocation JSON (a budget profile).")
+@click.option("--prompt-file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="JSONL, one {\"prompt\": ...} per line.")
 @model_option()
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=32, show_default=True)
-@click.option("--question-after-compression", is_flag=True, help="Compress each line's context, then feed its question.")
-@click.option("--sample/--greedy", "do_sample", default=False, show_default=True, help="Sample instead of greedy decoding.")
+@click.option("--question-after-compression", is_flag=True,
+              help="Compress each line's context, then feed its question.")
+@click.option("--sample/--greedy", "do_sample", default=False, show_default=True,
+              help="Sample instead of greedy decoding.")
 @click.option("--temperature", type=float, default=1.0, show_default=True)
 @click.option("--top-p", type=float, default=1.0, show_default=True)
 @click.option("--top-k", type=int, default=0, show_default=True)
 @seed_option(help="Prompt i samples with seed + i.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="JSONL answers (default: stdout).")
-def generate(allocation, prompt_file, model, max_new_tokens, question_after_compression, do_sample, temperature, top_p, top_k,
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSONL answers (default: stdout).")
+def generate(allocation, prompt_file, model, max_new_tokens, question_after_compression, do_sample, temperature, top_p,
+             top_k,
              seed, batch_size, output):
     """Answer each prompt of PROMPT_FILE with the KV cache evicted to ALLOCATION's budgets.
 
@@ -97,7 +106,8 @@ def generate(allocation, prompt_file, model, max_new_tokens, question_after_comp
                  top_p=top_p, top_k=top_k, seed=seed, batch_size=batch_size)
     lines = [json.dumps({"uid": uid, "text": text, "stopped_by": stop, "prompt_tokens": n, "kv_bytes_kept": m.actual,
                          "kv_bytes_full": m.full, "note": note})
-             for (uid, _), text, stop, n, m, note in zip(prompts, result.texts, result.stopped_by, result.prompt_lengths,
+             for (uid, _), text, stop, n, m, note in zip(prompts, result.texts, result.stopped_by,
+                                                         result.prompt_lengths,
                                                          result.kv_bytes, result.notes)]
     if output is None:
         for line in lines:

@@ -23,10 +23,9 @@ def bench_headroom_cmd(recipe, scorers, budgets, floors, overrides, progress):
     """Where a search has room: on the recipe's SEARCH split only (the held-out split is never
     read), the score of uniform budgets with each scorer at every c, next to the full cache."""
     from evolalloc.config.recipe import load_recipe
-    from evolalloc.pipeline.headroom import measure_headroom
-
     from evolalloc.core.budget_list import parse_budgets
     from evolalloc.core.errors import UserError
+    from evolalloc.pipeline.headroom import measure_headroom
 
     grid = sorted(set(parse_budgets(budgets, "--budgets", whole=True)))
     try:

@@ -53,7 +53,10 @@ def describe(card, context: int) -> list[str]:
     if card.probe is not None:
         lines.append(f"attention probe (a 4-token forward on the meta device, no weights): {_probe_text(card.probe)}")
     if card.chat_template is not None:
-        lines.append(f"chat template: {'yes (prompt_style: chat can be used)' if card.chat_template else 'none (use prompt_style: raw)'}")
+        lines.append(
+            "chat template: "
+            f"{'yes (prompt_style: chat can be used)' if card.chat_template else 'none (use prompt_style: raw)'}"
+        )
     if card.geometry is not None:
         lines += _memory_lines(card, context)
     return lines
@@ -70,7 +73,11 @@ def _group_table(groups) -> list[str]:
     rows = [(g.layer_type, str(len(g.layers)), str(g.query_heads), str(g.kv_heads), str(g.head_dim),
              str(g.window) if g.window is not None else "-") for g in groups]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    fmt = lambda row: "  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+
+    def fmt(row):
+        return "  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                                for i, (cell, w) in enumerate(zip(row, widths)))
+
     out = [fmt(header), *map(fmt, rows)]
     if len(groups) > 1:
         out += [f"  {g.layer_type}: layers {_spans(g.layers)}" for g in groups]
@@ -97,7 +104,8 @@ def _memory_lines(card, context: int) -> list[str]:
     if limit and limit != context:
         lines.append(f"  at {limit} tokens (the model's positions): {_bytes(card.kv_cache_bytes(limit))}")
     if limit and context > limit:
-        lines.append(f"note: --context {context} is beyond the model's {limit} positions: a run at that length is refused")
+        lines.append(f"note: --context {context} is beyond the model's "
+                     f"{limit} positions: a run at that length is refused")
     return lines
 
 

@@ -11,7 +11,8 @@ import click
 from evolalloc import DEFAULT_MODEL
 
 
-def model_option(dest: str = "model", help: str = "Model spec: bundled:<name>, a local HF model folder or a .gguf file."):
+def model_option(dest: str = "model",
+                 help: str = "Model spec: bundled:<name>, a local HF model folder or a .gguf file."):
     """``--model``: the model a command loads (default: the bundled model)."""
     return click.option("--model", dest, default=DEFAULT_MODEL, show_default=True, help=help)
 

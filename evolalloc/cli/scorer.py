@@ -16,7 +16,8 @@ from evolalloc.learned.settings import TraceSettings, TrainConfig
 T, C = TraceSettings, TrainConfig  # every default below is the dataclass's
 
 _MODEL = model_option("model_spec")
-_THREADS = click.option("--threads", type=int, default=1, show_default=True, help="torch threads (the machine is shared).")
+_THREADS = click.option("--threads", type=int, default=1, show_default=True,
+                        help="torch threads (the machine is shared).")
 
 
 def _csv(kind):
@@ -68,14 +69,20 @@ def scorer() -> None:
 @scorer.command("trace")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @_MODEL
-@click.option("--tasks", default=",".join(T.tasks), show_default=True, callback=_csv(str), help="Comma-separated task names.")
-@click.option("--lengths", default=",".join(map(str, T.lengths)), show_default=True, callback=_csv(int), help="Comma-separated context lengths (tokens).")
+@click.option("--tasks", default=",".join(T.tasks), show_default=True, callback=_csv(str),
+              help="Comma-separated task names.")
+@click.option("--lengths", default=",".join(map(str, T.lengths)), show_default=True, callback=_csv(int),
+              help="Comma-separated context lengths (tokens).")
 @click.option("--count", default=T.count, show_default=True, help="Prompts in total (spread over tasks x lengths).")
-@click.option("--split", type=click.Choice(["search", "heldout"]), default=T.split, show_default=True, help="Task split to draw prompts from.")
-@click.option("--future", default=T.future, show_default=True, help="Future queries whose attention defines importance.")
-@click.option("--splits-per-trace", default=T.splits_per_trace, show_default=True, help="Split points per prompt (the prompt end is one).")
+@click.option("--split", type=click.Choice(["search", "heldout"]), default=T.split, show_default=True,
+              help="Task split to draw prompts from.")
+@click.option("--future", default=T.future, show_default=True,
+              help="Future queries whose attention defines importance.")
+@click.option("--splits-per-trace", default=T.splits_per_trace, show_default=True,
+              help="Split points per prompt (the prompt end is one).")
 @click.option("--votes", default=T.votes, show_default=True, type=click.IntRange(min=0),
-              help="Also record SnapKV's votes of the last N queries before each split (for query-aware gates); 0: none.")
+              help="Also record SnapKV's votes of the last N queries "
+                   "before each split (for query-aware gates); 0: none.")
 @seed_option(T.seed)
 @_THREADS
 def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_per_trace, votes, seed, threads):
@@ -107,12 +114,14 @@ def trace_cmd(out_dir, model_spec, tasks, lengths, count, split, future, splits_
 @click.option("--warmup", default=C.warmup, show_default=True)
 @click.option("--hidden", default=C.hidden, show_default=True)
 @click.option("--depth", default=C.depth, show_default=True, help="Hidden layers per MLP.")
-@click.option("--max-tokens", type=int, default=C.max_tokens, help="Rank a random subset of this many tokens per step (speed).")
+@click.option("--max-tokens", type=int, default=C.max_tokens,
+              help="Rank a random subset of this many tokens per step (speed).")
 @click.option("--sinks", default=C.sinks, show_default=True)
 @click.option("--window", default=C.window, show_default=True)
 @seed_option(C.seed)
 @_THREADS
-def train_cmd(traces_dir, out_path, steps, permutations, lr, warmup, hidden, depth, max_tokens, sinks, window, seed, threads):
+def train_cmd(traces_dir, out_path, steps, permutations, lr, warmup, hidden, depth, max_tokens, sinks, window, seed,
+              threads):
     """Train one MLP per KV head with RLOO; writes the checkpoint and a JSONL log beside it."""
     _setup(threads)
     from evolalloc.learned.train import TrainConfig, train
@@ -130,14 +139,17 @@ def train_cmd(traces_dir, out_path, steps, permutations, lr, warmup, hidden, dep
 @scorer.command("eval")
 @_eval_inputs
 @_MODEL
-@click.option("--scorers", default="learned,snapkv,h2o,tova,keydiff,knorm,streaming,random", show_default=True, callback=_csv(str))
+@click.option("--scorers", default="learned,snapkv,h2o,tova,keydiff,knorm,streaming,random", show_default=True,
+              callback=_csv(str))
 @click.option("--task", default="passkey", show_default=True, help="Downstream task ('' to skip).")
-@click.option("--budgets", default="64,128,256", show_default=True, callback=_csv(int), help="Downstream uniform budgets.")
+@click.option("--budgets", default="64,128,256", show_default=True, callback=_csv(int),
+              help="Downstream uniform budgets.")
 @click.option("--seeds", default=5, show_default=True, help="Downstream instance seeds.")
 @click.option("--per-seed", default=4, show_default=True, help="Downstream instances per seed.")
 @click.option("--context-tokens", default=1024, show_default=True)
 @_THREADS
-def eval_cmd(checkpoint, traces_dir, out_dir, model_spec, scorers, task, budgets, seeds, per_seed, context_tokens, threads):
+def eval_cmd(checkpoint, traces_dir, out_dir, model_spec, scorers, task, budgets, seeds, per_seed, context_tokens,
+             threads):
     """Held-out normalised eviction cost per budget, and downstream scores with 95% intervals."""
     _setup(threads)
     from evolalloc.learned.evaluate import downstream, heldout_costs, plot_costs, render_tables
@@ -160,7 +172,8 @@ def eval_cmd(checkpoint, traces_dir, out_dir, model_spec, scorers, task, budgets
     costs = heldout_costs(loaded, traces, built)
     result = {"checkpoint": checkpoint, "traces": traces_dir, "costs": costs}
     if task:
-        result["downstream"] = downstream(loaded, task, built, budgets, seeds=seeds, per_seed=per_seed, context_tokens=context_tokens)
+        result["downstream"] = downstream(loaded, task, built, budgets, seeds=seeds, per_seed=per_seed,
+                                          context_tokens=context_tokens)
     (out / "results.json").write_text(json.dumps(result, indent=1))
     plot_costs(costs, out / "eviction-cost.png")
     table = render_tables(result)

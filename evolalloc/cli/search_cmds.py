@@ -15,12 +15,14 @@ from evolalloc.cli.options import progress_option, set_option
 @click.argument("more_seeds", nargs=-1, type=int, metavar="")
 @set_option
 @click.option("--name", default=None, help="Run folder name (default: the recipe's name).")
-@click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False, path_type=Path), help="Where run folders go.")
+@click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Where run folders go.")
 @click.option("--seeds", "first_seed", type=str, default=None, metavar="S [S ...]",
               help="Search once per optimizer seed (e.g. --seeds 0 1 2): runs NAME-s0, NAME-s1, ... on the same "
                    "instances, then NAME-seeds/summary.md with the spread. Run it again to resume.")
 @click.option("--plan", "plan_only", is_flag=True,
-              help="Print what the run will cost (prefills, evaluations, record memory and disk, a time estimate from a "
+              help="Print what the run will cost (prefills, evaluations, "
+                   "record memory and disk, a time estimate from a "
                    "short calibration on one instance) and stop; nothing is written.")
 @progress_option
 def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only, progress):
@@ -92,8 +94,10 @@ def resume(run, progress):
 
 @main.command()
 @click.argument("allocations", nargs=-1, required=True, metavar="ALLOCATION...")
-@click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), help="Recipe giving model and task.")
-@click.option("--run", "run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path), help="Run folder whose recipe gives model and task.")
+@click.option("--recipe", "recipe_path", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Recipe giving model and task.")
+@click.option("--run", "run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="Run folder whose recipe gives model and task.")
 @set_option
 @click.option("--split", type=click.Choice(["search", "heldout"]), default="heldout", show_default=True)
 @click.option("--budget", type=float, default=None, help="Target c for a baseline (default: the recipe's).")
@@ -144,13 +148,18 @@ def compare(run, baselines, progress):
 
 @main.command()
 @click.argument("allocation", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--to", "targets", type=float, multiple=True, required=True, help="New target average budget (repeatable).")
-@click.option("--min-budget", default=1, show_default=True, help="No budget goes below this (nor below the tokens the scorer always keeps).")
-@click.option("--rule", type=click.Choice(["proportional", "additive", "topup", "topup-half"]), default="proportional", show_default=True,
+@click.option("--to", "targets", type=float, multiple=True, required=True,
+              help="New target average budget (repeatable).")
+@click.option("--min-budget", default=1, show_default=True,
+              help="No budget goes below this (nor below the tokens the scorer always keeps).")
+@click.option("--rule", type=click.Choice(["proportional", "additive", "topup", "topup-half"]), default="proportional",
+              show_default=True,
               help="proportional: every budget times c'/c (EvolKV); additive: every unit gains c'-c tokens; topup "
-                   "(gates only): the profile as per-head floors, the c'-c extra tokens per unit to the gates' global top-k; "
+                   "(gates only): the profile as per-head floors, the "
+                   "c'-c extra tokens per unit to the gates' global top-k; "
                    "topup-half: the same with floors at half the profile.")
-@click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: beside ALLOCATION.")
+@click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Default: beside ALLOCATION.")
 def expand(allocation, targets, min_budget, rule, out_dir):
     """Carry a profile to larger budgets by EvolKV's proportional rule, the additive one or topup (no new search).
 
@@ -158,9 +167,8 @@ def expand(allocation, targets, min_budget, rule, out_dir):
     should go (the always-kept tokens take a larger share of it); search at that budget instead.
     Every target is checked before any file is written.
     """
-    from evolalloc.core.allocation_file import load_allocation, save_allocation
     from evolalloc.config.run_folder import allocation_filename
-
+    from evolalloc.core.allocation_file import load_allocation, save_allocation
     from evolalloc.core.errors import UserError
     from evolalloc.core.topup import TOPUP_RULES, topup_problem
 
@@ -217,27 +225,33 @@ def check_expansion(source, target: float, floor: int, *, where: str, field: str
         source.check_expansion_target(target, floor)
     except ValueError as err:
         raise UserError(f"{err} (scorer {source.scorer} always keeps {floor}, or --min-budget)"
-                        if target < floor and target >= source.target else str(err), source=where, field=field) from None
+                        if target < floor and target >= source.target else str(err), source=where,
+                        field=field) from None
 
 
 @main.command()
 @click.argument("allocation", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(_export_formats()), default="kvpress", show_default=True)
-@click.option("--context-length", type=int, default=None, help="kvpress / curve: express budgets as ratios of a prompt of this length.")
-@click.option("--targets", callback=_targets, default=None, metavar="C1,C2,...", help="curve: the average budgets of the family (default: the target and 2x, 4x).")
-@click.option("--sink-tokens", type=int, default=None, help="trtllm: sink_token_length (default: what the profile was searched with).")
+@click.option("--context-length", type=int, default=None,
+              help="kvpress / curve: express budgets as ratios of a prompt of this length.")
+@click.option("--targets", callback=_targets, default=None, metavar="C1,C2,...",
+              help="curve: the average budgets of the family (default: the target and 2x, 4x).")
+@click.option("--sink-tokens", type=int, default=None,
+              help="trtllm: sink_token_length (default: what the profile was searched with).")
 @click.option("--curves", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="lukv: a run's lukv-curves.npz; each row is then LU-KV's own greedy, not the profile rescaled.")
 @click.option("--family", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="curve / lukv: a budget.curve run's profile-curve.json; rows then come from its searched curve.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Default: print to stdout.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Default: print to stdout.")
 def export(allocation, fmt, context_length, targets, sink_tokens, curves, family, output):
     """Export a profile for a serving stack, in that stack's own terms (see docs/shipping.md)."""
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.export import export_allocation, export_text
 
     source = load_allocation(allocation)
-    options = dict(context_length=context_length, targets=targets, sink_tokens=sink_tokens, curves=curves, family=family)
+    options = dict(context_length=context_length, targets=targets, sink_tokens=sink_tokens, curves=curves,
+                   family=family)
     if output is None:
         click.echo(export_text(source, fmt, source=str(allocation), **options), nl=False)
     else:
@@ -268,10 +282,9 @@ def _recipe(recipe_path, run_dir, overrides):
 
 def _baseline_list(text: str) -> list[str]:
     """``--baselines`` as a list of registered methods (``UserError`` with did-you-mean otherwise)."""
-    from evolalloc.registry import UnknownNameError
-
     from evolalloc.core.baselines import BASELINES
     from evolalloc.core.errors import UserError
+    from evolalloc.registry import UnknownNameError
 
     names = [name.strip() for name in text.split(",") if name.strip()]
     for name in names:

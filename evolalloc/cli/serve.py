@@ -41,7 +41,8 @@ token_option = click.option("--token-file", type=click.Path(dir_okay=False, exis
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; not loopback needs a token.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; not loopback needs a token.")
 @click.option("--port", default=8700, show_default=True, type=int)
 @click.option("--runs-dir", default="runs", show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="Where run folders go (and, by default, the service database).")
@@ -55,7 +56,8 @@ token_option = click.option("--token-file", type=click.Path(dir_okay=False, exis
 @click.option("--model-root", "model_roots", multiple=True, metavar="DIR",
               help="A folder recipes' model specs may point into (repeatable; default: none, bundled models only).")
 @click.option("--ray-address", default=None, metavar="ADDR",
-              help="Where jobs with engine.kind ray run: local (default), auto or ray://host:port. Recipes cannot choose.")
+              help="Where jobs with engine.kind ray run: local (default), "
+                   "auto or ray://host:port. Recipes cannot choose.")
 @click.option("--read-token-file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="File holding a token every read then needs too (the write token also reads).")
 @click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
@@ -143,7 +145,8 @@ def jobs(job_id, cancel, service, token_file):
     for job in ([_call(client.job, job_id)] if job_id is not None else _call(client.jobs)):
         planned = job["evaluations_planned"] or "?"
         best = f"{job['best_fitness']:.4f}" if job["best_fitness"] is not None else "-"
-        line = f"{job['id']:>5}  {job['status']:<9}  {job['name']:<24} {job['evaluations_done']:>5}/{planned:<5} best {best}"
+        line = (f"{job['id']:>5}  {job['status']:<9}  {job['name']:<24} "
+                f"{job['evaluations_done']:>5}/{planned:<5} best {best}")
         if job["status"] == "running" and job.get("phase"):  # e.g. "prefilling 3/20"
             counted = f" {job['phase_done'] or 0}/{job['phase_total']}" if job.get("phase_total") else ""
             line += f"  {job['phase']}{counted}"
@@ -194,7 +197,8 @@ def profiles_pull(profile_id, budget, fmt, context_length, output, service):
 @click.option("--recipe", "recipe_path", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Recipe saying how to evaluate a profile (model, task, scorer, fitness mode, engine).")
 @click.option("--client-id", default=None, help="This worker's name on the service (default: host-pid).")
-@click.option("--max-trials", type=int, default=None, help="Stop after this many trials (default: until the study ends).")
+@click.option("--max-trials", type=int, default=None,
+              help="Stop after this many trials (default: until the study ends).")
 @token_option
 def worker(service, study_id, recipe_path, client_id, max_trials, token_file):
     """Evaluate an ask/tell study's suggestions with evolalloc's runtime until the study ends."""

@@ -57,7 +57,8 @@ def tasks(ctx: click.Context) -> None:
 @click.option("--context-tokens", type=click.IntRange(min=1), default=None, help="Prompt length in the model's tokens.")
 @click.option("--split", type=click.Choice(["search", "heldout"]), default="search", show_default=True)
 @seed_option()
-@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="A task parameter, e.g. -p needle_type=uuid.")
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE",
+              help="A task parameter, e.g. -p needle_type=uuid.")
 @model_option(help="Whose tokenizer measures lengths.")
 def show(name: str, context_tokens: int | None, split: str, seed: int, params: tuple[str, ...], model: str) -> None:
     """Print one example instance of task NAME: prompt (middle cut), references, metric."""
@@ -101,9 +102,11 @@ def show(name: str, context_tokens: int | None, split: str, seed: int, params: t
 @click.option("--context-tokens", type=click.IntRange(min=1), default=None, help="Prompt length in the model's tokens.")
 @click.option("--split", type=click.Choice(["search", "heldout"]), default="heldout", show_default=True)
 @seed_option()
-@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="A task parameter, e.g. -p needle_type=uuid.")
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE",
+              help="A task parameter, e.g. -p needle_type=uuid.")
 @model_option(help="Whose tokenizer measures lengths.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="JSONL file to write.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="JSONL file to write.")
 def dump(name, count, context_tokens, split, seed, params, model, output) -> None:
     """Write COUNT instances of task NAME as JSONL, one prompt file line each.
 

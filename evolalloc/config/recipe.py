@@ -15,197 +15,25 @@ key>)`` before anything is written. The sections and their defaults are in ``evo
 A loaded ``Recipe`` is *resolved*: seeds left null take the recipe's ``seed``, expansions left
 null become ``[2c, 4c]`` and the name defaults to the file's stem, so ``to_yaml()`` writes down
 exactly what ran and loading that file again gives an equal recipe.
+
+Where the parts live: the ``Recipe`` type in ``recipe_type.py``, reading the YAML and the ``--set``
+overrides in ``recipe_reading.py``, the cross-field rules in ``recipe_checks.py``; this module puts
+them in order (read, override, build, resolve, check).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-from evolalloc.registry import UnknownNameError
-
-from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
+from evolalloc.config.recipe_base import BASE_KEY, Layer, read_with_bases
+from evolalloc.config.recipe_checks import NO_TASK, check_recipe, check_registered_names
+from evolalloc.config.recipe_reading import OVERRIDE_SOURCE, apply_overrides, read_yaml_file, source_of
+from evolalloc.config.recipe_type import Recipe
+from evolalloc.config.section_builder import FieldProblem, build_section
 from evolalloc.core.errors import UserError
-from evolalloc.core.topup import TOPUP_RULES, topup_problem
-from evolalloc.core.record_settings import parse_size
-from evolalloc.config.recipe_base import BASE_KEY, Layer, origin_of, read_with_bases
-from evolalloc.config.schema import (
-    FieldProblem, RecipeData, TRAINABLE_SCORERS, TaskEntrySection, TaskSection, build_section, describe, unknown_key,
-)
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-OVERRIDE_SOURCE = "--set"
-_NO_TASK = "missing required field (registered task (see `evolalloc tasks`); or list several under tasks)"
-
-
-@dataclass
-class Recipe(RecipeData):
-    """A validated, resolved run recipe. ``source`` is where it was read from (not saved)."""
-
-    source = None  # a plain attribute, not a field: it is neither a recipe key nor saved
-
-    @property
-    def resolved(self):
-        """The ``ResolvedRun`` of this recipe (``config/resolved.py``): what downstream code reads
-        (the service's limits, for one) instead of the recipe's budget sections."""
-        from evolalloc.config.resolved import resolve_run
-
-        return resolve_run(self)
-
-    @property
-    def budgets(self) -> list[int]:
-        """The target ``c`` followed by its expansions, or by the rest of ``budget.curve``'s grid:
-        every budget a run reports on."""
-        if self.budget.curve is not None:
-            return [self.budget.target, *(b for b in self.budget.curve.grid(self.budget.target) if b != self.budget.target)]
-        return [self.budget.target, *self.budget.expansions]
-
-    @property
-    def granularity(self) -> str:
-        """``"head"`` when the search space gives each KV head its own budget, else ``"layer"``
-        (what the space declares; see ``searchspaces``)."""
-        from searchspaces import search_space_granularity  # a leaf package of plain numpy: cheap
-
-        return search_space_granularity(self.search_space.name)
-
-    @property
-    def task_entries(self) -> list[TaskEntrySection]:
-        """Every task the fitness averages, with weight and label: ``tasks``, or ``task`` alone
-        (weight 1, labelled with its name)."""
-        if self.tasks is not None:
-            return list(self.tasks)
-        fields = {f.name: getattr(self.task, f.name) for f in dataclasses.fields(TaskSection)}
-        return [TaskEntrySection(**fields, weight=1.0, label=self.task.name)]
-
-    @property
-    def multi_task(self) -> bool:
-        return self.tasks is not None
-
-    @property
-    def task_names(self) -> str:
-        """``passkey`` or ``passkey+niah_single``: the task(s) in one word, for provenance and titles."""
-        return "+".join(entry.label for entry in self.task_entries)
-
-    def for_task(self, entry: TaskEntrySection) -> "Recipe":
-        """This recipe with ``entry`` as its only task: what one task's part of an experiment runs."""
-        fields = {f.name: getattr(entry, f.name) for f in dataclasses.fields(TaskSection)}
-        single = dataclasses.replace(self, task=TaskSection(**fields), tasks=None)
-        single.source = self.source
-        return single
-
-    def to_dict(self) -> dict:
-        """The resolved recipe as plain YAML-able objects, sections in reading order.
-
-        Of ``task`` and ``tasks`` only the one given is written."""
-        data = dataclasses.asdict(self)
-        for key in ("task", "tasks"):
-            if data[key] is None:
-                del data[key]
-        return data
-
-    def to_yaml(self) -> str:
-        header = "# Resolved evolalloc recipe: defaults + recipe file + --set overrides, as run.\n"
-        return header + yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
-
-
-# -- reading -------------------------------------------------------------------------------
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key given twice (PyYAML would silently keep the last one)."""
-
-
-def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in seen:
-            raise yaml.MarkedYAMLError(
-                "while reading a mapping", node.start_mark, f"key {key!r} is given twice", key_node.start_mark
-            )
-        seen[key] = True
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
-
-
-def _parse_yaml(text: str, source: str, loader: type = _StrictLoader) -> Any:
-    try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass (the service's is stricter)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
-        raise UserError(f"not valid YAML: {err.problem or err.context}", source=source, field=where) from None
-    except yaml.YAMLError as err:
-        raise UserError(f"not valid YAML: {err}", source=source) from None
-
-
-def _read(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError("no such recipe file", source=str(path)) from None
-    except IsADirectoryError:
-        raise UserError("is a folder, not a recipe file", source=str(path)) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read: {err}", source=str(path)) from None
-    data = _parse_yaml(text, str(path))
-    return {} if data is None else data
-
-
-def _apply_overrides(data: Any, overrides: Iterable[str]) -> tuple[Any, dict[str, str]]:
-    """``data`` with each ``dotted.key=value`` applied (value parsed as YAML); and which keys."""
-    applied: dict[str, str] = {}
-    for text in overrides:
-        key, sep, raw = text.partition("=")
-        key = key.strip()
-        if not sep or not key or any(not part for part in key.split(".")):
-            raise UserError(f"expected KEY=VALUE such as optimizer.sigma0=0.2, got {text!r}", source=OVERRIDE_SOURCE)
-        value = _parse_yaml(raw, f"{OVERRIDE_SOURCE} {key}")
-        if not isinstance(data, dict):
-            break  # the file's own top level is wrong; that error comes first
-        node, parts = data, key.split(".")
-        for i, part in enumerate(parts[:-1]):
-            if isinstance(node, list):  # tasks.1.search.n: a list item by its index
-                child = node[int(part)] if part.isdigit() and int(part) < len(node) else None
-                if child is None:
-                    raise UserError(f"cannot set {key}: {'.'.join(parts[:i])} has no item {part}",
-                                    source=f"{OVERRIDE_SOURCE} {text}", field=".".join(parts[: i + 1]))
-            else:
-                child = node.get(part)
-                if child is None:
-                    child = node[part] = {}
-            if not isinstance(child, (dict, list)):
-                section = ".".join(parts[: i + 1])
-                raise UserError(f"cannot set {key}: {section} is {describe(child)}, not a section",
-                                source=f"{OVERRIDE_SOURCE} {text}", field=section)
-            node = child
-        if isinstance(node, list):
-            last = parts[-1]
-            if not (last.isdigit() and int(last) < len(node)):
-                raise UserError(f"cannot set {key}: {'.'.join(parts[:-1])} has no item {last}",
-                                source=f"{OVERRIDE_SOURCE} {text}", field=key)
-            node[int(last)] = value
-        else:
-            node[parts[-1]] = value
-        applied[key] = text
-    return data, applied
-
-
-def _source_of(field: str, file_source: str, applied: dict[str, str], layers: list[Layer] = ()) -> str:
-    """Blame ``--set`` when the faulty field (or a section holding it) came from an override, and
-    the base recipe that set it when it was inherited (``base:``)."""
-    field = re.sub(r"\[(\d+)\]", r".\1", field)  # tasks[1].weight is set as tasks.1.weight
-    for key in applied:
-        if field == key or field.startswith(key + ".") or field.startswith(key + "[") or key.startswith(field + "."):
-            return f"{OVERRIDE_SOURCE} {applied[key]}"
-    return origin_of(field, list(layers)) or file_source
+__all__ = ["OVERRIDE_SOURCE", "Recipe", "load_recipe", "read_recipe_file", "recipe_from_dict"]
 
 
 def load_recipe(path: str | Path, overrides: Iterable[str] = (), *, check_names: bool = True) -> Recipe:
@@ -218,7 +46,7 @@ def load_recipe(path: str | Path, overrides: Iterable[str] = (), *, check_names:
     """
     path = Path(path)
     merged, layers = read_recipe_file(path)
-    data, applied = _apply_overrides(merged, overrides)
+    data, applied = apply_overrides(merged, overrides)
     return recipe_from_dict(data, source=str(path), default_name=path.stem, applied=applied, check_names=check_names,
                             layers=layers)
 
@@ -226,7 +54,7 @@ def load_recipe(path: str | Path, overrides: Iterable[str] = (), *, check_names:
 def read_recipe_file(path: str | Path) -> tuple[Any, list[Layer]]:
     """The parsed recipe file merged over its ``base:`` chain (``recipe_base``), not yet
     validated, and the chain's files (``path`` first) for blaming a bad field on its file."""
-    return read_with_bases(Path(path), _read)
+    return read_with_bases(Path(path), read_yaml_file)
 
 
 def recipe_from_dict(
@@ -243,14 +71,14 @@ def recipe_from_dict(
             raise FieldProblem(BASE_KEY, "is resolved only when a recipe file is read (`evolalloc search FILE`); "
                                          "send the merged recipe instead (a run folder's recipe.yaml)")
         if isinstance(data, dict) and data.get("task") is None and data.get("tasks") is None:
-            raise FieldProblem("task.name", _NO_TASK)  # the first thing a recipe must say
+            raise FieldProblem("task.name", NO_TASK)  # the first thing a recipe must say
         recipe = build_section(Recipe, data)
         _resolve(recipe, default_name)
-        _check(recipe)
+        check_recipe(recipe)
         if check_names:
-            _check_names(recipe)
+            check_registered_names(recipe)
     except FieldProblem as problem:
-        raise UserError(problem.message, source=_source_of(problem.field, source, applied, layers),
+        raise UserError(problem.message, source=source_of(problem.field, source, applied, layers),
                         field=problem.field) from None
     recipe.source = source
     return recipe
@@ -277,239 +105,3 @@ def _resolve(recipe: Recipe, default_name: str) -> None:
             entry.context_tokens = tasks[0].context_tokens
     if recipe.budget.expansions is None and recipe.budget.target is not None:
         recipe.budget.expansions = [2 * recipe.budget.target, 4 * recipe.budget.target]
-
-
-
-def _check_labels(path: str, labels: list[str]) -> None:
-    """Each label of the list at ``path`` is a folder-safe name, used once."""
-    for i, label in enumerate(labels):
-        if not _NAME.match(label):
-            raise FieldProblem(f"{path}[{i}].label", f"must be letters, digits, '.', '_' or '-', got {label!r}")
-        if label in labels[:i]:
-            raise FieldProblem(f"{path}[{i}].label", f"{label!r} is used twice: give each task its own label")
-
-def _check(recipe: Recipe) -> None:
-    """Cross-field rules and the rules on list items (the schema checks single fields)."""
-    if not _NAME.match(recipe.name):
-        raise FieldProblem("name", f"must be a folder name of letters, digits, '.', '_' or '-', got {recipe.name!r}")
-    target = recipe.budget.target
-    for i, value in enumerate(recipe.budget.expansions):
-        if value < 1:
-            raise FieldProblem(f"budget.expansions[{i}]", f"must be >= 1, got {value}")
-        if value == target or value in recipe.budget.expansions[:i]:
-            raise FieldProblem(f"budget.expansions[{i}]", f"{value} is listed twice (the target counts)")
-        if value < target:
-            # As for `evolalloc expand`: a profile searched at c says nothing about a smaller cache.
-            raise FieldProblem(f"budget.expansions[{i}]", f"{value} is below budget.target {target}: a profile is "
-                                                          "only carried to larger budgets; search at that target instead")
-    _check_curve(recipe)
-    for path, task in _task_sections(recipe):
-        context = task.context_tokens
-        if context is not None and target >= context:
-            raise FieldProblem("budget.target", f"{target} leaves nothing to compress in a {context}-token prompt "
-                                                f"({path}.context_tokens); choose a smaller target")
-        _check_curation(path, task)
-    if recipe.tasks is not None:
-        _check_labels("tasks", [task.label for task in recipe.tasks])
-        if recipe.engine.kind == "ray" and len(recipe.tasks) > 1:
-            raise FieldProblem("engine.kind", "the ray engine evaluates one task; use engine.kind: local for several tasks")
-    try:
-        parse_size(recipe.engine.record_memory)
-    except ValueError as err:
-        raise FieldProblem("engine.record_memory", str(err)) from None
-    bounds = recipe.search_space.ratio_bounds
-    if bounds is not None and not (0 <= bounds[0] < bounds[1]):
-        raise FieldProblem("search_space.ratio_bounds", f"must be [lo, hi] with 0 <= lo < hi, got {bounds}")
-    for i, name in enumerate(recipe.baselines):
-        _check_registered(f"baselines[{i}]", BASELINES, name)
-        if name in recipe.baselines[:i]:
-            raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
-        problem = make_baseline(name).problem()  # e.g. gates without a trained checkpoint
-        declared = make_baseline(name).scorer
-        if problem and not (declared and declared[0] == recipe.scorer.name):  # else it reads the run's (Experiment.make_baseline)
-            raise FieldProblem(f"baselines[{i}]", problem)
-        least = make_baseline(name).min_target  # e.g. streaming's sink tokens
-        if target < least:
-            raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")
-        if min(recipe.budgets) < least:
-            raise FieldProblem("budget.curve.low", f"baseline {name!r} needs budgets >= {least:g}; the curve starts at "
-                                                   f"{min(recipe.budgets)}")
-    if recipe.storage is not None and not _URL.match(recipe.storage):
-        raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
-    _check_scorer_training(recipe)
-    from searchspaces import SEARCH_SPACES  # a leaf package of plain numpy: cheap
-
-    _check_registered("search_space.name", SEARCH_SPACES, recipe.search_space.name)
-    space = SEARCH_SPACES.get(recipe.search_space.name)
-    if space.scorers is not None and recipe.scorer.name not in space.scorers:
-        raise FieldProblem("search_space.name", f"search space {recipe.search_space.name!r} only works with scorer "
-                                                f"{' or '.join(space.scorers)}; got scorer.name {recipe.scorer.name!r}")
-    if recipe.budget.expansion_rule in TOPUP_RULES:  # the gates' global top-k places the extra tokens
-        problem = topup_problem(recipe.scorer.name, space.adapter, recipe.budget.expansion_rule)
-        if problem:
-            raise FieldProblem("budget.expansion_rule", problem)
-    if recipe.search_space.floor_fraction is not None and "floor_fraction" not in space.params:
-        raise FieldProblem("search_space.floor_fraction", f"only the gate_floors search space takes it, not "
-                                                          f"{recipe.search_space.name!r}")
-    for i, name in enumerate(recipe.baselines):
-        if space.adapter is not None and BASELINES.get(name).adapts == EVOLVED:  # e.g. evolved+adakv on the hybrid
-            raise FieldProblem(f"baselines[{i}]", f"{name!r} adapts the searched budgets, but {recipe.search_space.name!r}'s "
-                                                  f"budgets are read by its own adapter ({space.adapter}), not as budgets")
-
-
-def _check_curve(recipe: Recipe) -> None:
-    """``budget.curve``: instead of expansions, a grid of distinct budgets whose anchors lie on it."""
-    curve, target = recipe.budget.curve, recipe.budget.target
-    if curve is None:
-        return
-    if recipe.budget.expansions:
-        raise FieldProblem("budget.expansions", "give either expansions or curve (its grid holds every budget), not both")
-    if curve.low >= 1:
-        raise FieldProblem("budget.curve.low", f"must be below 1 (a multiple of c under c), got {curve.low}")
-    grid = curve.grid(target)
-    if len(grid) < curve.points:
-        raise FieldProblem("budget.curve.points", f"{curve.points} points from {curve.low}*c to {curve.high}*c round to "
-                                                  f"only {len(grid)} distinct budgets ({grid}); use fewer points or a wider range")
-    for i, value in enumerate(curve.anchors or []):
-        if value not in grid:
-            raise FieldProblem(f"budget.curve.anchors[{i}]", f"{value} is not on the grid {grid}")
-    anchors = curve.anchor_budgets(target)
-    if anchors[0] != grid[0] or anchors[-1] != grid[-1]:
-        raise FieldProblem("budget.curve.anchors", f"must include both ends of the grid ({grid[0]} and {grid[-1]}): "
-                                                   "budgets outside the anchors would not be searched")
-    if recipe.search_space.name not in ("layer_groups", "head_groups"):
-        raise FieldProblem("budget.curve", f"needs budgets a unit keeps (layer_groups or head_groups), not the "
-                                           f"{recipe.search_space.name!r} search space's prior")
-
-
-def _check_scorer_training(recipe: Recipe) -> None:
-    """``scorer.train``: a scorer the run can train, no checkpoint named beside it, capacities above
-    the always-kept tokens."""
-    train = recipe.scorer.train
-    if train is None:
-        return
-    if recipe.scorer.name not in TRAINABLE_SCORERS:
-        raise FieldProblem("scorer.train", f"a run can train {', '.join(TRAINABLE_SCORERS)} only; "
-                                           f"{recipe.scorer.name!r} has nothing to train")
-    if recipe.scorer.params.get("checkpoint"):
-        raise FieldProblem("scorer.params.checkpoint", "give either a checkpoint or scorer.train (which makes one), not both")
-    if train.tasks is not None:
-        if not train.tasks:
-            raise FieldProblem("scorer.train.tasks", "must list at least one task (or null: the recipe's own tasks)")
-        if train.traces is None:
-            raise FieldProblem("scorer.train.traces", "required with scorer.train.tasks: how many prompts the mixture traces")
-        _check_labels("scorer.train.tasks", [entry.label for entry in train.tasks])
-    if recipe.scorer.name != "gates":
-        if train.votes:
-            raise FieldProblem("scorer.train.votes", f"only gates read SnapKV votes; {recipe.scorer.name!r} does not")
-        if train.objective != "attention":
-            raise FieldProblem("scorer.train.objective", f"only anchored gates train on the answer; {recipe.scorer.name!r} cannot")
-        if train.anchored or not train.residual:
-            field = "scorer.train.anchored" if train.anchored else "scorer.train.residual"
-            raise FieldProblem(field, f"only gates can be anchored at SnapKV; {recipe.scorer.name!r} cannot")
-        return  # capacities are the gates' training budgets
-    if not train.residual and not train.anchored:
-        raise FieldProblem("scorer.train.residual", "false is a setting of anchored gates (set scorer.train.anchored: true)")
-    if train.anchored and not train.votes:
-        raise FieldProblem("scorer.train.anchored", "anchored gates start from SnapKV's votes: set scorer.train.votes (e.g. 32)")
-    if train.objective == "answer" and not train.anchored:
-        raise FieldProblem("scorer.train.objective", "answer trains anchored gates: set scorer.train.anchored: true")
-    if train.objective == "answer" and train.splits_per_trace != 1:
-        raise FieldProblem("scorer.train.splits_per_trace", "the answer objective trains at the prompt end only "
-                                                            "(where compression happens): set 1")
-    kept = int(recipe.scorer.params.get("sinks", 4)) + int(recipe.scorer.params.get("window", 16))
-    for i, capacity in enumerate(train.capacities if train.capacities is not None else recipe.budgets):
-        if capacity <= kept:
-            where = f"scorer.train.capacities[{i}]" if train.capacities is not None else "budget.target"
-            raise FieldProblem(where, f"{capacity} does not exceed the scorer's always-kept tokens ({kept}): nothing to train for")
-
-
-def _task_sections(recipe: Recipe) -> list[tuple[str, TaskSection]]:
-    """``(dotted path, section)`` of every task: ``task``, or ``tasks[0]``, ``tasks[1]``..."""
-    if recipe.task is not None and recipe.tasks is not None:
-        raise FieldProblem("tasks", "give either task (one task) or tasks (several), not both")
-    if recipe.task is None and recipe.tasks is None:
-        raise FieldProblem("task.name", _NO_TASK)
-    if recipe.tasks is not None and not recipe.tasks:
-        raise FieldProblem("tasks", "must list at least one task")
-    if recipe.task is not None:
-        return [("task", recipe.task)]
-    return [(f"tasks[{i}]", task) for i, task in enumerate(recipe.tasks)]
-
-
-def _check_curation(path: str, task: TaskSection) -> None:
-    """The held-out split is never filtered by a compressed method's score; draws must make sense."""
-    for split in ("search", "heldout"):
-        section = getattr(task, split)
-        curate, where = section.curate, f"{path}.{split}.curate"
-        if split == "heldout" and curate.reference_unsolved is not None:
-            raise FieldProblem(f"{where}.reference_unsolved", "the held-out split is never filtered by a compressed "
-                                                              "method's score; only full_cache_solves is allowed there")
-        if curate.reference_unsolved is not None and not curate.full_cache_solves:
-            raise FieldProblem(f"{where}.reference_unsolved", "needs full_cache_solves: true (an instance the full "
-                                                              "cache fails carries no signal either)")
-        if curate.draw is not None and not curate.active:
-            raise FieldProblem(f"{where}.draw", "only matters when curating: set full_cache_solves: true")
-        if curate.draw is not None and curate.draw < section.n:
-            raise FieldProblem(f"{where}.draw", f"must be >= {path}.{split}.n ({section.n}), got {curate.draw}")
-
-
-def _check_registered(field: str, registry, name: str) -> None:
-    """A ``FieldProblem`` (did-you-mean and the valid names) unless ``registry`` knows ``name``."""
-    try:
-        registry.check_name(name)
-    except UnknownNameError as err:
-        raise FieldProblem(field, str(err)) from None
-
-
-def _check_names(recipe: Recipe) -> None:
-    """Task and scorer names and parameter names, against their registries."""
-    from fitness.registry import TASKS, task_parameters
-
-    for path, task in _task_sections(recipe):
-        _check_registered(f"{path}.name", TASKS, task.name)
-        valid = task_parameters(task.name)
-        for key in task.params:
-            if key not in valid:
-                raise unknown_key(f"{path}.params", key, valid)
-
-    train = recipe.scorer.train
-    for i, entry in enumerate((train.tasks or []) if train is not None else []):
-        path = f"scorer.train.tasks[{i}]"
-        _check_registered(f"{path}.name", TASKS, entry.name)
-        valid = task_parameters(entry.name)
-        for key in entry.params:
-            if key not in valid:
-                raise unknown_key(f"{path}.params", key, valid)
-
-    from evolalloc.engine.base import ENGINES
-
-    engines = ENGINES.load_all()
-    most = engines[recipe.engine.kind].max_workers
-    if most is not None and recipe.engine.workers > most:
-        unlimited = [name for name, cls in engines.items() if cls.max_workers is None]
-        raise FieldProblem("engine.workers", f"the {recipe.engine.kind} engine runs at most {most} worker(s), got "
-                                             f"{recipe.engine.workers}; use engine.kind: {' or '.join(unlimited)} for more")
-    takes = [p for p in ENGINES.parameters(recipe.engine.kind) if p != "workload"]
-    for key in recipe.engine.options:
-        if key not in takes:
-            raise unknown_key("engine.options", key, takes)
-
-    from evolalloc.runtime.scorers import SCORERS, get_scorer
-
-    _check_registered("scorer.name", SCORERS, recipe.scorer.name)
-    try:
-        scorer = get_scorer(recipe.scorer.name, **recipe.scorer.params)
-    except ValueError as err:
-        raise FieldProblem("scorer.params", str(err)) from None
-    # Every task of the recipe (``task``, or each entry of ``tasks``) shares the one scorer.
-    asking = [i for i, entry in enumerate(recipe.task_entries) if entry.question_after_compression]
-    if recipe.scorer.train is not None and recipe.scorer.train.votes and asking:
-        raise FieldProblem("scorer.train.votes", "query-aware gates read what the question attends to; "
-                                                 "question_after_compression: true has no question at compression")
-    if asking and not scorer.query_free:
-        where = "task" if not recipe.multi_task else f"tasks[{asking[0]}]"
-        query_free = [name for name, cls in SCORERS.load_all().items() if cls.query_free]
-        raise FieldProblem("scorer.name", f"scorer {scorer.name!r} ranks tokens by what the queries attend to, so it "
-                                          f"cannot serve {where}.question_after_compression: true (the question comes "
-                                          f"after compression); use a query-free scorer: {', '.join(query_free)}")

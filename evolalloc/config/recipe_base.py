@@ -24,8 +24,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from evolalloc.config.section_builder import describe
 from evolalloc.core.errors import UserError
-from evolalloc.config.schema import describe
 
 BASE_KEY = "base"
 

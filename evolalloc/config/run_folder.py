@@ -24,13 +24,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from evolalloc.core.errors import UserError
-from evolalloc.core.fileio import write_atomic
 from evolalloc.config.recipe import Recipe, load_recipe
 from evolalloc.config.resolved import ResolvedRun, parse_resolved, resolve_run, resolved_json
-from evolalloc.search.checkpoint import CHECKPOINT_NAME as CHECKPOINT_FILE
-from evolalloc.search.checkpoint import LEGACY_CHECKPOINT_NAME as LEGACY_CHECKPOINT_FILE  # older pickles; refused
-from evolalloc.search.checkpoint import STUDY_FILE
+from evolalloc.core.errors import UserError
+from evolalloc.core.fileio import write_atomic
+
+# Re-exported: the run folder's file names in one place (the search owns its checkpoint and trial store names).
+from evolalloc.search.checkpoint import CHECKPOINT_NAME as CHECKPOINT_FILE  # noqa: F401
+from evolalloc.search.checkpoint import LEGACY_CHECKPOINT_NAME as LEGACY_CHECKPOINT_FILE  # noqa: F401 (older pickles; refused)
+from evolalloc.search.checkpoint import STUDY_FILE  # noqa: F401
 
 RECIPE_FILE = "recipe.yaml"
 RUN_FILE = "run.json"

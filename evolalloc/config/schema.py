@@ -1,9 +1,10 @@
 """The sections of a run recipe: dataclass defaults plus the per-field rules that check them.
 
 Each section is a dataclass; each field's ``metadata`` holds its rule (``choices``, ``min``,
-``max``, ``length``, ``required``) and a one-line ``help``. ``build_section`` turns a mapping
-(YAML after overrides) into a section, checking key names, types and rules; cross-field checks
-live in ``recipe.py``. Every problem becomes one ``UserError`` naming the dotted field.
+``max``, ``length``, ``required``) and a one-line ``help``. ``build_section``
+(``section_builder.py``) turns a mapping (YAML after overrides) into a section, checking key names,
+types and rules; cross-field checks live in ``recipe_checks.py``. Every problem becomes one
+``UserError`` naming the dotted field.
 
 Nothing here imports torch, optuna or the runtime: checking a recipe must be instant.
 """
@@ -11,26 +12,31 @@ Nothing here imports torch, optuna or the runtime: checking a recipe must be ins
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import importlib
-import math
-import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
-
-from fitness.task import FITNESS_MODES
-from evolalloc.registry import UnknownNameError
-from searchspaces.base import GROUP_SIZE_RANGE
+from typing import Any, Callable
 
 from evolalloc import DEFAULT_MODEL
+
+# FieldProblem, build_section, describe, registry and unknown_key are re-exported (noqa): code and
+# plugins written against the schema import the checking machinery from here.
+from evolalloc.config.section_builder import (  # noqa: F401
+    FieldProblem,
+    build_section,
+    describe,
+    join_path,
+    registry,
+    type_options,
+    unknown_key,
+)
 from evolalloc.core.allocation import EXPANSION_RULES
 from evolalloc.core.baselines import default_baselines
 from evolalloc.core.objective import GAMMA_RANGE, LAM_RANGE
-from evolalloc.core.ranges import range_problem
 from evolalloc.core.record_settings import DEFAULT_RECORD_MEMORY, RECORD_DTYPES
 from evolalloc.search.config import BUDGET_RULES, CACHE_SCOPES
 from evolalloc.search.config import RANGES as SEARCH_RANGES
+from fitness.task import FITNESS_MODES
+from searchspaces.base import GROUP_SIZE_RANGE
 
 # Enumerations and ranges come from the code that owns them (fitness modes from fitness, the
 # search's settings from search.config, lam/gamma from core.objective, group_size from the search
@@ -68,7 +74,8 @@ class ModelSection:
 class CurateSection:
     """Which drawn instances a split keeps. Off by default: the first ``n`` drawn are used."""
 
-    full_cache_solves: bool = _rule(False, help="keep only instances the full cache answers right (greedy, task metric)")
+    full_cache_solves: bool = _rule(False,
+                                    help="keep only instances the full cache answers right (greedy, task metric)")
     reference_unsolved: str | None = _rule(
         None, choices=CURATION_REFERENCES,
         help="search split only: also drop instances this baseline at c already answers right; null = keep them")
@@ -101,7 +108,8 @@ class TaskSection:
 class TaskEntrySection(TaskSection):
     """One of several tasks (``tasks:``): a task section with its weight in the fitness."""
 
-    weight: float = _rule(1.0, min_exclusive=0.0, help="weight of this task in the fitness (weighted mean of task scores)")
+    weight: float = _rule(1.0, min_exclusive=0.0,
+                          help="weight of this task in the fitness (weighted mean of task scores)")
     label: str | None = _rule(None, help="name of this task in tables and plots; null = the task's name")
 
 
@@ -129,7 +137,8 @@ class TrainTaskSection:
     name: str = _rule(help="registered task (see `evolalloc tasks`)")
     params: dict = _rule(help="keyword parameters of the task (e.g. needle_type: word, haystack: prose)", factory=dict)
     weight: float = _rule(1.0, min_exclusive=0.0, help="share of scorer.train.traces drawn from this task")
-    label: str | None = _rule(None, help="name of this part of the mixture in the training record; null = the task's name")
+    label: str | None = _rule(None,
+                              help="name of this part of the mixture in the training record; null = the task's name")
     context_tokens: int | None = _rule(None, min=16, help="prompt length in tokens; null = the run's (first) task's")
     seed: int | None = _rule(None, min=0, help="instance seed; null = scorer.train.seed")
 
@@ -141,7 +150,8 @@ class ScorerTrainSection:
     cache directory, so a second run with the same settings, model and instances re-uses it."""
 
     steps: int = _rule(600, min=1, help="optimizer steps (600 take ~30 s on 2 cores for SmolLM2's gates)")
-    seed: int = _rule(0, min=0, help="training seed; not the recipe's seed, so runs of `--seeds` share one trained scorer")
+    seed: int = _rule(0, min=0,
+                      help="training seed; not the recipe's seed, so runs of `--seeds` share one trained scorer")
     traces: int | None = _rule(None, min=1, help="search instances traced, shared among the tasks by their weights; "
                                                  "null = every search instance (required with tasks)")
     future: int = _rule(32, min=1, help="future queries whose attention defines a token's importance")
@@ -152,9 +162,11 @@ class ScorerTrainSection:
     horizon: int = _rule(32, min=1, help="gates: steps of future utility a gate score sums")
     votes: int = _rule(0, min=0, help="gates: also read SnapKV's votes of the prompt's last N queries (query-aware "
                                       "gates, docs/hybrid.md); 0 = key/value only")
-    anchored: bool = _rule(False, help="gates: score = learned per-head scale and offset of log(SnapKV's smoothed vote) "
+    anchored: bool = _rule(False,
+                           help="gates: score = learned per-head scale and offset of log(SnapKV's smoothed vote) "
                                        "plus a residual, starting at SnapKV's ranking (needs votes; docs/hybrid.md)")
-    residual: bool = _rule(True, help="anchored gates: false trains only the per-head scale and offset (each head ranks "
+    residual: bool = _rule(True,
+                           help="anchored gates: false trains only the per-head scale and offset (each head ranks "
                                       "exactly as SnapKV; what is learned is how heads compare in a global top-k)")
     objective: str = _rule("attention", choices=GATES_OBJECTIVES,
                            help="anchored gates: attention (keep what the next queries attend to) or answer (keep what "
@@ -169,9 +181,12 @@ class ScorerTrainSection:
     permutations: int = _rule(16, min=2, help="learned: sampled rankings per step (the RLOO group)")
     max_tokens: int | None = _rule(None, min=2, help="learned: rank a random subset of this many tokens per step; "
                                                      "null = all (slower, exact)")
-    checkpoint_every: int = _rule(50, min=1, help="steps between atomic training checkpoints (a killed run resumes there)")
-    tasks: list[TrainTaskSection] | None = _rule(None, help="the training mixture: tasks (search split only) with weights, "
-                                                            "independent of the searched task; null = the recipe's own tasks")
+    checkpoint_every: int = _rule(50, min=1,
+                                  help="steps between atomic training checkpoints (a killed run resumes there)")
+    tasks: list[TrainTaskSection] | None = _rule(None,
+                                                 help="the training mixture: tasks (search split only) with weights, "
+                                                            "independent of the searched task; "
+                                                            "null = the recipe's own tasks")
 
 
 @dataclass
@@ -179,7 +194,8 @@ class ScorerSection:
     name: str = _rule("snapkv", help="per-token scorer that ranks tokens inside each budget")
     params: dict = _rule(help="keyword parameters of the scorer (gates, learned: checkpoint, default the one under "
                               "the cache directory)", factory=dict)
-    train: ScorerTrainSection | None = _rule(None, help="train the scorer's checkpoint in the run from the search split "
+    train: ScorerTrainSection | None = _rule(None,
+                                             help="train the scorer's checkpoint in the run from the search split "
                                                         f"({', '.join(TRAINABLE_SCORERS)}); null = use its checkpoint")
 
 
@@ -190,7 +206,8 @@ class CurveSection:
     low: float = _rule(0.25, min_exclusive=0.0, help="smallest grid budget, as a multiple of c")
     high: float = _rule(4.0, min=1.0, help="largest grid budget, as a multiple of c")
     points: int = _rule(5, min=3, help="grid budgets, geometric from low*c to high*c (c is always on it)")
-    anchors: list[int] | None = _rule(None, help="grid budgets searched (each its own search, nested in its neighbour); "
+    anchors: list[int] | None = _rule(None,
+                                      help="grid budgets searched (each its own search, nested in its neighbour); "
                                                  "null = the two ends and c; the others are interpolated per unit")
 
     def grid(self, target: int) -> list[int]:
@@ -210,9 +227,11 @@ class BudgetSection:
     expansion_rule: str = _rule(
         "proportional", choices=EXPANSION_CHOICES,
         help="proportional (EvolKV: every budget times c'/c), additive (every unit gains c'-c tokens), topup (gates "
-             "only: the profile as per-head floors, the extra tokens to the gates' global top-k per input), topup-half (the "
+             "only: the profile as per-head floors, the extra tokens "
+             "to the gates' global top-k per input), topup-half (the "
              "same with floors at half the profile) or search "
-             "(each applicable rule scored on the search split at c', the best one shipped; held-out data is never used)")
+             "(each applicable rule scored on the search split at "
+             "c', the best one shipped; held-out data is never used)")
     curve: CurveSection | None = _rule(None, help="a profile for every budget of a grid from low*c to high*c, searched "
                                                   "at anchors and monotone per unit (replaces expansions); null = off")
 
@@ -220,10 +239,12 @@ class BudgetSection:
 @dataclass
 class SearchSpaceSection:
     name: str = _rule("layer_groups", help="layer_groups (one budget per layer), head_groups (per KV head), or the "
-                                           "hybrid's gate_prior / gate_prior_heads (a searched prior on the gates' scores)")
+                                           "hybrid's gate_prior / gate_prior_heads "
+                                           "(a searched prior on the gates' scores)")
     group_size: int = _rule(8, **GROUP_SIZE_RANGE, help="n_g: units optimised together, bottom-up")
     ratio_bounds: list[float] | None = _rule(None, length=2, help="[lo, hi] bounds on k_i / c; null = automatic")
-    floor_fraction: float | None = _rule(None, min=0.0, max=1.0, help="gate_floors only: the share of each head's budget "
+    floor_fraction: float | None = _rule(None, min=0.0, max=1.0,
+                                         help="gate_floors only: the share of each head's budget "
                                                                      "it keeps before the global top-k; null = 0.5")
 
 
@@ -232,7 +253,8 @@ class OptimizerSection:
     name: str = _rule("cma", registry=OPTIMIZER_REGISTRY,
                       help="cma (pycma), optuna-cma, optuna-tpe or random (the control: no adaptation)")
     sigma0: float = _rule(0.3, **SEARCH_RANGES["sigma0"], help="initial CMA-ES step on the ratio k_i / c")
-    popsize: int | None = _rule(None, **SEARCH_RANGES["popsize"], help="candidates per generation; null = 4 + floor(3 ln n_g)")
+    popsize: int | None = _rule(None, **SEARCH_RANGES["popsize"],
+                                help="candidates per generation; null = 4 + floor(3 ln n_g)")
     generations_per_group: int = _rule(10, **SEARCH_RANGES["generations"], help="M: generations per group")
     lam: float = _rule(0.3, **LAM_RANGE, help="weight of CacheScore in the fitness")
     gamma: float = _rule(0.2, **GAMMA_RANGE, help="discount for staying under the budget")
@@ -253,9 +275,12 @@ class EngineSection:
     batch_size: int = _rule(16, min=1, help="decode rows per batch")
     address: str = _rule("local", help="ray address: local, auto or ray://host:port")
     record_dtype: str = _rule("float32", choices=RECORD_DTYPES,
-                              help="precision prefill records keep K/V in (float32: results identical; 16-bit: half the memory)")
-    record_memory: str = _rule(DEFAULT_RECORD_MEMORY, help="records held in memory (a size such as 4GiB; 0B: none) before "
-                                                           "the rest spill to the run folder and are memory-mapped per batch")
+                              help="precision prefill records keep K/V in (float32: "
+                                   "results identical; 16-bit: half the memory)")
+    record_memory: str = _rule(DEFAULT_RECORD_MEMORY,
+                               help="records held in memory (a size such as 4GiB; 0B: none) before "
+                                                           "the rest spill to the run folder "
+                                                           "and are memory-mapped per batch")
     keep_records: bool = _rule(False, help="keep the spilled prefill records (records/) once the run has finished; "
                                            "false: removed then (a killed run still resumes from them)")
     options: dict = _rule(help="keyword options passed to the engine as they are (ray: max_retries)", factory=dict)
@@ -277,157 +302,10 @@ class RecipeData:
     engine: EngineSection = _rule(help="where candidates are evaluated", factory=EngineSection)
     storage: str | None = _rule(None, help="Optuna storage URL; null = sqlite:///<run>/study.db")
     baselines: list[str] = _rule(help="baselines `compare` evaluates; default: every registered one but the "
-                                      "input-adaptive methods (uniform+adakv, pyramid+adakv, evolved+adakv, cake, gates)",
+                                      "input-adaptive methods (uniform+adakv, "
+                                      "pyramid+adakv, evolved+adakv, cake, gates)",
                                  factory=lambda: default_baselines())
     seed: int = _rule(0, min=0, help="default for every seed left null")
-
-
-# -- checking ------------------------------------------------------------------------------
-
-
-class FieldProblem(Exception):
-    """A problem at ``field`` (dotted path); ``recipe.py`` turns it into a ``UserError``."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-def describe(value: Any) -> str:
-    """A value as the user wrote it, e.g. ``a string ('abc')`` — for 'got ...' messages."""
-    if value is None:
-        return "null"
-    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
-    text = repr(value)
-    return f"{kind} ({text if len(text) <= 40 else text[:37] + '...'})"
-
-
-def _join(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
-
-
-def _options(tp: Any) -> tuple[list[Any], bool]:
-    """(non-null types, nullable) of an annotation such as ``int | None``."""
-    if typing.get_origin(tp) in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        return [a for a in args if a is not type(None)], type(None) in args
-    return [tp], False
-
-
-_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "a mapping"}
-
-
-def _type_word(tp: Any) -> str:
-    if dataclasses.is_dataclass(tp):
-        return "a mapping (section)"
-    if typing.get_origin(tp) is list and dataclasses.is_dataclass(typing.get_args(tp)[0]):
-        return "a list of mappings (sections)"
-    if typing.get_origin(tp) is list:
-        return f"a list of {_type_word(typing.get_args(tp)[0]).removeprefix('an ').removeprefix('a ')}s"
-    return _TYPE_WORDS[tp]
-
-
-def _convert(value: Any, tp: Any, path: str) -> Any:
-    """``value`` as type ``tp`` or ``FieldProblem``. Ints pass as floats; bools never as numbers."""
-    if typing.get_origin(tp) is list:
-        if not isinstance(value, list):
-            raise FieldProblem(path, f"must be {_type_word(tp)}, got {describe(value)}")
-        item = typing.get_args(tp)[0]
-        if dataclasses.is_dataclass(item):
-            return [build_section(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
-        return [_convert(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
-    ok = isinstance(value, tp) and not (isinstance(value, bool) and tp is not bool)
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if tp is float and ok and not math.isfinite(value):
-        raise FieldProblem(path, f"must be a finite number, got {describe(value)}")
-    if not ok:
-        raise FieldProblem(path, f"must be {_type_word(tp)}, got {describe(value)}")
-    if tp is dict and any(not isinstance(k, str) for k in value):
-        raise FieldProblem(path, "keys must be strings")
-    return value
-
-
-def registry(reference: str):
-    """The ``evolalloc.registry.Registry`` at ``"package.module:NAME"``."""
-    module, _, name = reference.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def _check_rules(value: Any, rules: dict, path: str) -> None:
-    if value is None:
-        return
-    if "registry" in rules:
-        try:
-            registry(rules["registry"]).check_name(value)
-        except UnknownNameError as err:
-            raise FieldProblem(path, str(err)) from None
-    if "choices" in rules and value not in rules["choices"]:
-        close = difflib.get_close_matches(str(value), rules["choices"], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise FieldProblem(path, f"unknown value {value!r}{hint}; choose one of {', '.join(rules['choices'])}")
-    problem = range_problem(value, rules) if isinstance(value, (int, float)) else None
-    if problem:
-        raise FieldProblem(path, problem)
-    if "length" in rules and len(value) != rules["length"]:
-        raise FieldProblem(path, f"must have exactly {rules['length']} entries, got {len(value)}")
-
-
-def unknown_key(path: str, key: str, allowed: list[str]) -> FieldProblem:
-    close = difflib.get_close_matches(str(key), allowed, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return FieldProblem(_join(path, key), f"unknown field ({hint}allowed: {', '.join(allowed) or 'none'})")
-
-
-def _section_default(spec: dataclasses.Field, kind: type) -> Any:
-    if spec.default_factory is not dataclasses.MISSING:
-        return spec.default_factory()
-    return kind()
-
-
-def build_section(cls: type, data: Any, path: str = "", base: Any = None) -> Any:
-    """An instance of the section dataclass ``cls`` from ``data`` (a mapping, or null = defaults).
-
-    Fields absent from ``data`` keep their value in ``base`` (default: ``cls()``'s defaults).
-    """
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise FieldProblem(path or "(top level)", f"must be a mapping (section), got {describe(data)}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    for key in data:
-        if key not in fields:
-            raise unknown_key(path, key, list(fields))
-    values = {}
-    for name, spec in fields.items():
-        where = _join(path, name)
-        kinds, nullable = _options(hints[name])
-        optional_section = dataclasses.is_dataclass(kinds[0]) and nullable and spec.default is None
-        if optional_section and data.get(name) is None:
-            values[name] = None  # an optional section left out (or null) stays absent
-            continue
-        if name not in data:
-            if spec.metadata.get("required"):
-                raise FieldProblem(where, f"missing required field ({spec.metadata['help']})")
-            if dataclasses.is_dataclass(kinds[0]):
-                # A missing section is an empty one, so its own required fields are still asked for.
-                values[name] = build_section(kinds[0], None, where, _section_default(spec, kinds[0]))
-            continue  # the dataclass default applies
-        value = data[name]
-        if dataclasses.is_dataclass(kinds[0]):
-            values[name] = build_section(kinds[0], value, where, _section_default(spec, kinds[0]))
-            continue
-        if value is None:
-            if not nullable:
-                raise FieldProblem(where, f"must be {_type_word(kinds[0])}, got null")
-            values[name] = None
-            continue
-        values[name] = _convert(value, kinds[0], where)
-        _check_rules(values[name], spec.metadata, where)
-    return dataclasses.replace(base, **values) if base is not None else cls(**values)
 
 
 def field_help(cls: type = RecipeData, path: str = "") -> list[tuple[str, str]]:
@@ -435,9 +313,9 @@ def field_help(cls: type = RecipeData, path: str = "") -> list[tuple[str, str]]:
     rows = []
     hints = typing.get_type_hints(cls)
     for spec in dataclasses.fields(cls):
-        where = _join(path, spec.name)
+        where = join_path(path, spec.name)
         rows.append((where, spec.metadata["help"]))
-        kind = _options(hints[spec.name])[0][0]
+        kind = type_options(hints[spec.name])[0][0]
         if typing.get_origin(kind) is list and dataclasses.is_dataclass(typing.get_args(kind)[0]):
             rows.extend(field_help(typing.get_args(kind)[0], f"{where}[i]"))
         elif dataclasses.is_dataclass(kind):

@@ -5,8 +5,9 @@ an int64 array ``[num_layers, num_kv_heads]``; on disk they are nested lists ins
 JSON document (see ``allocation_file`` and ``schema/allocation.schema.json``).
 
 Completion (EvolKV §3.2, scale to an exact total) is ``complete_budgets``, a pure function on
-arrays kept in ``searchspaces.completion`` because the search's exact budget rule uses it too. The baselines (uniform, pyramid, streaming) are
-allocation rules in ``evolalloc.core.baselines``, one file each.
+arrays kept in ``searchspaces.completion`` because the search's exact budget rule uses it too.
+The baselines (uniform, pyramid, streaming) are allocation rules in ``evolalloc.core.baselines``,
+one file each.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from datetime import datetime, timezone
 import numpy as np
 
 from evolalloc import __version__
-from evolalloc.core.methods import methods
 from evolalloc.core.geometry import ModelGeometry
+from evolalloc.core.methods import methods
 from evolalloc.core.topup import TOPUP, TOPUP_HALF, TOPUP_RULES, topup_provenance
 from searchspaces.completion import NO_CAP, complete_budgets
 
@@ -75,7 +76,8 @@ class Allocation:
 
     ``granularity == "layer"`` means every KV head of a layer has the same budget (EvolKV);
     ``"head"`` lets them differ. ``provenance`` is free-form but always holds ``method``
-    (``evolved`` or a registered baseline, see ``evolalloc.core.baselines.methods()``), ``evolalloc_version`` and ``created_at``; a search adds task, fitness,
+    (``evolved`` or a registered baseline, see ``evolalloc.core.baselines.methods()``),
+    ``evolalloc_version`` and ``created_at``; a search adds task, fitness,
     task_score, cache_score, lam, gamma, group_size, population, sigma0, seed, evaluations,
     optimizer and optimizer_version.
     """
@@ -220,4 +222,5 @@ class Allocation:
         provenance = dict(self.provenance, expanded_from_target=self.target, expansion_rule=rule)
         if rule in TOPUP_RULES:
             provenance.update(topup_provenance(self, target, rule))
-        return replace(self, target=float(target), budgets=self._rescaled(target, min_budget, rule), provenance=provenance)
+        return replace(self, target=float(target), budgets=self._rescaled(target, min_budget, rule),
+                       provenance=provenance)

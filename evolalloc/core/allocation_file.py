@@ -24,11 +24,12 @@ import jsonschema
 import numpy as np
 
 from evolalloc.core.allocation import FORMAT, FORMAT_VERSION, READABLE_VERSIONS, Allocation
-from evolalloc.core.methods import methods
-from evolalloc.core.fileio import write_atomic
 from evolalloc.core.errors import UserError
+from evolalloc.core.fileio import write_atomic
 from evolalloc.core.geometry import ModelGeometry
-from searchspaces.gate_prior import ADAPTER as GATE_PRIOR, PRIOR_DECIMALS, recorded_prior
+from evolalloc.core.methods import methods
+from searchspaces.gate_prior import ADAPTER as GATE_PRIOR
+from searchspaces.gate_prior import PRIOR_DECIMALS, recorded_prior
 
 # Fields of the geometry an allocation must share with the model it is loaded for. dtype_bytes
 # and max_positions are left out on purpose: a profile searched in fp32 applies unchanged in
@@ -198,7 +199,8 @@ def _check_header(data: dict, source: str) -> None:
     # that, not a dozen about fields it was never meant to have.
     if data.get("format") != FORMAT:
         got = f"format is {_short(data['format'])}" if "format" in data else "no 'format' field"
-        raise UserError(f"not an evolalloc allocation file ({got}; expected {FORMAT!r})", source=source, field="$.format")
+        raise UserError(f"not an evolalloc allocation file ({got}; expected {FORMAT!r})", source=source,
+                        field="$.format")
     version = data.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise UserError(f"version must be an integer, got {_short(version)}", source=source, field="$.version")
@@ -279,7 +281,8 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def parse_allocation(text: str, *, source: str = "<string>", expect_geometry: ModelGeometry | None = None) -> Allocation:
+def parse_allocation(text: str, *, source: str = "<string>",
+                     expect_geometry: ModelGeometry | None = None) -> Allocation:
     """Decode and validate JSON text; ``source`` names it in errors."""
     try:
         data = json.loads(text, parse_constant=_reject_constant)

@@ -141,12 +141,14 @@ class ProfileCurve:
                 x = pa + (t - a) / (b - a) * (pb - pa)
                 row = bounded_budgets(x, t, first.granularity, np.maximum(pa, prev), pb)
             if prev is not None and np.any(row < prev):
-                raise ValueError(f"the profiles are not nested: a unit loses tokens from c={grid[len(rows) - 1]:g} to {t:g}")
+                raise ValueError("the profiles are not nested: a unit loses "
+                                 f"tokens from c={grid[len(rows) - 1]:g} to {t:g}")
             rows.append(row)
             prev = row
         meta = {"model": first.model, "geometry": first.geometry.to_dict(), "scorer": first.scorer,
                 "scorer_params": first.scorer_params, "task": first.provenance.get("task")}
-        return cls(budgets=grid, rows=np.stack(rows).astype(np.int64), roles=[ANCHOR if t in anchors else DERIVED for t in grid],
+        return cls(budgets=grid, rows=np.stack(rows).astype(np.int64),
+                   roles=[ANCHOR if t in anchors else DERIVED for t in grid],
                    granularity=first.granularity, min_budget=min_budget, meta=meta)
 
     @property
@@ -239,5 +241,6 @@ class ProfileCurve:
         if np.any(np.diff(rows, axis=0) < 0) or budgets != sorted(budgets):
             raise UserError("rows are not monotone per unit over ascending budgets", source=where, field="rows")
         meta = {k: data.get(k) for k in ("model", "geometry", "scorer", "scorer_params", "task")}
-        return cls(budgets=budgets, rows=rows, roles=list(data.get("roles", [])), granularity=data.get("granularity", "layer"),
+        return cls(budgets=budgets, rows=rows, roles=list(data.get("roles", [])),
+                   granularity=data.get("granularity", "layer"),
                    min_budget=int(data.get("min_budget", 1)), meta=meta)

@@ -70,4 +70,5 @@ def ordered(names: Iterable[str]) -> list[str]:
     return sorted(names, key=key)
 
 
-__all__ = ["BASELINES", "EVOLVED", "allocation_adapter", "baseline_names", "default_baselines", "make_baseline", "methods", "ordered"]
+__all__ = ["BASELINES", "EVOLVED", "allocation_adapter", "baseline_names", "default_baselines", "make_baseline",
+           "methods", "ordered"]

@@ -20,9 +20,10 @@ At ``c' == c`` it is the profile itself (floors = budgets, nothing left over).
 c / (2 c')``): every head still keeps at least half of what the search gave it, and the gates'
 global top-k places the other ``(c' - c/2) * L * H`` entries per input. Why a second rule: on the
 7-digit prose needle's search split (48 prompts), full floors scored below the plain global top-k
-at 48 and 64 for every seed, half floors never below it (results/design-number-topup-half/README.md). The floors are the same ``~ b/2`` at every ``c' > c``, so for one input the count a
-head keeps never falls as ``c'`` grows (a fixed floor, a larger global total); unlike ``topup``
-it can fall below the searched ``b`` itself at ``c' > c``.
+at 48 and 64 for every seed, half floors never below it (results/design-number-topup-half/README.md).
+The floors are the same ``~ b/2`` at every ``c' > c``, so for one input the count a head keeps
+never falls as ``c'`` grows (a fixed floor, a larger global total); unlike ``topup`` it can fall
+below the searched ``b`` itself at ``c' > c``.
 
 Only for the
 ``gates`` scorer: a global top-k needs scores on one scale across layers. A profile already read
@@ -74,7 +75,8 @@ def topup_provenance(allocation, target: float, rule: str = TOPUP) -> dict:
     if rule == TOPUP_HALF and target == allocation.target:
         return {}  # at c itself both rules ship the searched profile, unchanged
     share = FLOOR_SHARE[rule]
-    return {"adapter": ADAPTER, "adapter_params": {"floor_fraction": share * fraction * allocation.target / float(target)}}
+    return {"adapter": ADAPTER,
+            "adapter_params": {"floor_fraction": share * fraction * allocation.target / float(target)}}
 
 
 __all__ = ["FLOOR_SHARE", "TOPUP", "TOPUP_HALF", "TOPUP_RULES", "topup_problem", "topup_provenance"]

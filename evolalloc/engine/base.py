@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import numpy as np
-from evolalloc.registry import Registry
 
 from evolalloc.engine.workload import Workload
+from evolalloc.registry import Registry
 
 
 @dataclass
@@ -39,8 +39,8 @@ class InstanceOutcome:
 class EvalResult:
     """One allocation evaluated on a set of instances.
 
-    ``task_score`` is the mean of the instances' ``score`` (in the evaluator's fitness mode), or ``None`` when the evaluation
-    failed (``error`` says why). A failure is never reported as a number.
+    ``task_score`` is the mean of the instances' ``score`` (in the evaluator's fitness mode), or
+    ``None`` when the evaluation failed (``error`` says why). A failure is never reported as a number.
     """
 
     task_score: float | None

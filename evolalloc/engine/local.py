@@ -25,12 +25,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from evolalloc.engine.base import Engine, register_engine, EvalResult, InstanceOutcome, check_scorer
+from evolalloc.engine.base import Engine, EvalResult, InstanceOutcome, check_scorer, register_engine
 from evolalloc.runtime.adaptive import Adapted
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
+from evolalloc.runtime.instances import prefill_instances, tokenize_instance  # noqa: F401 - re-exported
 from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs_batch
 from evolalloc.runtime.model import LoadedModel
-from evolalloc.runtime.instances import prefill_instances, tokenize_instance  # noqa: F401 - re-exported
 from evolalloc.runtime.prefill import PrefillRecord, prefill
 from evolalloc.runtime.record_store import release, to_record_dtype
 from evolalloc.runtime.scorers import Scorer
@@ -46,7 +46,8 @@ class LocalEvaluator:
     ``ValueError`` naming the valid modes.
     """
 
-    def __init__(self, loaded: LoadedModel, task, instances, scorer: Scorer, *, question_after_compression=False, batch_size=16,
+    def __init__(self, loaded: LoadedModel, task, instances, scorer: Scorer, *, question_after_compression=False,
+                 batch_size=16,
                  progress=False, records=None, mode: str = "generate"):
         self.mode = check_fitness_mode(mode)
         self.loaded, self.task, self.instances, self.scorer = loaded, task, list(instances), scorer
@@ -78,7 +79,8 @@ class LocalEvaluator:
             ids = [torch.tensor(self.loaded.tokenizer.encode(text, add_special_tokens=False), dtype=torch.long)
                    for text in self.task.reference_continuations(inst)]
             if not ids or any(len(i) == 0 for i in ids):
-                raise ValueError(f"instance {inst.uid} has an empty reference continuation: nothing to score in likelihood mode")
+                raise ValueError(f"instance {inst.uid} has an empty reference "
+                                 "continuation: nothing to score in likelihood mode")
             out.append(ids)
         return out
 
@@ -109,17 +111,20 @@ class LocalEvaluator:
             return record
         if i not in self._full:
             if not self._full:
-                tqdm.write(f"a budget of {int(np.asarray(budgets).max())} is above the records' b_max = {record.bound}: "
+                tqdm.write(f"a budget of {int(np.asarray(budgets).max())} "
+                           f"is above the records' b_max = {record.bound}: "
                            "prefilling those instances again in full for it (exact, slower)", file=sys.stderr)
             scorer = self.scorer.scorer if isinstance(self.scorer, Adapted) else self.scorer  # the ranking it reads
-            full = prefill(self.loaded.model, record.prompt_ids, [scorer], uid=record.uid, question_ids=record.question_ids)
+            full = prefill(self.loaded.model, record.prompt_ids, [scorer], uid=record.uid,
+                           question_ids=record.question_ids)
             if record.compute_dtype is not None:
                 full = to_record_dtype(full, str(record.keys[0].dtype).removeprefix("torch."))
             self._full[i] = full
         return self._full[i]
 
     def _generated_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
-        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances) for a in range(len(budgets))}
+        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances)
+                                                             for a in range(len(budgets))}
         # Instances with the same decoding limits decode together, all allocations in one batch.
         groups = defaultdict(list)
         for i, inst in enumerate(self.instances):
@@ -145,7 +150,8 @@ class LocalEvaluator:
             chunk = keys[start : start + self.batch_size]
             rows = [(self._record(i, budgets[a]), budgets[a]) for a, i in chunk]
             try:
-                out.extend(generate(self.loaded.model, rows, self.scorer, settings, self.loaded.tokenizer, self.batch_size))
+                out.extend(generate(self.loaded.model, rows, self.scorer, settings, self.loaded.tokenizer,
+                                    self.batch_size))
                 continue
             except _ROW_ERRORS:
                 pass
@@ -163,7 +169,8 @@ class LocalEvaluator:
 
     def _likelihood_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
         """One row per (allocation, instance, reference continuation), scored in batches."""
-        keys = [(a, i, r) for a in range(len(budgets)) for i in range(len(self.instances)) for r in range(len(self._references[i]))]
+        keys = [(a, i, r) for a in range(len(budgets)) for i in range(len(self.instances))
+                for r in range(len(self._references[i]))]
         logprobs: dict[tuple[int, int, int], torch.Tensor] = {}
         for start in range(0, len(keys), self.batch_size):
             chunk = [k for k in keys[start : start + self.batch_size] if k[0] not in errors]
@@ -182,7 +189,8 @@ class LocalEvaluator:
                     errors.setdefault(key[0], f"{type(exc).__name__} on {self.instances[key[1]].uid}: {exc}")
                 finally:
                     _release([row])
-        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances) for a in range(len(budgets))}
+        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances)
+                                                             for a in range(len(budgets))}
         for a in range(len(budgets)):
             if a in errors:
                 continue

@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from evolalloc.engine.base import Engine, register_engine, EvalResult, check_scorer
+from evolalloc.engine.base import Engine, EvalResult, check_scorer, register_engine
 from evolalloc.engine.ray_cluster import cluster_gpus, connect, cpus_per_worker
 from evolalloc.engine.ray_worker import EvalWorker, WorkerSpec, instance_to_wire
 from evolalloc.engine.shards import failed_shard, merge_results, shard_bounds
@@ -68,7 +68,8 @@ class RayWorkerPool:
     """
 
     def __init__(self, spec: WorkerSpec, instances: Sequence, workers: int, *, address: str = "local",
-                 max_retries: int = DEFAULT_MAX_RETRIES, worker_class: type = EvalWorker, worker_kwargs: dict | None = None):
+                 max_retries: int = DEFAULT_MAX_RETRIES, worker_class: type = EvalWorker,
+                 worker_kwargs: dict | None = None):
         import ray
 
         self.max_retries = max_retries
@@ -79,7 +80,8 @@ class RayWorkerPool:
         self._specs = [WorkerSpec(**{**vars(spec), "instances": wire[a:b]}) for a, b in self.bounds]
         gpus = cluster_gpus()
         if gpus and gpus < len(self.bounds):
-            log.warning("%d workers want one GPU each but the cluster has %g: some wait for a GPU", len(self.bounds), gpus)
+            log.warning("%d workers want one GPU each but the cluster has %g: some wait for a GPU", len(self.bounds),
+                        gpus)
         options = {"num_gpus": 1 if gpus else 0,
                    "num_cpus": cpus_per_worker(len(self.bounds), spec.threads, self._owns_ray and address == "local"),
                    "max_restarts": 0}  # restarts are ours: we must know which shard to retry

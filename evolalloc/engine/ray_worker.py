@@ -101,5 +101,6 @@ class EvalWorker:
         key = (getattr(scorer, "selection_key", scorer.key), mode)
         if key not in self._evaluators:
             self._evaluators[key] = LocalEvaluator(
-                self.loaded, self.task, self.instances, scorer, batch_size=self.spec.batch_size, records=self.records, mode=mode)
+                self.loaded, self.task, self.instances, scorer, batch_size=self.spec.batch_size, records=self.records,
+                                                   mode=mode)
         return self._evaluators[key]

@@ -42,7 +42,8 @@ class WeightedEvaluator:
         for label, _, evaluator in self.parts:
             results = evaluator.evaluate(budgets)
             if len(results) != len(budgets):
-                raise RuntimeError(f"task {label}: evaluator returned {len(results)} results for {len(budgets)} budgets")
+                raise RuntimeError(f"task {label}: evaluator returned {len(results)} "
+                                   f"results for {len(budgets)} budgets")
             per_task.append(results)
         elapsed = time.perf_counter() - started
         return [self._combine([results[a] for results in per_task], elapsed / max(1, len(budgets)))
@@ -52,7 +53,8 @@ class WeightedEvaluator:
         for (label, _, _), result in zip(self.parts, results):
             if not result.ok:
                 return WeightedResult(task_score=None, seconds=seconds,
-                                      error=f"task {label}: {result.error or f'non-finite score {result.task_score!r}'}")
+                                      error=f"task {label}: "
+                                            f"{result.error or f'non-finite score {result.task_score!r}'}")
         scores = {label: float(result.task_score) for (label, _, _), result in zip(self.parts, results)}
         combined = sum(weight * scores[label] for label, weight, _ in self.parts) / self.total_weight
         instances = [dataclasses.replace(o, uid=f"{label}/{o.uid}")

@@ -19,7 +19,13 @@ Each module's docstring has a loading snippet for its target tool.
 from __future__ import annotations
 
 from evolalloc.export.base import (
-    Exporter, Rendered, export_allocation, export_text, exporter_for, exporters, register_exporter,
+    Exporter,
+    Rendered,
+    export_allocation,
+    export_text,
+    exporter_for,
+    exporters,
+    register_exporter,
 )
 
 __all__ = ["Exporter", "Rendered", "exporters", "exporter_for", "export_allocation", "export_text",

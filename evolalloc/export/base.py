@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evolalloc.registry import Registry, RegistryError
-
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.errors import UserError
+from evolalloc.registry import Registry, RegistryError
 
 
 @dataclass
@@ -123,11 +122,13 @@ def export_text(allocation: Allocation, fmt: str, *, source: str | None = None, 
     per-input method in a static format; ``source`` names the allocation's file in that line)."""
     rendered = _rendered(allocation, fmt, source, options)
     if rendered.text is None:
-        raise UserError(f"format {fmt!r} writes several files (or binary data); give an output path with -o", field="output")
+        raise UserError(f"format {fmt!r} writes several files (or binary data); give an output path with -o",
+                        field="output")
     return rendered.text
 
 
-def export_allocation(allocation: Allocation, fmt: str, path: str | Path, *, source: str | None = None, **options) -> Path:
+def export_allocation(allocation: Allocation, fmt: str, path: str | Path, *, source: str | None = None,
+                      **options) -> Path:
     """Render and write the export atomically: the main file at ``path``, sidecars beside it (nothing
     written when it is refused)."""
     from evolalloc.core.fileio import write_atomic

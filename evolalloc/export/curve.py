@@ -19,8 +19,9 @@ Rows below the profile's own target shrink it by the same rule; they were not se
 sidecar lists them in ``below_source_target``). With ``family`` (a ``budget.curve`` run's
 ``profile-curve.json``) every row comes from that run's searched curve instead
 (``ProfileCurve.family``: its rows at its grid budgets, its rule between them; the default
-targets are its grid); rows beyond the grid are listed in ``outside_curve``. The JSON sidecar (same name, ``.json``) says which: ``values`` ("budgets" or "prune_ratios"),
-``targets``, ``compression_ratios`` (LU-KV rows), ``context_length``, the model geometry and
+targets are its grid); rows beyond the grid are listed in ``outside_curve``. The JSON sidecar
+(same name, ``.json``) says which: ``values`` ("budgets" or "prune_ratios"), ``targets``,
+``compression_ratios`` (LU-KV rows), ``context_length``, the model geometry and
 the scorer. Loading it::
 
     import json
@@ -33,7 +34,6 @@ the scorer. Loading it::
 """
 
 from __future__ import annotations
-
 
 import numpy as np
 
@@ -105,7 +105,8 @@ def profile_family(allocation: Allocation, targets, cap: int | None = None) -> n
 class CurveExporter(Exporter):
     suffix = ".npy"
 
-    def __init__(self, targets: list[float] | None = None, context_length: int | None = None, family: str | None = None):
+    def __init__(self, targets: list[float] | None = None, context_length: int | None = None,
+                 family: str | None = None):
         if targets is not None and (not targets or any(not (float(t) > 0) for t in targets)):
             raise UserError(f"targets must be positive numbers, got {targets!r}", field="targets")
         self.targets = None if targets is None else [float(t) for t in targets]

@@ -46,7 +46,8 @@ KVPRESS_FORMAT = "evolalloc.kvpress"
 
 
 def _check_length(context_length) -> None:
-    if not (isinstance(context_length, (int, np.integer)) and not isinstance(context_length, bool) and context_length > 0):
+    if not (isinstance(context_length, (int, np.integer)) and not isinstance(context_length, bool)
+            and context_length > 0):
         raise ValueError(f"context_length must be a positive integer, got {context_length!r}")
 
 
@@ -81,11 +82,13 @@ def kvpress_press(allocation: Allocation) -> dict:
         if params.get("pooling", "max") != "avg":
             differences.append("evolalloc pools SnapKV votes with max, kvpress with avg (set pooling: avg)")
         if params.get("pool_window", True):
-            differences.append("evolalloc pools over the window's votes too, kvpress over the prefix only (set pool_window: false)")
+            differences.append("evolalloc pools over the window's votes too, kvpress "
+                               "over the prefix only (set pool_window: false)")
         return {"class": "SnapKVPress", "kwargs": {"window_size": window, "kernel_size": kernel},
                 "exact": not differences, "differences": differences}
     if allocation.scorer == "streaming":
-        return {"class": "StreamingLLMPress", "kwargs": {"n_sink": params.get("sinks", 4)}, "exact": True, "differences": []}
+        return {"class": "StreamingLLMPress", "kwargs": {"n_sink": params.get("sinks", 4)}, "exact": True,
+                "differences": []}
     if allocation.scorer == "knorm":
         return {"class": "KnormPress", "kwargs": {}, "exact": True, "differences": []}
     return {"class": None, "kwargs": {}, "exact": False,

@@ -43,9 +43,9 @@ from evolalloc.core.baselines.lukv import UtilityCurves
 from evolalloc.core.errors import UserError
 from evolalloc.export import register_exporter
 from evolalloc.export.base import Exporter, Rendered
-from evolalloc.export.npy_file import checked_context_length, npy_with_sidecar, source_fields
 from evolalloc.export.curve import LUKV_ROWS, family_sidecar, load_family, profile_family
 from evolalloc.export.kvpress import kvpress_press
+from evolalloc.export.npy_file import checked_context_length, npy_with_sidecar, source_fields
 
 LUKV_FORMAT = "evolalloc.lukv"
 
@@ -91,11 +91,13 @@ def prune_ratios(budgets: np.ndarray, context_length: int) -> np.ndarray:
     raise AssertionError("prune ratios did not converge")  # a float32 step is ~1e-7: never after a few
 
 
-@register_exporter("lukv", description="kvpress LUKVPress budget curves [99, layers, kv_heads] prune ratios (.npy + JSON)")
+@register_exporter("lukv",
+                   description="kvpress LUKVPress budget curves [99, layers, kv_heads] prune ratios (.npy + JSON)")
 class LukvExporter(Exporter):
     suffix = ".npy"
 
-    def __init__(self, context_length: int | None = None, curves: str | Path | None = None, family: str | Path | None = None):
+    def __init__(self, context_length: int | None = None, curves: str | Path | None = None,
+                 family: str | Path | None = None):
         if context_length is None:
             raise UserError("LUKVPress's curves are fractions of a prompt: give its length with --context-length",
                             field="context_length")
@@ -103,7 +105,8 @@ class LukvExporter(Exporter):
         self.curves_path = curves
         self.curves = UtilityCurves.load(curves) if curves is not None else None
         if curves is not None and family is not None:
-            raise UserError("give either LU-KV's utility curves (--curves) or a searched profile curve (--family), not both",
+            raise UserError("give either LU-KV's utility curves (--curves) "
+                            "or a searched profile curve (--family), not both",
                             field="family")
         self.family = family
 
@@ -123,7 +126,8 @@ class LukvExporter(Exporter):
             rule = None  # family_sidecar says it
         else:
             budgets = profile_family(allocation, targets, cap=n)
-            rule = f"EvolKV proportional rule from the profile at c = {allocation.target:g}, capped at {n} tokens per unit"
+            rule = ("EvolKV proportional rule from the profile at c = "
+                    f"{allocation.target:g}, capped at {n} tokens per unit")
         array = prune_ratios(budgets, n)
         sidecar = {
             "format": LUKV_FORMAT,

@@ -59,10 +59,13 @@ class TrtllmExporter(Exporter):
             raise self.refuse("the profile gives KV heads of a layer different budgets; "
                               "TensorRT-LLM's max_attention_window has one window per layer")
         if allocation.scorer in QUERY_AWARE:
-            raise self.refuse(f"scorer {allocation.scorer!r} keeps the tokens the queries attend to; TensorRT-LLM keeps "
-                              "the most recent tokens (+ sinks) only: search with scorer 'window' for its exact semantics")
+            raise self.refuse(f"scorer {allocation.scorer!r} keeps the tokens "
+                              "the queries attend to; TensorRT-LLM keeps "
+                              "the most recent tokens (+ sinks) only: search "
+                              "with scorer 'window' for its exact semantics")
         if allocation.scorer not in ("window", "streaming"):
-            raise self.refuse(f"scorer {allocation.scorer!r} ranks tokens by its own score; TensorRT-LLM keeps the most "
+            raise self.refuse(f"scorer {allocation.scorer!r} ranks tokens by "
+                              "its own score; TensorRT-LLM keeps the most "
                               "recent tokens (+ sinks) only: search with scorer 'window' for its exact semantics")
         searched_sinks = int(allocation.scorer_params.get("sinks", 4 if allocation.scorer == "streaming" else 0))
         if self.sink_tokens is not None and self.sink_tokens != searched_sinks:
@@ -72,7 +75,8 @@ class TrtllmExporter(Exporter):
         self.check(allocation)
         # The model's own sliding window stays where it is smaller than the profile's (Gemma).
         model_windows = allocation.geometry.windows or [None] * allocation.geometry.num_layers
-        windows = [int(b) if w is None else min(int(b), int(w)) for b, w in zip(allocation.budgets[:, 0], model_windows)]
+        windows = [int(b) if w is None else min(int(b), int(w))
+                   for b, w in zip(allocation.budgets[:, 0], model_windows)]
         sinks = int(allocation.scorer_params.get("sinks", 4)) if allocation.scorer == "streaming" else 0
         exact = allocation.scorer == "window"
         document = {
@@ -91,6 +95,7 @@ class TrtllmExporter(Exporter):
                 "StreamingLLM: dense context phase, sinks + recent tokens kept; TensorRT-LLM re-encodes positions "
                 "within the cache, evolalloc kept original positions, so answers may differ"
             ),
-            "note": "TensorRT-LLM sizes the KV cache memory from the largest window unless its variable-window pools apply",
+            "note": "TensorRT-LLM sizes the KV cache memory from the "
+                    "largest window unless its variable-window pools apply",
         }
         return Rendered(json.dumps(document, indent=2) + "\n", self.suffix)

@@ -59,7 +59,8 @@ def answer_target(model, tokenizer, record: dict, prompt_len: int, references, m
     return torch.tensor(produced, dtype=torch.long)
 
 
-def soft_top_k(scores: torch.Tensor, kept_per_head: int, uniform: bool, temperature: float) -> tuple[torch.Tensor, torch.Tensor, int]:
+def soft_top_k(scores: torch.Tensor, kept_per_head: int, uniform: bool, temperature: float) -> tuple[torch.Tensor,
+                                                                                                     torch.Tensor, int]:
     """Scores ``[G, m]`` -> ``(log r [G, m], r.sum(), K)`` of a soft top-k keeping ``K`` entries: one
     global threshold over all heads (``K = kept_per_head * G``) or one per head (``uniform``)."""
     heads, m = scores.shape

@@ -24,8 +24,8 @@ from tqdm.auto import tqdm
 
 from evolalloc.learned.reward import cost_per_budget, optimal_cost, ranking_cost
 from evolalloc.learned.traces import TraceSet
-from evolalloc.runtime.prefill import prefill
 from evolalloc.report.stats import bootstrap_mean, paired_test
+from evolalloc.runtime.prefill import prefill
 
 CURVE_BUDGETS = (8, 16, 32, 64, 128, 256, 512)
 FAMILIES = ("early layers", "middle layers", "late layers")
@@ -67,7 +67,8 @@ def heldout_costs(loaded, traces: TraceSet, scorers, progress: bool = True) -> d
         summary[name] = {"mean": interval.mean, "low": interval.low, "high": interval.high, "n": interval.n}
         if name != "learned" and "learned" in per_item:
             test = paired_test(per_item["learned"], values)
-            summary[name]["learned_minus_this"] = {"diff": test.diff, "low": test.low, "high": test.high, "p": test.p_value, "test": test.test}
+            summary[name]["learned_minus_this"] = {"diff": test.diff, "low": test.low, "high": test.high,
+                                                   "p": test.p_value, "test": test.test}
     return {
         "items": len(items),
         "budgets": list(CURVE_BUDGETS),
@@ -82,11 +83,11 @@ class _Optimal:
     name = "optimal"
 
 
-def downstream(loaded, task_name: str, scorers, budgets, *, seeds: int, per_seed: int, context_tokens: int, progress: bool = True) -> dict:
+def downstream(loaded, task_name: str, scorers, budgets, *, seeds: int, per_seed: int, context_tokens: int,
+               progress: bool = True) -> dict:
     """Task scores at uniform ``budgets`` for every scorer, over ``seeds`` held-out instance sets."""
-    from fitness import get_task
-
     from evolalloc.engine.local import LocalEvaluator, prefill_instances
+    from fitness import get_task
 
     task = get_task(task_name)
     layers = loaded.geometry.num_layers
@@ -110,12 +111,14 @@ def downstream(loaded, task_name: str, scorers, budgets, *, seeds: int, per_seed
         if not values:
             continue
         interval = bootstrap_mean(values)
-        row = {"mean": interval.mean, "low": interval.low, "high": interval.high, "n": interval.n, "seed_means": seed_means[(name, b)]}
+        row = {"mean": interval.mean, "low": interval.low, "high": interval.high, "n": interval.n,
+               "seed_means": seed_means[(name, b)]}
         if name != "learned" and scores.get(("learned", b)):
             test = paired_test(scores[("learned", b)], values)
             row["learned_minus_this"] = {"diff": test.diff, "low": test.low, "high": test.high, "p": test.p_value}
         table[f"{name}@{b}"] = row
-    return {"task": task_name, "budgets": list(budgets), "seeds": seeds, "per_seed": per_seed, "context_tokens": context_tokens, "scores": table}
+    return {"task": task_name, "budgets": list(budgets), "seeds": seeds, "per_seed": per_seed,
+            "context_tokens": context_tokens, "scores": table}
 
 
 def plot_costs(costs: dict, path: str | Path) -> Path:
@@ -131,7 +134,8 @@ def plot_costs(costs: dict, path: str | Path) -> Path:
         for name, curve in costs["evicted"].items():
             dashed = name in ("snapkv", "h2o", "tova")  # query-aware: privileged information
             style = ":" if name == "optimal" else ("--" if dashed else "-")
-            ax.plot(costs["budgets"], curve[f], style, marker="o", ms=3, label=name, lw=2.2 if name == "learned" else 1.2)
+            ax.plot(costs["budgets"], curve[f], style, marker="o", ms=3, label=name,
+                    lw=2.2 if name == "learned" else 1.2)
         ax.set_xscale("log", base=2)
         ax.set_title(families[f])
         ax.set_xlabel("budget (tokens kept)")
@@ -146,20 +150,25 @@ def plot_costs(costs: dict, path: str | Path) -> Path:
 def render_tables(result: dict) -> str:
     """Markdown: held-out normalised cost per scorer, evicted fraction per budget, downstream scores."""
     costs = result["costs"]
-    lines = [f"Held-out normalised eviction cost (sum over budgets / optimal; 1 = optimal), {costs['items']} items, mean [95% CI]:", "",
+    lines = ["Held-out normalised eviction cost (sum over budgets / optimal; "
+             f"1 = optimal), {costs['items']} items, mean [95% CI]:", "",
              "| scorer | normalised cost | learned − scorer [95% CI], p |", "|---|---|---|"]
     for name, row in sorted(costs["normalised"].items(), key=lambda kv: kv[1]["mean"]):
         diff = row.get("learned_minus_this")
         cmp = f"{diff['diff']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}], p={diff['p']:.2g}" if diff else ""
         lines.append(f"| {name} | {row['mean']:.3f} [{row['low']:.3f}, {row['high']:.3f}] | {cmp} |")
     lines += ["", "Fraction of future attention evicted, all heads, at budget:", "",
-              "| scorer | " + " | ".join(str(b) for b in costs["budgets"]) + " |", "|---" * (len(costs["budgets"]) + 1) + "|"]
+              "| scorer | " + " | ".join(str(b) for b in costs["budgets"]) + " |",
+              "|---" * (len(costs["budgets"]) + 1) + "|"]
     for name, curve in costs["evicted"].items():
         lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in curve[-1]) + " |")
     down = result.get("downstream")
     if down:
-        lines += ["", f"Downstream {down['task']} at ~{down['context_tokens']} tokens, {down['seeds']} seeds x {down['per_seed']} "
-                  "held-out instances, mean [95% CI]:", "", "| scorer | " + " | ".join(f"b={b}" for b in down["budgets"]) + " |",
+        lines += ["",
+                  f"Downstream {down['task']} at ~{down['context_tokens']} "
+                  f"tokens, {down['seeds']} seeds x {down['per_seed']} "
+                  "held-out instances, mean [95% CI]:", "",
+                  "| scorer | " + " | ".join(f"b={b}" for b in down["budgets"]) + " |",
                   "|---" * (len(down["budgets"]) + 1) + "|"]
         names = sorted({k.split("@")[0] for k in down["scores"]})
         for name in names:

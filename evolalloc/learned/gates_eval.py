@@ -40,7 +40,8 @@ def _evicted(importance: torch.Tensor, order: torch.Tensor, counts: np.ndarray) 
     return float(costs.gather(-1, index).sum() / importance.sum().clamp_min(1e-12))
 
 
-def global_costs(loaded, traces: TraceSet, gates_scorer, scorers, budgets=(64, 128, 256), progress: bool = True) -> dict:
+def global_costs(loaded, traces: TraceSet, gates_scorer, scorers, budgets=(64, 128, 256),
+                 progress: bool = True) -> dict:
     """Costs per item of every method at every budget, plus the global top-k's mean budgets."""
     everyone = [gates_scorer, *[s for s in scorers if s.key != gates_scorer.key]]
     per = {}  # (method, c) -> [items]
@@ -67,7 +68,8 @@ def global_costs(loaded, traces: TraceSet, gates_scorer, scorers, budgets=(64, 1
     rows = []
     for (method, c), values in per.items():
         interval = bootstrap_mean(values)
-        row = {"method": method, "budget": c, "mean": interval.mean, "low": interval.low, "high": interval.high, "n": interval.n}
+        row = {"method": method, "budget": c, "mean": interval.mean, "low": interval.low, "high": interval.high,
+               "n": interval.n}
         if method != GLOBAL:
             test = paired_test(per[(GLOBAL, c)], values)
             row["global_minus_this"] = {"diff": test.diff, "low": test.low, "high": test.high, "p": test.p_value}

@@ -108,7 +108,8 @@ def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: in
         features[..., key_dim + value_dim :].copy_(pooled.view(layers, kv_heads, positions.numel(), 2))
     # Contiguous like the gathered copy it replaces: a strided view would sum in another order
     # (training would drift by ~1e-8 and no longer equal earlier runs bit for bit).
-    importance = trace["importance"][split_idx][:, :, sinks : n - window].float().contiguous().view(layers * kv_heads, -1)
+    importance = trace["importance"][split_idx][:, :, sinks : n - window].float().contiguous().view(layers * kv_heads,
+                                                                                                    -1)
     return features.view(layers * kv_heads, positions.numel(), -1), importance, (n - positions).float()
 
 
@@ -138,7 +139,8 @@ def _sample_features(traces: TraceSet, items, sinks: int, window: int, votes: bo
     return sample
 
 
-def gates_loss(gates: RetentionGates, features, importance, age, capacity: int, sinks: int, window: int, penalty: float):
+def gates_loss(gates: RetentionGates, features, importance, age, capacity: int, sinks: int, window: int,
+               penalty: float):
     """``(loss, quality, used / M)`` for one item at per-head capacity ``capacity`` (see module docstring)."""
     retention = torch.exp(age * gates.log_retention(features))  # [G, m]
     quality = (importance * (1 - retention)).sum() / importance.sum().clamp_min(1e-12)
@@ -148,7 +150,8 @@ def gates_loss(gates: RetentionGates, features, importance, age, capacity: int, 
     return loss, quality, used / allowed
 
 
-def anchored_loss(gates: RetentionGates, features, anchor, importance, capacity: int, sinks: int, window: int, penalty: float):
+def anchored_loss(gates: RetentionGates, features, anchor, importance, capacity: int, sinks: int, window: int,
+                  penalty: float):
     """``(loss, quality, used / K)`` of anchored gates for one item: a soft global top-k of
     ``K = (capacity - sinks - window) * G`` over the scores ``[G, m]`` (module docstring)."""
     scores = gates.anchored_score(features, anchor)  # [G, m]
@@ -161,8 +164,8 @@ def anchored_loss(gates: RetentionGates, features, anchor, importance, capacity:
     return loss, quality, used / allowed
 
 
-def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | Path | None = None, progress: bool = True,
-                state_path: str | Path | None = None, checkpoint_every: int = 0, model=None):
+def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | Path | None = None,
+                progress: bool = True, state_path: str | Path | None = None, checkpoint_every: int = 0, model=None):
     """Train the gates of the traces' model; returns ``(gates, summary)``.
 
     ``model``: the traces' (frozen) model, needed by ``objective = "answer"`` only; its traces must
@@ -175,30 +178,13 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     geometry = traces.index["geometry"]
-    if config.votes and votes_window(traces) != config.votes:
-        raise ValueError(f"{traces.folder}: query-aware gates (votes={config.votes}) need traces with votes of window "
-                         f"{config.votes}; these have {votes_window(traces) or 'none'} (trace them again with votes)")
-    if config.anchored and not all("snap_votes" in trace for trace in traces.traces):
-        raise ValueError(f"{traces.folder}: anchored gates need traces with SnapKV's smoothed votes (snap_votes); "
-                         "these were traced before they were recorded (trace them again with votes)")
-    gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"], config.hidden,
-                                       config.horizon, config.votes, config.anchored))
+    _check_traces(traces, config)
+    gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"],
+                                       config.hidden, config.horizon, config.votes, config.anchored))
     with_votes = bool(config.votes)
-    answer = config.objective == "answer"
-    if answer and (not config.anchored or model is None):
-        raise ValueError("the answer objective trains anchored gates (anchored = True) through their model (model=...)")
-    items = [it for it in traces.items if int(traces.traces[it[0]]["splits"][it[1]]) - config.sinks - config.window >= 2]
-    measure = "answer_nll" if answer else "attention_lost"  # what `quality` is, in the log and summary
-    if answer:  # the prompt end only (where compression happens), and answers whose tokens after the first exist
-        if not all("answer_target" in trace for trace in traces.traces):
-            raise ValueError(f"{traces.folder}: the answer objective needs traces with the full cache's answer (answer_target)")
-        items = [(t, s) for t, s in items if int(traces.traces[t]["splits"][s]) == int(traces.traces[t]["prompt_len"])
-                 and len(traces.traces[t]["answer_target"]) >= 2]
-        if not items:
-            raise ValueError(f"{traces.folder}: no traced prompt's answer has a token after the first (the first comes from the "
-                             "full prefill): nothing for the answer objective to train on")
-    if not items:
-        raise ValueError("no trace split is longer than sinks + window + 2 tokens: nothing to gate")
+    items = _training_items(traces, config, model)
+    # What `quality` is, in the log and the summary.
+    measure = "answer_nll" if config.objective == "answer" else "attention_lost"
     gates.fit_standardisation(_sample_features(traces, items[:8], config.sinks, config.window, with_votes))
     if not config.residual and not config.anchored:
         raise ValueError("residual = False is a setting of anchored gates (the others are all residual)")
@@ -209,13 +195,7 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     # Every step's (item, capacity) is drawn up front, in the order the loop used to draw them, so a
     # resumed run makes the draws the uninterrupted one would have made from its step on.
     draws = [(rng.choice(items), rng.choice(config.capacities)) for _ in range(config.steps)]
-    first, qualities, usage = 0, [], []
-    if state_path is not None and Path(state_path).is_file():
-        state = torch.load(state_path, map_location="cpu", weights_only=True)
-        gates.load_state_dict(state["gates"])
-        optimizer.load_state_dict(state["optimizer"])
-        schedule.load_state_dict(state["schedule"])
-        first, qualities, usage = int(state["step"]), list(state["qualities"]), list(state["usage"])
+    first, qualities, usage = _resume(state_path, gates, optimizer, schedule)
     log = open(log_path, "a" if first else "w") if log_path else None
     started = time.perf_counter()
     bar = tqdm(range(first, config.steps), desc="train gates", unit="step", disable=not progress,
@@ -223,18 +203,7 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
     for step in bar:
         announce("training scorer", step, config.steps)
         item, capacity = draws[step]
-        features, importance, age = item_tensors(traces, item, config.sinks, config.window, with_votes)
-        if answer:
-            anchor = item_anchor(traces, item, config.sinks, config.window)
-            loss, quality, used = answer_loss(gates, model, traces.traces[item[0]], features, anchor, capacity, config.sinks,
-                                              config.window, config.penalty, config.temperature, config.uniform_too)
-        elif config.anchored:
-            anchor = item_anchor(traces, item, config.sinks, config.window)
-            loss, quality, used = anchored_loss(gates, features, anchor, importance, capacity, config.sinks, config.window,
-                                                config.penalty)
-        else:
-            loss, quality, used = gates_loss(gates, features, importance, age, capacity, config.sinks, config.window,
-                                             config.penalty)
+        loss, quality, used = _item_loss(gates, traces, item, capacity, config, model)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], config.clip)
@@ -250,7 +219,8 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
                                       "used_over_capacity": usage[-1], "lr": schedule.get_last_lr()[0],
                                       "seconds": round(time.perf_counter() - started, 2)}) + "\n")
                 log.flush()
-        if state_path is not None and checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < config.steps:
+        if (state_path is not None and checkpoint_every and (step + 1) % checkpoint_every == 0
+                and step + 1 < config.steps):
             _save_state(state_path, gates, optimizer, schedule, step + 1, qualities, usage)
     if log:
         log.close()
@@ -261,6 +231,69 @@ def train_gates(traces: TraceSet, config: GatesTrainConfig, *, log_path: str | P
                "traces": str(traces.folder), "traces_settings": traces.index.get("settings"), "items": len(items),
                "threads": torch.get_num_threads(), "resumed_at_step": first}
     return gates, summary
+
+
+def _check_traces(traces: TraceSet, config: GatesTrainConfig) -> None:
+    """``ValueError`` unless the traces hold what these gates read: votes of the configured window
+    for query-aware gates, SnapKV's smoothed votes for anchored ones."""
+    if config.votes and votes_window(traces) != config.votes:
+        raise ValueError(f"{traces.folder}: query-aware gates (votes={config.votes}) need traces with votes of window "
+                         f"{config.votes}; these have {votes_window(traces) or 'none'} (trace them again with votes)")
+    if config.anchored and not all("snap_votes" in trace for trace in traces.traces):
+        raise ValueError(f"{traces.folder}: anchored gates need traces with SnapKV's smoothed votes (snap_votes); "
+                         "these were traced before they were recorded (trace them again with votes)")
+
+
+def _training_items(traces: TraceSet, config: GatesTrainConfig, model) -> list[tuple[int, int]]:
+    """The ``(trace, split)`` items to train on: splits with at least 2 rankable tokens; for the
+    answer objective, the prompt end only (where compression happens) of answers with a token after
+    the first. ``ValueError`` when none is left, or when the answer objective lacks what it needs."""
+    answer = config.objective == "answer"
+    if answer and (not config.anchored or model is None):
+        raise ValueError("the answer objective trains anchored gates (anchored = True) through their model (model=...)")
+    items = [it for it in traces.items
+             if int(traces.traces[it[0]]["splits"][it[1]]) - config.sinks - config.window >= 2]
+    if answer:  # the prompt end only (where compression happens), and answers whose tokens after the first exist
+        if not all("answer_target" in trace for trace in traces.traces):
+            raise ValueError(f"{traces.folder}: the answer objective needs traces "
+                             "with the full cache's answer (answer_target)")
+        items = [(t, s) for t, s in items if int(traces.traces[t]["splits"][s]) == int(traces.traces[t]["prompt_len"])
+                 and len(traces.traces[t]["answer_target"]) >= 2]
+        if not items:
+            raise ValueError(f"{traces.folder}: no traced prompt's answer has a "
+                             "token after the first (the first comes from the "
+                             "full prefill): nothing for the answer objective to train on")
+    if not items:
+        raise ValueError("no trace split is longer than sinks + window + 2 tokens: nothing to gate")
+    return items
+
+
+def _item_loss(gates: RetentionGates, traces: TraceSet, item: tuple[int, int], capacity: int,
+               config: GatesTrainConfig, model):
+    """``(loss, quality, used)`` of one training step's item at ``capacity``, by the objective:
+    the answer's likelihood, anchored gates' soft top-k, or plain gates' retention."""
+    features, importance, age = item_tensors(traces, item, config.sinks, config.window, bool(config.votes))
+    if config.objective == "answer":
+        anchor = item_anchor(traces, item, config.sinks, config.window)
+        return answer_loss(gates, model, traces.traces[item[0]], features, anchor, capacity, config.sinks,
+                           config.window, config.penalty, config.temperature, config.uniform_too)
+    if config.anchored:
+        anchor = item_anchor(traces, item, config.sinks, config.window)
+        return anchored_loss(gates, features, anchor, importance, capacity, config.sinks, config.window,
+                             config.penalty)
+    return gates_loss(gates, features, importance, age, capacity, config.sinks, config.window, config.penalty)
+
+
+def _resume(state_path, gates, optimizer, schedule) -> tuple[int, list[float], list[float]]:
+    """``(first step, qualities, usage)`` so far: from the state at ``state_path`` when there is one
+    (loading the gates, optimizer and schedule from it too), else a fresh start."""
+    if state_path is None or not Path(state_path).is_file():
+        return 0, [], []
+    state = torch.load(state_path, map_location="cpu", weights_only=True)
+    gates.load_state_dict(state["gates"])
+    optimizer.load_state_dict(state["optimizer"])
+    schedule.load_state_dict(state["schedule"])
+    return int(state["step"]), list(state["qualities"]), list(state["usage"])
 
 
 def _save_state(path, gates, optimizer, schedule, step: int, qualities: list[float], usage: list[float]) -> None:

@@ -33,8 +33,8 @@ from evolalloc.core.phases import announce
 from evolalloc.learned.answer_train import answer_target
 from evolalloc.learned.gates_train import GatesTrainConfig, train_gates
 from evolalloc.learned.settings import TraceSettings, TrainConfig
-from evolalloc.learned.train import train as train_policy
 from evolalloc.learned.traces import FORMAT, VERSION, load_traces, pick_splits, trace_ids
+from evolalloc.learned.train import train as train_policy
 from evolalloc.runtime.gates import save_gates
 from evolalloc.runtime.policy import save_policy
 
@@ -99,7 +99,8 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
     traces_dir = folder / "traces"
     trace_settings = TraceSettings(tasks=tuple(dict.fromkeys(task for task, _ in instances)), count=len(instances),
                                    split="search", seed=settings.seed, future=settings.future,
-                                   splits_per_trace=settings.splits_per_trace, min_split=settings.min_split, votes=settings.votes)
+                                   splits_per_trace=settings.splits_per_trace, min_split=settings.min_split,
+                                   votes=settings.votes)
     entries = []
     for i, (task, inst) in enumerate(tqdm(instances, desc="trace search split", unit="prompt", disable=not progress)):
         announce("tracing", i, len(instances))
@@ -115,7 +116,8 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
         record = trace_ids(loaded.model, ids, splits, settings.future, settings.votes)
         record.update(format=FORMAT, version=VERSION, uid=inst.uid, task=task, prompt_len=len(prompt))
         if settings.objective == "answer":  # what the full cache answers: the target (learned.answer_train)
-            record["answer_target"] = answer_target(loaded.model, loaded.tokenizer, record, len(prompt), inst.references,
+            record["answer_target"] = answer_target(loaded.model, loaded.tokenizer, record, len(prompt),
+                                                    inst.references,
                                                     settings.answer_tokens)
         buffer = io.BytesIO()
         torch.save(record, buffer)
@@ -129,15 +131,19 @@ def train_in_run(loaded, identity: dict, instances: list[tuple[str, object]], se
                  "checkpoint_every": settings.checkpoint_every}
     if settings.scorer == "gates":
         config = GatesTrainConfig(steps=settings.steps, hidden=settings.hidden, horizon=settings.horizon,
-                                  capacities=settings.capacities, sinks=settings.sinks, window=settings.window, seed=settings.seed,
+                                  capacities=settings.capacities, sinks=settings.sinks, window=settings.window,
+                                  seed=settings.seed,
                                   votes=settings.votes, anchored=settings.anchored, residual=settings.residual,
-                                  objective=settings.objective, temperature=settings.temperature, uniform_too=settings.uniform_too)
+                                  objective=settings.objective, temperature=settings.temperature,
+                                  uniform_too=settings.uniform_too)
         network, summary = train_gates(traces, config, **resumable,
                                        model=loaded.model if settings.objective == "answer" else None)
         save = save_gates
     else:
-        config = TrainConfig(steps=settings.steps, hidden=settings.hidden, depth=settings.depth, permutations=settings.permutations,
-                             max_tokens=settings.max_tokens, sinks=settings.sinks, window=settings.window, seed=settings.seed)
+        config = TrainConfig(steps=settings.steps, hidden=settings.hidden, depth=settings.depth,
+                             permutations=settings.permutations,
+                             max_tokens=settings.max_tokens, sinks=settings.sinks, window=settings.window,
+                             seed=settings.seed)
         network, summary = train_policy(traces, config, **resumable)
         save = save_policy
     summary.update(provenance, tasks=list(trace_settings.tasks), splits=["search"], trace_count=len(instances),

@@ -102,11 +102,13 @@ class TraceCapture(PrefillCapture):
             self.votes[layer_idx] = [plain for plain, _ in both]
             self.snap_votes[layer_idx] = [smoothed for _, smoothed in both]
 
-    def _votes(self, query, expanded, scaling: float, n: int, kv_heads: int, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _votes(self, query, expanded, scaling: float, n: int, kv_heads: int, group: int) -> tuple[torch.Tensor,
+                                                                                                  torch.Tensor]:
         """SnapKV's votes at split ``n`` and the same smoothed as SnapKV does: two ``[Hkv, n]`` float32
         (module docstring)."""
         start = max(0, n - self.votes_window)
-        rows = _attention_rows(query[0, :, start:n], expanded[:, :n], scaling, start, self._sliding, self._softcap)  # [Hq, w, n]
+        # [Hq, w, n]
+        rows = _attention_rows(query[0, :, start:n], expanded[:, :n], scaling, start, self._sliding, self._softcap)
         per_query_head = rows.sum(dim=1)  # [Hq, n]
         return per_query_head.view(kv_heads, group, n).mean(dim=1).cpu(), snap_votes(per_query_head, kv_heads).cpu()
 
@@ -142,7 +144,8 @@ def trace_ids(model, ids: list[int], splits: list[int], future: int, votes: int 
     }
     if votes:
         record["votes"] = [torch.stack([capture.votes[i][s] for i in range(layers)]) for s in range(len(splits))]
-        record["snap_votes"] = [torch.stack([capture.snap_votes[i][s] for i in range(layers)]) for s in range(len(splits))]
+        record["snap_votes"] = [torch.stack([capture.snap_votes[i][s] for i in range(layers)])
+                                for s in range(len(splits))]
     return record
 
 
@@ -160,7 +163,8 @@ def corpus(settings: TraceSettings, tokenizer) -> list[tuple[str, object]]:
     return out
 
 
-def write_traces(loaded, out_dir: str | Path, settings: TraceSettings, *, identity: dict, progress: bool = True) -> Path:
+def write_traces(loaded, out_dir: str | Path, settings: TraceSettings, *, identity: dict,
+                 progress: bool = True) -> Path:
     """Trace ``settings.count`` prompts into ``out_dir`` (a new or empty folder); returns it."""
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
@@ -218,7 +222,8 @@ class LazyTraces(Sequence):
         index = range(len(self))[index]
         if self._last is None or self._last[0] != index:
             self._last = None  # drop (unmap) the previous trace before mapping the next
-            self._last = (index, torch.load(self.folder / self.files[index], map_location="cpu", weights_only=True, mmap=True))
+            self._last = (index,
+                          torch.load(self.folder / self.files[index], map_location="cpu", weights_only=True, mmap=True))
         return self._last[1]
 
 
@@ -231,11 +236,13 @@ def load_traces(folder: str | Path, *, geometry: dict | None = None, lazy: bool 
         raise ValueError(f"{folder} is not a trace folder (no index.json); make one with `evolalloc scorer trace`")
     index = json.loads(index_path.read_text())
     if index.get("format") != FORMAT or index.get("version") not in READABLE:
-        raise ValueError(f"{index_path}: trace format {index.get('format')!r} v{index.get('version')!r}, expected {FORMAT!r} v{VERSION}")
+        raise ValueError(f"{index_path}: trace format {index.get('format')!r} "
+                         f"v{index.get('version')!r}, expected {FORMAT!r} v{VERSION}")
     if geometry is not None:
         for key in ("num_layers", "num_kv_heads", "head_dim"):
             if index["geometry"][key] != geometry[key]:
-                raise ValueError(f"{folder}: traces have {key}={index['geometry'][key]}, the model/policy has {geometry[key]}")
+                raise ValueError(f"{folder}: traces have {key}={index['geometry'][key]}, "
+                                 f"the model/policy has {geometry[key]}")
     if lazy:
         traces = LazyTraces(folder, [e["file"] for e in index["traces"]])
     else:

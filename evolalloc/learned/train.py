@@ -82,7 +82,8 @@ def clip_per_head(policy: HeadPolicies, max_norm: float) -> torch.Tensor:
     return norms
 
 
-def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: int, max_tokens: int | None = None, generator=None):
+def item_tensors(traces: TraceSet, item: tuple[int, int], sinks: int, window: int, max_tokens: int | None = None,
+                 generator=None):
     """Features ``[H, m, F]`` and importance ``[H, m]`` of the rankable tokens of one item.
 
     Rankable: positions ``sinks .. n - window``; with ``max_tokens``, a random subset of them
@@ -106,7 +107,8 @@ def rankable(traces: TraceSet, item: tuple[int, int], sinks: int, window: int) -
     return int(traces.traces[item[0]]["splits"][item[1]]) - sinks - window >= 2
 
 
-def fit_standardisation(policy: HeadPolicies, items, traces: TraceSet, sinks: int, window: int, sample: int = 8) -> None:
+def fit_standardisation(policy: HeadPolicies, items, traces: TraceSet, sinks: int, window: int,
+                        sample: int = 8) -> None:
     """Feature mean/std per head from up to ``sample`` items, so keys of any scale train alike."""
     feats = [item_tensors(traces, it, sinks, window)[0] for it in items[:sample]]
     policy.fit_standardisation(torch.cat(feats, dim=1))
@@ -123,7 +125,8 @@ def train(traces: TraceSet, config: TrainConfig, *, log_path: str | Path | None 
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     geometry = traces.index["geometry"]
-    policy = HeadPolicies(PolicyConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"], config.hidden, config.depth))
+    policy = HeadPolicies(PolicyConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"],
+                                       config.hidden, config.depth))
     items = [it for it in traces.items if rankable(traces, it, config.sinks, config.window)]
     if not items:
         raise ValueError("no trace split is longer than sinks + window + 2 tokens: nothing to rank")
@@ -140,7 +143,8 @@ def train(traces: TraceSet, config: TrainConfig, *, log_path: str | Path | None 
         first, costs = int(state["step"]), list(state["costs"])
     log = open(log_path, "a" if first else "w") if log_path else None
     started = time.perf_counter()
-    bar = tqdm(range(first, config.steps), desc="train", unit="step", disable=not progress, initial=first, total=config.steps)
+    bar = tqdm(range(first, config.steps), desc="train", unit="step", disable=not progress, initial=first,
+               total=config.steps)
     for step in bar:
         announce("training scorer", step, config.steps)
         item = items[int(torch.randint(len(items), (1,), generator=generator))]
@@ -167,15 +171,23 @@ def train(traces: TraceSet, config: TrainConfig, *, log_path: str | Path | None 
                        "lr": schedule.get_last_lr()[0], "seconds": round(time.perf_counter() - started, 2)}
                 log.write(json.dumps(row) + "\n")
                 log.flush()
-        if state_path is not None and checkpoint_every and (step + 1) % checkpoint_every == 0 and step + 1 < config.steps:
+        if (
+            state_path is not None
+            and checkpoint_every
+            and (step + 1) % checkpoint_every == 0
+            and step + 1 < config.steps
+        ):
             buffer = io.BytesIO()
-            torch.save({"policy": policy.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+            torch.save({"policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+                        "schedule": schedule.state_dict(),
                         "generator": generator.get_state(), "step": step + 1, "costs": costs}, buffer)
             write_atomic(state_path, buffer.getvalue())  # a kill leaves the previous state or this one
     if log:
         log.close()
     policy.eval()
     tail = costs[-max(1, len(costs) // 10) :]
-    summary = {**asdict(config), "seconds": round(time.perf_counter() - started, 1), "final_train_cost": sum(tail) / len(tail), "traces_settings": traces.index.get("settings"),
-               "traces": str(traces.folder), "items": len(items), "threads": torch.get_num_threads(), "resumed_at_step": first}
+    summary = {**asdict(config), "seconds": round(time.perf_counter() - started, 1),
+               "final_train_cost": sum(tail) / len(tail), "traces_settings": traces.index.get("settings"),
+               "traces": str(traces.folder), "items": len(items), "threads": torch.get_num_threads(),
+               "resumed_at_step": first}
     return policy, summary

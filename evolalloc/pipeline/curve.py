@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from evolalloc.config.run_folder import allocation_filename
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import save_allocation
 from evolalloc.core.curve import ANCHOR, CURVE_FILE, RULE, ProfileCurve, bounded_budgets
-from evolalloc.config.run_folder import allocation_filename
 from evolalloc.search.checkpoint import has_checkpoint
 from evolalloc.search.config import SearchConfig
 from evolalloc.search.loop import resume_search, run_search
@@ -117,7 +117,8 @@ def ship_curve(run_dir: Path, experiment, pivot: Allocation, config: SearchConfi
             upper_anchor = min(a for a in anchors if a > budget)
             profile = dataclasses.replace(pivot, target=budget, budgets=row, provenance=dict(
                 pivot.provenance, curve={"role": "derived", "between": [lower, upper_anchor], "rule": RULE}))
-            for key in ("fitness", "task_score", "evaluations", "completed_from_total"):  # the pivot search's, not this row's
+            # the pivot search's, not this row's
+            for key in ("fitness", "task_score", "evaluations", "completed_from_total"):
                 profile.provenance.pop(key, None)
         save_allocation(profile, Path(run_dir) / allocation_filename(budget))
         profiles[budget] = profile

@@ -91,7 +91,8 @@ def compare_run(run_dir: Path, *, baselines: list[str] | None = None, progress: 
 
     files = profile_files(run_dir)
     if not files:
-        raise WorkflowError(f"{run_dir} has no allocation-c*.json yet: finish the search first (evolalloc resume {run_dir})")
+        raise WorkflowError(f"{run_dir} has no allocation-c*.json yet: finish "
+                            f"the search first (evolalloc resume {run_dir})")
     recipe = load_run_recipe(run_dir)
     if baselines is not None:
         recipe.baselines = baselines

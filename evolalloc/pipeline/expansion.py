@@ -18,7 +18,6 @@ from __future__ import annotations
 from evolalloc.core.allocation import EXPANSION_RULES, Allocation
 from evolalloc.core.topup import TOPUP, TOPUP_HALF, topup_problem
 
-
 #: What rule ``search`` chooses from. ``topup-half`` (added later, chosen for one task on its search
 #: split) is not among them, so a ``search`` run picks what it picked before the rule existed.
 SEARCHED_RULES = tuple(r for r in EXPANSION_RULES if r != TOPUP_HALF)

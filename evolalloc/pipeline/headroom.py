@@ -48,7 +48,11 @@ class Headroom:
         for name, row in self.scores.items():
             room = [c for c in self.budgets if row[c] is not None and self.full - row[c] > ROOM + 1e-9]
             close = [c for c in self.budgets if row[c] is not None and self.full - row[c] <= ROOM + 1e-9]
-            note = f"room (more than {ROOM} below the full cache) at c = {', '.join(map(str, room))}" if room else "no room at any c"
+            note = (
+                f"room (more than {ROOM} below the full cache) at c = {', '.join(map(str, room))}"
+                if room
+                else "no room at any c"
+            )
             if close:
                 note += f"; within {ROOM} of it at c = {', '.join(map(str, close))}"
             if any(row[c] is None for c in self.budgets):
@@ -74,7 +78,8 @@ def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, pro
     ``floors``: with the ``gates`` scorer, also the floors blend (``gate_floors``) over uniform budgets
     at each of these floor fractions (rows ``gates-floors<fraction>``)."""
     if recipe.multi_task:
-        raise UserError("headroom measures one task at a time; give a recipe with a single task", source=recipe.source, field="tasks")
+        raise UserError("headroom measures one task at a time; give a recipe with a single task", source=recipe.source,
+                        field="tasks")
     if not scorer_names or not budgets or min(budgets) < 1:
         raise UserError("needs at least one scorer and budgets of at least 1", field="--budgets")
     recipe.baselines = []  # only the scorers asked for are ranked at prefill
@@ -94,7 +99,8 @@ def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, pro
         full_alloc = allocation(first, geometry.max_positions)  # every unit keeps every position
         (full,) = _run(experiment, first, [full_alloc])
         params = ", ".join(f"{k}: {v}" for k, v in recipe.task.params.items())
-        result = Headroom(task=recipe.task_names + (f" ({params})" if params else ""), n=len(experiment.instances(SPLIT)), budgets=list(budgets), full=full)
+        result = Headroom(task=recipe.task_names + (f" ({params})" if params else ""),
+                          n=len(experiment.instances(SPLIT)), budgets=list(budgets), full=full)
         for name, scorer in scorers.items():
             usable = [c for c in budgets if c >= scorer.min_budget]
             values = _run(experiment, scorer, [allocation(scorer, c) for c in usable])

@@ -32,7 +32,8 @@ from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
 from evolalloc.runtime.support import text_config
 
 UTILITY = ("attention mass the future queries (question + first reference answer, teacher-forced) put on the "
-           "top-b tokens of the run scorer's ranking, per (layer, KV head), uncompressed cache, mean over the search split")
+           "top-b tokens of the run scorer's ranking, per (layer, "
+           "KV head), uncompressed cache, mean over the search split")
 
 
 @torch.no_grad()
@@ -85,15 +86,18 @@ def profile_part(part, split: str = "search") -> tuple[np.ndarray, int]:
         if not future:
             from evolalloc.core.errors import UserError
 
-            raise UserError(f"lukv profiles the attention of the tokens after the context, and instance {instance.uid} has "
-                            "neither a question fed after compression nor a reference answer", source=part.recipe.source,
+            raise UserError("lukv profiles the attention of the tokens after "
+                            f"the context, and instance {instance.uid} has "
+                            "neither a question fed after compression nor a reference answer",
+                            source=part.recipe.source,
                             field="baselines")
         attention = future_attention(loaded.model, context, future)
         ranking = record.rankings[scorer.key]
         if record.bound is not None:  # a bounded record's ranking holds b_max slot indices, not positions
             from evolalloc.runtime.prefill import prefill
 
-            ranking = prefill(loaded.model, context, [scorer], uid=instance.uid, question_ids=question).rankings[scorer.key]
+            ranking = prefill(loaded.model, context, [scorer], uid=instance.uid,
+                              question_ids=question).rankings[scorer.key]
         curves.append(instance_curves(attention, ranking))
     top = max(c.shape[2] for c in curves)
     total = np.zeros(curves[0].shape[:2] + (top,))
@@ -147,6 +151,7 @@ def check_curves(curves: UtilityCurves, experiment, where: str) -> None:
     scorer = experiment.scorer
     params = json.loads(json.dumps(scorer.params()))  # as the file holds them (tuples read back as lists)
     if (curves.meta.get("scorer"), curves.meta.get("scorer_params")) != (scorer.name, params):
-        raise UserError(f"profiled with scorer {curves.meta.get('scorer')!r} {curves.meta.get('scorer_params')}, the run "
+        raise UserError(f"profiled with scorer {curves.meta.get('scorer')!r} "
+                        f"{curves.meta.get('scorer_params')}, the run "
                         f"ranks with {scorer.name!r} {scorer.params()}; delete the file to profile again", source=where,
                         field="meta.scorer")

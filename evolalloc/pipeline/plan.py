@@ -13,7 +13,6 @@ and the output says so on each line, and says when the machine was too busy to t
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -69,7 +68,7 @@ def count_run(recipe, experiment) -> Counts:
     """The counts of ``recipe`` on ``experiment`` (``Experiment``; only the model's config is read)."""
     from evolalloc.pipeline.expansion import SEARCHED_RULES
     from evolalloc.pipeline.record_bound import record_bound
-    from evolalloc.pipeline.run import search_config
+    from evolalloc.pipeline.search_settings import search_config
 
     resolved = experiment.resolved
     config = search_config(experiment)
@@ -144,7 +143,8 @@ def calibrate(recipe, experiment, b_max: int | None) -> Calibration:
     prefill_seconds = time.perf_counter() - started
     share = (time.process_time() - cpu) / (prefill_seconds * torch.get_num_threads())
     if share < 0.6:  # the other processes on this machine took the rest: every time below is inflated by it
-        notes.append(f"this machine is busy: the prefill got {share:.0%} of its {torch.get_num_threads()} thread(s)' time; "
+        notes.append(f"this machine is busy: the prefill got {share:.0%} "
+                     f"of its {torch.get_num_threads()} thread(s)' time; "
                      "the times scale with that")
     whole = record.nbytes()
     bounded = bound_record(record, b_max) if b_max is not None else record
@@ -193,14 +193,16 @@ class RunPlan:
     def memory(self) -> list[tuple[str, float]]:
         c, k = self.counts, self.calibration
         return [("search split records (bounded)", c.search_instances * k.record_bytes_bounded),
-                ("held-out split records (bounded at b_max; compare may bound them tighter)", c.heldout_instances * k.record_bytes_bounded),
+                ("held-out split records (bounded at b_max; compare may bound them tighter)",
+                 c.heldout_instances * k.record_bytes_bounded),
                 ("drawn candidates' whole records, during curation", c.whole_records * k.record_bytes_whole)]
 
     def lines(self) -> list[str]:
         c, k, g = self.counts, self.calibration, self.geometry
         group_text = " + ".join(f"{c.generations} x {p}" for p in c.popsizes)
         out = [
-            f"plan for {self.name}: {self.model} ({g.num_layers} layers x {g.num_kv_heads} KV heads, head size {g.head_dim}, "
+            f"plan for {self.name}: {self.model} ({g.num_layers} layers "
+            f"x {g.num_kv_heads} KV heads, head size {g.head_dim}, "
             f"{self.dtype}), prompts of {self.context} tokens. Nothing has been written.",
             "COUNTED (exact, from the recipe and the model's config):",
             f"  prefills: {sum(c.prefills.values())} = " + " + ".join(f"{n} {what}" for what, n in c.prefills.items()),
@@ -208,15 +210,21 @@ class RunPlan:
             f"generations x population = {group_text}), each on {c.search_instances} search instances",
         ]
         if c.expansion_candidates:
-            out.append(f"               + {c.expansion_candidates} expansion candidates (rule search) on the search instances")
+            out.append(f"               + {c.expansion_candidates} expansion "
+                       "candidates (rule search) on the search instances")
         out += [
-            f"               + {c.compare_evaluations} held-out evaluations (methods x budgets) on {c.heldout_instances} instances",
+            f"               + {c.compare_evaluations} held-out evaluations "
+            f"(methods x budgets) on {c.heldout_instances} instances",
             f"  b_max: {c.b_max if c.b_max is not None else 'none (whole records)'}{c.b_max_note}; "
-            f"records in {self.record_dtype}, up to {size(self.record_memory) if self.record_memory is not None else 'no limit'} "
+            f"records in {self.record_dtype}, up to "
+            f"{size(self.record_memory) if self.record_memory is not None else 'no limit'} "
             f"held in memory (engine.record_memory), the rest spilled to disk",
-            f"MEASURED (one drawn search instance, {k.prompt_tokens} tokens): model load {k.load_seconds:.1f} s, prefill "
-            f"{k.prefill_seconds:.2f} s, one candidate on one instance {k.search_row_seconds:.3f} s (search's fitness mode), "
-            f"{k.generate_row_seconds:.3f} s (generate), per row of a full batch; record {size(k.record_bytes_bounded)} bounded, "
+            f"MEASURED (one drawn search instance, {k.prompt_tokens} "
+            f"tokens): model load {k.load_seconds:.1f} s, prefill "
+            f"{k.prefill_seconds:.2f} s, one candidate on one instance "
+            f"{k.search_row_seconds:.3f} s (search's fitness mode), "
+            f"{k.generate_row_seconds:.3f} s (generate), per row of a "
+            f"full batch; record {size(k.record_bytes_bounded)} bounded, "
             f"{size(k.record_bytes_whole)} whole",
             *(f"  note: {note}" for note in k.notes),
             "ESTIMATED memory of the records (measured record x count):",
@@ -228,12 +236,14 @@ class RunPlan:
             beyond = max(0.0, nbytes - self.record_memory) if self.record_memory is not None else 0.0
             spilled += beyond
             out.append(f"  {what}: {size(nbytes)}" + (f" ({size(beyond)} of it spilled to disk)" if beyond else ""))
-        out.append(f"  disk if records spill: up to {size(spilled)}" if spilled else "  disk: none (every record fits in memory)")
+        out.append(f"  disk if records spill: up to {size(spilled)}" if spilled
+                   else "  disk: none (every record fits in memory)")
         out.append("ESTIMATED time (measured seconds x counts, on this machine as busy as it was):")
         phases = self.seconds()
         out += [f"  {what}: {duration(s)}" for what, s in phases.items() if s > 0]
         out.append(f"  total: about {duration(sum(phases.values()))}"
-                   + (" + the scorer's training (not estimated)" if any("trains its scorer" in n for n in k.notes) else ""))
+                   + (" + the scorer's training (not estimated)" if any("trains its scorer" in n for n in k.notes)
+                      else ""))
         return out
 
 
@@ -248,6 +258,7 @@ def plan_run(recipe) -> RunPlan:
         counts = count_run(recipe, experiment)
         calibration = calibrate(recipe, experiment, counts.b_max)
         contexts = sorted({str(e.context_tokens) for e in recipe.task_entries})
-        return RunPlan(name=recipe.name, model=recipe.model.spec, dtype=recipe.model.dtype, geometry=experiment.geometry,
+        return RunPlan(name=recipe.name, model=recipe.model.spec, dtype=recipe.model.dtype,
+                       geometry=experiment.geometry,
                        context="/".join(contexts), record_dtype=recipe.engine.record_dtype,
                        record_memory=parse_size(recipe.engine.record_memory), counts=counts, calibration=calibration)

@@ -44,15 +44,22 @@ def run_record_bound(recipe, experiment) -> int:
 
     targets = [float(c) for c in experiment.resolved.budgets]  # the target, its expansions or its curve's grid
     g = experiment.geometry
-    config = SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space, optimizer=recipe.optimizer,
-                                        num_layers=g.num_layers, num_kv_heads=g.num_kv_heads, min_budget=experiment.min_budget())
+    config = SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space,
+                                        optimizer=recipe.optimizer,
+                                        num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
+                                        min_budget=experiment.min_budget())
     upper = config.build_space().ratio_bounds[1]  # the search space resolves its default bound
 
     def static(name: str, target: float):
         baseline = make_baseline(name)
         # A profiled baseline (lukv) is profiled on these very records: its budgets are not known
         # before them (asking would recurse); a unit it gives more than b_max is prefilled again in full.
-        if baseline.adapter is not None or baseline.adapts is not None or baseline.profiled or target < baseline.min_target:
+        if (
+            baseline.adapter is not None
+            or baseline.adapts is not None
+            or baseline.profiled
+            or target < baseline.min_target
+        ):
             return None
         return experiment.baseline(name, target).budgets
 

@@ -29,21 +29,14 @@ from evolalloc.core.allocation_file import load_allocation, save_allocation
 from evolalloc.core.baselines import BASELINES, EVOLVED
 from evolalloc.core.phases import announce
 from evolalloc.pipeline.experiment import Experiment
+
+# search_config and quiet_optuna are re-exported: code that drives a run imports them from here too.
+from evolalloc.pipeline.search_settings import quiet_optuna, search_config
 from evolalloc.pipeline.wall_clock import begin_session, end_session
 from evolalloc.search import SearchConfig, resume_search, run_search
 from evolalloc.search.loop import open_search
 
 HELDOUT = "heldout"
-
-
-def search_config(experiment: Experiment) -> SearchConfig:
-    """The search's settings, on the model's geometry (from its config: no weights needed)."""
-    recipe, g = experiment.recipe, experiment.geometry
-    # The study is named after the run, so several runs can share one database URL.
-    return SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space, optimizer=recipe.optimizer,
-                                      num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
-                                      min_budget=experiment.min_budget(), storage=recipe.storage, study_name=recipe.name,
-                                      layer_caps=g.caps() if g.windows else None)
 
 
 def evolved_allocation(experiment: Experiment, result, config: SearchConfig, target: float | None = None) -> Allocation:
@@ -98,7 +91,8 @@ def ship(run_dir: Path, experiment: Experiment, evolved: Allocation, config: Sea
         return ship_curve(run_dir, experiment, evolved, config, allocate, progress=progress)
 
     rule = run.expansion_rule
-    evaluator = experiment.search_evaluator() if rule == "search" else None  # needs the search records: ship before release
+    # needs the search records: ship before release
+    evaluator = experiment.search_evaluator() if rule == "search" else None
 
     def evaluator_for(candidate):  # a topup candidate selects with its own adapter (gate_floors)
         return experiment.evaluator("search", experiment.scorer_for(candidate), mode=None)
@@ -140,7 +134,8 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
                 results = part.evaluator(HELDOUT, scorer, mode="generate").evaluate([a.budgets for a in group.values()])
                 for budget, result in zip(group, results):
                     if not result.ok:
-                        raise RuntimeError(f"held-out evaluation of {method} at c={budget:g} on {label} failed: {result.error}")
+                        raise RuntimeError(f"held-out evaluation of {method} at "
+                                           f"c={budget:g} on {label} failed: {result.error}")
                     scores[method][budget] = {o.uid: o.score for o in result.instances}
             scores[method] = dict(sorted(scores[method].items()))
     if run.multi_task:
@@ -152,7 +147,8 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
     return rows, methods
 
 
-def by_scorer(experiment: Experiment, per_budget: dict[float, Allocation]) -> list[tuple[object, dict[float, Allocation]]]:
+def by_scorer(experiment: Experiment,
+              per_budget: dict[float, Allocation]) -> list[tuple[object, dict[float, Allocation]]]:
     """``per_budget`` split into ``(scorer, {budget: allocation})`` groups that select tokens the same way
     (same ranking and adapter), in budget order; most rows are one group."""
     groups: dict[str, tuple[object, dict[float, Allocation]]] = {}
@@ -184,15 +180,18 @@ def report(run_dir: Path, experiment: Experiment, result, rows, methods, wall_se
 
     resolved = experiment.resolved
     target = float(resolved.target)
-    profiles = {name: per_budget[target] for name, per_budget in methods.items() if name == EVOLVED or BASELINES.get(name).in_budget_plot}
+    profiles = {name: per_budget[target] for name, per_budget in methods.items()
+                if name == EVOLVED or BASELINES.get(name).in_budget_plot}
     plots = {
         "Budgets per layer at the target": plot_layer_budgets(profiles, run_dir / PLOT_LAYER_BUDGETS).name,
         "Best fitness over evaluations": plot_fitness_history(result.history, run_dir / PLOT_FITNESS).name,
         "Held-out score vs budget": plot_score_vs_budget(rows, run_dir / PLOT_SCORE_VS_BUDGET, anchors=[
-            budget for budget, a in methods["evolved"].items() if a.provenance.get("curve", {}).get("role") == "anchor"]).name,
+            budget for budget, a in methods["evolved"].items() if a.provenance.get("curve",
+                                                                                   {}).get("role") == "anchor"]).name,
     }
     if resolved.granularity == "head":
-        plots["Budgets per KV head at the target"] = plot_head_budgets(methods["evolved"][target], run_dir / PLOT_HEAD_BUDGETS).name
+        plots["Budgets per KV head at the target"] = plot_head_budgets(methods["evolved"][target],
+                                                                       run_dir / PLOT_HEAD_BUDGETS).name
     best = {"fitness": result.best_fitness, "task_score": result.best_task_score,
             "optimizer": "/".join(result.implementation), "evaluations": len(result.history)}
     allocations = {budget: allocation_filename(budget) for budget in methods["evolved"]}
@@ -219,13 +218,6 @@ def finish(run_dir: Path, experiment: Experiment, result, config: SearchConfig,
     if not experiment.resolved.keep_records:
         remove_records(run_dir)  # after the report: a run killed before it still resumes from them
     return path
-
-
-def quiet_optuna() -> None:
-    """The study is our storage; its INFO lines ("A new study created") are noise to a user."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
@@ -293,6 +285,7 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
         profiles = None
         budgets = experiment.resolved.budgets
         if not any(name in missing for name in map(allocation_filename, budgets)):
-            profiles = {float(budget): load_allocation(run_dir / allocation_filename(budget), expect_geometry=experiment.geometry)
+            profiles = {float(budget): load_allocation(run_dir / allocation_filename(budget),
+                                                       expect_geometry=experiment.geometry)
                         for budget in budgets}
         return finish(run_dir, experiment, result, config, profiles, progress=progress)

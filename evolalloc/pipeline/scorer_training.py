@@ -73,11 +73,13 @@ def settings_of(experiment):
     params = recipe.scorer.params
     capacities = tuple(train.capacities) if train.capacities is not None else experiment.resolved.budgets
     hidden = train.hidden if train.hidden is not None else {"gates": 32, "learned": 256}[recipe.scorer.name]
-    return InRunSettings(scorer=recipe.scorer.name, steps=train.steps, seed=train.seed, future=train.future, splits_per_trace=train.splits_per_trace,
+    return InRunSettings(scorer=recipe.scorer.name, steps=train.steps, seed=train.seed, future=train.future,
+                         splits_per_trace=train.splits_per_trace,
                          min_split=train.min_split, hidden=hidden, horizon=train.horizon, capacities=capacities,
                          checkpoint_every=train.checkpoint_every, sinks=int(params.get("sinks", 4)),
                          window=int(params.get("window", 16)), depth=train.depth, permutations=train.permutations,
-                         max_tokens=train.max_tokens, votes=train.votes, anchored=train.anchored, residual=train.residual,
+                         max_tokens=train.max_tokens, votes=train.votes, anchored=train.anchored,
+                         residual=train.residual,
                          objective=train.objective, temperature=train.temperature, uniform_too=train.uniform_too,
                          answer_tokens=train.answer_tokens)
 

@@ -35,7 +35,8 @@ VERSUS = ("uniform", "pyramid")
 
 def seeded_recipe(recipe, seed: int, base: str):
     """``recipe`` with optimizer seed ``seed`` and run name ``<base>-s<seed>``; instances unchanged."""
-    seeded = dataclasses.replace(recipe, name=f"{base}-s{seed}", optimizer=dataclasses.replace(recipe.optimizer, seed=seed))
+    seeded = dataclasses.replace(recipe, name=f"{base}-s{seed}",
+                                 optimizer=dataclasses.replace(recipe.optimizer, seed=seed))
     seeded.source = recipe.source
     return seeded
 
@@ -174,4 +175,5 @@ def plot_seed_profiles(runs: dict[int, Path], path: Path) -> Path | None:
         profiles[name] = make_baseline(name).allocation(first.geometry, first.target, model=first.model,
                                                         scorer=first.scorer, scorer_params=first.scorer_params,
                                                         reserved=reserved)
-    return plot_layer_budgets(profiles, path, title=f"Evolved profiles of {len(runs)} search seeds at c = {first.target:g}")
+    return plot_layer_budgets(profiles, path,
+                              title=f"Evolved profiles of {len(runs)} search seeds at c = {first.target:g}")

@@ -80,7 +80,8 @@ def check_context_fits(recipe) -> None:
                             f"choose fewer than {limit}", source=recipe.source, field=where)
 
 
-def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True) -> PreparedRun:
+def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *,
+                progress: bool = True) -> PreparedRun:
     """Check everything a run needs, then create ``runs_dir/<name>`` with its recipe, study and checkpoint.
 
     Raises ``UserError`` (and writes nothing) for any bad input: a taken or bad run name, a missing
@@ -89,7 +90,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     study.
     """
     from evolalloc.config.run_folder import create_run_folder, run_folder_path
-    from evolalloc.pipeline.run import quiet_optuna, search_config
+    from evolalloc.pipeline.search_settings import quiet_optuna, search_config
     from evolalloc.search.loop import start_search
     from evolalloc.search.store import check_study_name_free
 

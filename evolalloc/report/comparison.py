@@ -118,7 +118,8 @@ def compare_tasks(
 def _instances_of(per_method: Mapping[str, Mapping[float, Mapping[str, float]]]) -> int:
     sizes = {len(per_uid) for per_budget in per_method.values() for per_uid in per_budget.values()}
     if len(sizes) != 1:
-        raise ValueError(f"every method and budget of a task must be scored on the same instances, got sizes {sorted(sizes)}")
+        raise ValueError("every method and budget of a task must be scored "
+                         f"on the same instances, got sizes {sorted(sizes)}")
     return sizes.pop()
 
 
@@ -145,7 +146,8 @@ def save_comparison(rows: list[ComparisonRow], path: str | Path, *, meta: Mappin
     document = {"format": "evolalloc.comparison", "version": 1, "reference": REFERENCE,
                 "meta": dict(meta or {}), "rows": [row.to_dict() for row in rows]}
     if scores is not None:
-        document["instances"] = {str(task): {method: {f"{float(budget):g}": dict(per_uid) for budget, per_uid in per_budget.items()}
+        document["instances"] = {str(task): {method: {f"{float(budget):g}": dict(per_uid)
+                                                      for budget, per_uid in per_budget.items()}
                                              for method, per_budget in per_method.items()}
                                  for task, per_method in scores.items()}
     return write_atomic(path, json.dumps(document, indent=2, allow_nan=False) + "\n")

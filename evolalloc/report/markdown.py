@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from evolalloc.core.fileio import write_atomic
 from evolalloc.config.run_folder import REPORT_FILE
+from evolalloc.core.fileio import write_atomic
 from evolalloc.report.comparison import OVERALL, REFERENCE, ComparisonRow, tasks_of
 from evolalloc.report.plots import best_so_far, group_progress
 from evolalloc.report.plots import record_field as _get
@@ -142,7 +142,8 @@ def progress_section(history: Sequence[Any], best: Mapping | None = None) -> lis
         ))
     lines.append(f"{len(history)} evaluations, {failed} failed.")
     if best:
-        parts = [f"{key.replace('_', ' ')} {value:.4f}" if isinstance(value, float) else f"{key.replace('_', ' ')} {value}"
+        parts = [f"{key.replace('_', ' ')} {value:.4f}" if isinstance(value, float)
+                 else f"{key.replace('_', ' ')} {value}"
                  for key, value in best.items() if value is not None]
         lines.append("Best allocation: " + ", ".join(parts) + ".")
     if flat:

@@ -197,7 +197,8 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
         else:
             label = "no gain after gen. 1" if not info.within_gain else f"+{info.within_gain:.3g} after gen. 1"
         name = "–" if info.group is None else int(info.group) + 1
-        ax.annotate(f"group {name}\n{label}", xy=((info.first + info.last) / 2, 1.0), xycoords=("data", "axes fraction"),
+        ax.annotate(f"group {name}\n{label}", xy=((info.first + info.last) / 2, 1.0),
+                    xycoords=("data", "axes fraction"),
                     ha="center", va="top", fontsize=7, color="black" if not info.flat else "grey")
         if k:
             for axis in (ax, low):

@@ -11,13 +11,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evolalloc.config.run_folder import (
+    CHECKPOINT_FILE,
+    COMPARISON_FILE,
+    LEGACY_CHECKPOINT_FILE,
+    REPORT_FILE,
+    STUDY_FILE,
+    allocation_filename,
+    load_resolved,
+)
 from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.errors import UserError
-from evolalloc.config.run_folder import (
-    CHECKPOINT_FILE, COMPARISON_FILE, LEGACY_CHECKPOINT_FILE, REPORT_FILE, STUDY_FILE, allocation_filename, load_resolved,
-)
 from evolalloc.report.comparison import REFERENCE, load_comparison, tasks_of
 from evolalloc.report.markdown import checkpoint_words, fmt_p
+
 
 def run_profiles(run_dir: Path, resolved) -> dict[int, tuple[Path, object]]:
     """``{budget: (path, Allocation or the UserError reading it)}`` for each budget of the run

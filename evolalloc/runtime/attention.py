@@ -40,8 +40,13 @@ import torch
 import torch.nn.functional as F
 
 from evolalloc.runtime.masked_sdpa import masked_attention
-from evolalloc.runtime.sliding import (contiguous_key_positions, evicted_key_positions, query_positions,
-                                       sliding_window_mask, softcapped_attention)
+from evolalloc.runtime.sliding import (
+    contiguous_key_positions,
+    evicted_key_positions,
+    query_positions,
+    sliding_window_mask,
+    softcapped_attention,
+)
 from evolalloc.runtime.support import UnsupportedAttention, check_attention_arguments, note_attention_call
 
 ATTENTION_NAME = "evolalloc"
@@ -103,7 +108,8 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
         out = softcapped_attention(query, key, value, mask, scaling, softcap)
     elif mask is None:
         # Full prefill (or plain use): let SDPA pick its fused causal kernel.
-        out = F.scaled_dot_product_attention(query, key, value, is_causal=q_len > 1, scale=scaling, enable_gqa=n_rep > 1)
+        out = F.scaled_dot_product_attention(query, key, value, is_causal=q_len > 1, scale=scaling,
+                                             enable_gqa=n_rep > 1)
     else:
         out = masked_attention(query, key, value, mask, scaling)  # the mask per KV head; GQA folded for one query
 

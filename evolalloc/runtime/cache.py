@@ -16,7 +16,8 @@ import torch
 
 
 class EvictedCache:
-    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor], valid: list[torch.Tensor | None], room: int):
+    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor], valid: list[torch.Tensor | None],
+                 room: int):
         """``keys``/``values``: per layer ``[B, Hkv, S_l, D]``; ``valid``: per layer ``[B, Hkv, S_l]`` or None.
 
         ``room``: how many more tokens will be appended (buffers are allocated once).
@@ -41,7 +42,8 @@ class EvictedCache:
         self.windows: list[torch.Tensor | None] | None = None
 
     @classmethod
-    def adopt(cls, keys: list[torch.Tensor], values: list[torch.Tensor], valid: list[torch.Tensor | None], used: list[int],
+    def adopt(cls, keys: list[torch.Tensor], values: list[torch.Tensor], valid: list[torch.Tensor | None],
+              used: list[int],
               positions: list[torch.Tensor] | None = None) -> "EvictedCache":
         """A cache over buffers already allocated with room: per layer ``[B, Hkv, used[l] + room, D]``
         whose first ``used[l]`` slots are filled (no copy, unlike the constructor). ``positions``:
@@ -79,7 +81,8 @@ class EvictedCache:
             if mask is None:
                 mask = torch.ones(b, h, n, dtype=torch.bool, device=kbuf.device)
             new = self._pending_valid
-            new = torch.ones(b, h, q, dtype=torch.bool, device=kbuf.device) if new is None else new[:, None, :].expand(b, h, q)
+            new = torch.ones(b, h, q, dtype=torch.bool, device=kbuf.device) if new is None else new[:, None,
+                                                                                                    :].expand(b, h, q)
             self.valid[layer_idx] = torch.cat([mask, new], dim=2)
         return kbuf[:, :, : n + q], vbuf[:, :, : n + q]
 

@@ -44,7 +44,8 @@ class PrefillCapture:
     ``_SUM_CHUNK`` query rows ``[Hq, _SUM_CHUNK, L]`` alive at a time — never ``L x L``.
     """
 
-    def __init__(self, spec: CaptureSpec = CaptureSpec(), length: int | None = None, on_layer_done: Callable[[int], None] | None = None):
+    def __init__(self, spec: CaptureSpec = CaptureSpec(), length: int | None = None,
+                 on_layer_done: Callable[[int], None] | None = None):
         self.spec = spec
         # Called with a layer's index once its keys and statistics are complete (the prefill
         # ranks the layer then and drops its window rows: one layer's alive at a time, not all).
@@ -89,7 +90,8 @@ class PrefillCapture:
         keys = key[0].repeat_interleave(n_rep, dim=0)  # [Hq, S, D]
         if self.window_queries:
             if start < seen:
-                rows = _attention_rows(query[0, :, start - first :], keys, scaling, start, sliding, softcap)  # [Hq, m, S]
+                # [Hq, m, S]
+                rows = _attention_rows(query[0, :, start - first :], keys, scaling, start, sliding, softcap)
                 if seen == total_length and start == total_length - w:
                     self.window_attention[layer_idx] = rows  # the one-shot case: no copy
                 else:

@@ -32,7 +32,8 @@ def read_checkpoint(path: str | Path, *, what: str, fmt: str, version: int, trai
         found = payload.get("format") if isinstance(payload, dict) else None
         raise ValueError(f"{path}: not an evolalloc {what} checkpoint (format {found!r})")
     if payload.get("version") != version:
-        raise ValueError(f"{path}: {what} checkpoint version {payload.get('version')!r}, this evolalloc reads version {version}")
+        raise ValueError(f"{path}: {what} checkpoint version {payload.get('version')!r}, "
+                         f"this evolalloc reads version {version}")
     stored = payload["geometry"]
     if geometry is not None:
         wrong = {k: (stored.get(k), geometry.get(k)) for k in MATCHED_GEOMETRY if stored.get(k) != geometry.get(k)}
@@ -90,5 +91,6 @@ def checkpoint_provenance(path: str | Path) -> dict:
         if training.get("in_run_key"):
             trained["in_run_key"] = training["in_run_key"]
         _FINGERPRINTS[key] = {"path": str(path), "sha256": hashlib.sha256(data).hexdigest(),
-                              "format": payload.get("format") if isinstance(payload, dict) else None, "trained": trained}
+                              "format": payload.get("format") if isinstance(payload, dict) else None,
+                              "trained": trained}
     return dict(_FINGERPRINTS[key])

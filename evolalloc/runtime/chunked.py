@@ -76,7 +76,8 @@ def prefill_forward(model, ids: torch.Tensor, capture, *, chunk_size: int | None
     positions = torch.arange(length, device=ids.device)[None, :]
     extra = {} if windows is None else {"evolalloc_windows": windows}
     if length <= one_shot:
-        out = model(input_ids=ids, position_ids=positions, use_cache=False, logits_to_keep=1, evolalloc_capture=capture, **extra)
+        out = model(input_ids=ids, position_ids=positions, use_cache=False, logits_to_keep=1, evolalloc_capture=capture,
+                    **extra)
         return out.logits[0, -1]
     capture.length = length
     cache = _PrefillCache(text_config(model.config).num_hidden_layers, length)

@@ -35,7 +35,8 @@ def validate_budgets(budgets, num_layers: int, num_kv_heads: int, scorer: Scorer
     if array.ndim == 1:
         array = np.repeat(array[:, None], num_kv_heads, axis=1)
     if array.shape != (num_layers, num_kv_heads):
-        raise ValueError(f"budgets must have shape {expected} (layers x KV heads); got {tuple(np.asarray(budgets).shape)}")
+        raise ValueError(f"budgets must have shape {expected} (layers x KV "
+                         f"heads); got {tuple(np.asarray(budgets).shape)}")
     if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
         raise ValueError(f"budgets must be integers; got dtype {array.dtype}")
     if np.issubdtype(array.dtype, np.floating):
@@ -48,7 +49,11 @@ def validate_budgets(budgets, num_layers: int, num_kv_heads: int, scorer: Scorer
     if reach is not None:
         floor = np.minimum(floor, np.asarray(reach, dtype=np.int64))[:, None]
     if np.any(array < floor):
-        what = f"scorer {scorer.name!r} always keeps {scorer.always_kept} tokens (sinks + window)" if scorer else "each head needs at least one token"
+        what = (
+            f"scorer {scorer.name!r} always keeps {scorer.always_kept} tokens (sinks + window)"
+            if scorer
+            else "each head needs at least one token"
+        )
         raise ValueError(f"budgets must be >= {int(np.max(floor))}: {what}; got a budget of {int(array.min())}")
     return array
 
@@ -92,7 +97,8 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
     clipped = []
     for record, budgets in rows:
         if scorer.key not in record.rankings:
-            raise ValueError(f"record {record.uid!r} has no ranking for scorer {scorer.key!r}; it has {sorted(record.rankings)}")
+            raise ValueError(f"record {record.uid!r} has no ranking for scorer "
+                             f"{scorer.key!r}; it has {sorted(record.rankings)}")
         reach = record.layer_reach()
         array = validate_budgets(budgets, num_layers, num_kv_heads, scorer, reach=reach)
         check_within_bound(record, array)

@@ -71,7 +71,8 @@ class _Rows:
             self.logits[row].append(logits.detach().float().cpu())
         if token in self.settings.eos_ids:
             self.stopped[row] = "eos"
-        elif self.settings.stop and self.tokenizer is not None and any(s in self._text(row) for s in self.settings.stop):
+        elif self.settings.stop and self.tokenizer is not None and any(s in self._text(row)
+                                                                       for s in self.settings.stop):
             self.stopped[row] = "stop"
         elif len(self.tokens[row]) >= self.settings.max_new_tokens:
             self.stopped[row] = "length"
@@ -205,7 +206,8 @@ def generate(
 ) -> list[Generation]:
     """Compress and decode (record, budgets) rows, ``batch_size`` rows per forward."""
     results: list[Generation] = []
-    room = settings.max_new_tokens + max((len(r.question_ids) for r, _ in rows if r.question_ids is not None), default=0)
+    room = settings.max_new_tokens + max((len(r.question_ids) for r, _ in rows if r.question_ids is not None),
+                                         default=0)
     for start in range(0, len(rows), batch_size):
         # Named ranges: a profile (``bench gpu --profile``) splits the time into compression and decoding.
         with torch.profiler.record_function("evolalloc.compress"):

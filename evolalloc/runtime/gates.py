@@ -62,7 +62,6 @@ from torch import nn
 
 from evolalloc.runtime.per_head import HeadGeometry, NetworkFile, PerHeadNetwork
 
-
 VOTE_POOL = 7  # SnapKV's kernel
 VOTE_EPS = 1e-6  # floor of a vote before its log (a vote is an attention sum in [0, w])
 ANCHOR_TINY = 1e-30  # the anchor's floor: far below any float32 softmax sum, so log keeps SnapKV's order

@@ -175,18 +175,12 @@ def generate(
     if max_new_tokens < 1:
         raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}", field="max_new_tokens")
     if do_sample and not (temperature > 0 and 0 < top_p <= 1 and top_k >= 0):
-        raise UserError(f"sampling needs temperature > 0, 0 < top_p <= 1 and top_k >= 0; got temperature={temperature}, "
+        raise UserError("sampling needs temperature > 0, 0 < top_p <= 1 "
+                        f"and top_k >= 0; got temperature={temperature}, "
                         f"top_p={top_p}, top_k={top_k}", field="sampling")
     budgets, scorer, profile_note = resolve_profile(allocation, model, scorer)
     geometry = _geometry(model)
-    encoded = [_tokenize(tokenizer, p, question_after_compression) for p in prompts]
-    for i, (ids, question) in enumerate(encoded):
-        if not ids:
-            raise UserError(f"prompt {i} is empty", field="prompts")
-        needed = positions_beyond(geometry.max_positions, len(ids), len(question or []), max_new_tokens)
-        if needed:
-            raise UserError(f"prompt {i} needs {needed} positions (prompt + answer), beyond the model's {geometry.max_positions}",
-                            field="prompts")
+    encoded = _encode_prompts(tokenizer, prompts, question_after_compression, geometry, max_new_tokens)
     settings = DecodeSettings(max_new_tokens=max_new_tokens, stop=tuple(stop), eos_ids=eos_ids_of(model, tokenizer),
                               do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)
 
@@ -198,7 +192,8 @@ def generate(
         room = max_new_tokens + max((len(q) for _, q in encoded if q), default=0)
         for start in range(0, len(encoded), batch_size):
             chunk = encoded[start : start + batch_size]
-            records = [prefill(model, ids, [scorer], uid=str(start + j), question_ids=q) for j, (ids, q) in enumerate(chunk)]
+            records = [prefill(model, ids, [scorer], uid=str(start + j), question_ids=q)
+                       for j, (ids, q) in enumerate(chunk)]
             rows, cache = build_cache(model, [(r, budgets) for r in records], scorer, room)
             records = [r for r, _ in rows]
             generators = [row_generator(seed + start + j) for j in range(len(chunk))] if do_sample else None
@@ -207,6 +202,36 @@ def generate(
         if previous != ATTENTION_NAME:
             model.set_attn_implementation(previous)
 
+    kept, memory, notes = _per_prompt_budgets(budgets, geometry, encoded, profile_note)
+    return GenerationResult(
+        texts=[g.text for g in generations],
+        token_ids=[g.token_ids for g in generations],
+        stopped_by=[g.stopped_by for g in generations],
+        prompt_lengths=[len(ids) for ids, _ in encoded],
+        budgets=kept,
+        kv_bytes=memory,
+        notes=notes,
+    )
+
+
+def _encode_prompts(tokenizer, prompts, question_after_compression: bool, geometry, max_new_tokens: int):
+    """``[(prompt ids, question ids or None)]``; ``UserError`` for an empty prompt or one whose
+    prompt and answer need more positions than the model has."""
+    encoded = [_tokenize(tokenizer, p, question_after_compression) for p in prompts]
+    for i, (ids, question) in enumerate(encoded):
+        if not ids:
+            raise UserError(f"prompt {i} is empty", field="prompts")
+        needed = positions_beyond(geometry.max_positions, len(ids), len(question or []), max_new_tokens)
+        if needed:
+            raise UserError(f"prompt {i} needs {needed} positions (prompt + "
+                            f"answer), beyond the model's {geometry.max_positions}",
+                            field="prompts")
+    return encoded
+
+
+def _per_prompt_budgets(budgets: np.ndarray, geometry, encoded, profile_note: str):
+    """Per prompt: the budgets ``[layers, kv_heads]`` its cache really kept (clipped to the prompt
+    and to sliding windows), the cache's bytes, and a note saying what was clipped."""
     kept, memory, notes = [], [], []
     for ids, _ in encoded:
         clipped = reachable_budgets(budgets, geometry, len(ids))
@@ -218,12 +243,4 @@ def generate(
         if np.any(clipped < np.minimum(budgets, len(ids))):
             parts.append("sliding-window layers' budgets clipped to their windows")
         notes.append("; ".join(parts))
-    return GenerationResult(
-        texts=[g.text for g in generations],
-        token_ids=[g.token_ids for g in generations],
-        stopped_by=[g.stopped_by for g in generations],
-        prompt_lengths=[len(ids) for ids, _ in encoded],
-        budgets=kept,
-        kv_bytes=memory,
-        notes=notes,
-    )
+    return kept, memory, notes

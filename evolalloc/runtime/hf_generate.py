@@ -76,7 +76,8 @@ class GenerateInputs:
 
 
 @torch.no_grad()
-def generate_inputs(model, tokenizer, prompts, allocation, *, scorer=None, max_new_tokens: int = 32, pad_token_id: int = 0) -> GenerateInputs:
+def generate_inputs(model, tokenizer, prompts, allocation, *, scorer=None, max_new_tokens: int = 32,
+                    pad_token_id: int = 0) -> GenerateInputs:
     """Prefill and compress each prompt; left-pad them; return ``generate()``'s inputs.
 
     The model must use evolalloc's attention (``use_evolalloc_attention``), which reads the

@@ -20,7 +20,6 @@ from evolalloc.runtime.prefill import PrefillRecord, prefill
 from evolalloc.runtime.record_store import RecordKeeper
 from evolalloc.runtime.scorers import Scorer
 
-
 #: ``bound`` left to the keeper's policy (``prefill_instances``): a Ray worker's policy is its split's.
 POLICY_BOUND = "policy"
 
@@ -39,7 +38,8 @@ def tokenize_instance(tokenizer, instance, question_after_compression: bool):
     return tokenizer.encode(instance.context), question
 
 
-def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False, progress=False,
+def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer], *, question_after_compression=False,
+                      progress=False,
                       keeper: RecordKeeper | None = None, bound: int | None | str = POLICY_BOUND,
                       hold: bool = True) -> list[PrefillRecord]:
     """One prefill record per instance (the expensive step, done once per worker).
@@ -62,7 +62,8 @@ def prefill_instances(loaded: LoadedModel, instances, scorers: Sequence[Scorer],
         ids, question = tokenize_instance(loaded.tokenizer, instance, question_after_compression)
         limit = loaded.geometry.max_positions
         if positions_beyond(limit, len(ids), len(question or []), instance.max_new_tokens):
-            raise ValueError(f"instance {instance.uid} needs {len(ids)} prompt tokens, beyond the model's {limit} positions")
+            raise ValueError(f"instance {instance.uid} needs {len(ids)} prompt "
+                             f"tokens, beyond the model's {limit} positions")
         if keeper is not None:
             found = keeper.reuse(ids, question, scorer_keys, bound, device=next(loaded.model.parameters()).device)
             if found is not None:

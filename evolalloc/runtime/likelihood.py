@@ -59,7 +59,8 @@ def reference_logprobs_batch(model, rows: Sequence[Row], scorer: Scorer) -> list
         chunks.append(torch.cat([question, ref.to(device)])[:-1])
     # Reference tokens whose logits come from the chunk: all of them after a question, else all
     # but the first (that one's logits are first_logits).
-    from_chunk = [len(ref) if record.question_ids is not None else len(ref) - 1 for record, ref in zip(records, references)]
+    from_chunk = [len(ref) if record.question_ids is not None else len(ref) - 1
+                  for record, ref in zip(records, references)]
     keep = max(from_chunk)
     chunk_logp = None
     if keep > 0:

@@ -8,8 +8,8 @@ Two things the GPU check (issue 36, results/gpu-check/) showed about
   batch paid the plan builds: a batch of 16 rows took seconds where its kernels took 0.14 s. Here a
   decode step (one query token) runs with cuDNN's backend off, so the memory-efficient kernel (which
   takes a mask and builds nothing) serves it. Calls with several query tokens (prefill chunks) keep
-  SDPA's own choice: their shapes recur, and there cuDNN was twice as fast. ``EVOLALLOC_SDPA_CUDNN=1`` keeps cuDNN (the old behaviour, for the
-  side-by-side measurement in ``benchmarks/gpu_fix_check.sh``).
+  SDPA's own choice: their shapes recur, and there cuDNN was twice as fast. ``EVOLALLOC_SDPA_CUDNN=1``
+  keeps cuDNN (the old behaviour, for the side-by-side measurement in ``benchmarks/gpu_fix_check.sh``).
 * a grouped-query model's mask is per KV head, and repeating it (and the keys) to the query heads
   costs copies. For one query token the ``n_rep`` query heads of a group are folded into the query
   length instead: ``[B, Hq, 1, D]`` -> ``[B, Hkv, n_rep, D]`` against the group's own keys, the mask

@@ -31,7 +31,8 @@ class CacheMemory:
 def reachable_budgets(budgets: np.ndarray, geometry: ModelGeometry, prompt_length: int) -> np.ndarray:
     """``[L, Hkv]`` the tokens each (layer, head) really keeps: the budget, clipped to the prompt and,
     for a sliding layer of window ``W``, to the ``W - 1`` tokens it can still attend to."""
-    reach = np.array([prompt_length if cap is None else min(cap, prompt_length) for cap in geometry.caps()], dtype=np.int64)
+    reach = np.array([prompt_length if cap is None else min(cap, prompt_length) for cap in geometry.caps()],
+                     dtype=np.int64)
     return np.minimum(np.asarray(budgets, dtype=np.int64), reach[:, None])
 
 
@@ -42,7 +43,8 @@ def cache_memory(budgets: np.ndarray, geometry: ModelGeometry, prompt_length: in
     most ``W - 1`` in a sliding layer (transformers' sliding cache keeps no more).
     """
     kept = reachable_budgets(budgets, geometry, prompt_length)
-    full_reach = reachable_budgets(np.full((geometry.num_layers, geometry.num_kv_heads), prompt_length), geometry, prompt_length)
+    full_reach = reachable_budgets(np.full((geometry.num_layers, geometry.num_kv_heads), prompt_length), geometry,
+                                   prompt_length)
     per_token = geometry.bytes_per_token_per_head
     padded = kept.max(axis=1) * geometry.num_kv_heads
     return CacheMemory(

@@ -21,11 +21,17 @@ from pathlib import Path
 
 import torch
 
-from evolalloc.core.errors import UserError
-from evolalloc.core.paths import cache_dir  # noqa: F401 - re-exported: the one definition is in core
 from evolalloc import DEFAULT_MODEL
+from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
-from evolalloc.runtime.support import UnsupportedAttention, attention_support, probe_attention, sliding_windows, text_config
+from evolalloc.core.paths import cache_dir  # noqa: F401 - re-exported: the one definition is in core
+from evolalloc.runtime.support import (
+    UnsupportedAttention,
+    attention_support,
+    probe_attention,
+    sliding_windows,
+    text_config,
+)
 
 log = logging.getLogger(__name__)
 

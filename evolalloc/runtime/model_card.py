@@ -24,8 +24,16 @@ from evolalloc.core.geometry import ModelGeometry
 from evolalloc.runtime.memory import cache_memory
 from evolalloc.runtime.model import BUNDLED_PREFIX, DTYPES, bundled_gguf_path, geometry_of, resolve_model_folder
 from evolalloc.runtime.model import _gguf_cache_folder as gguf_cache_folder  # where load_model converts a GGUF file
-from evolalloc.runtime.support import (Support, UnsupportedAttention, attention_support, layer_kv_shapes, layer_types,
-                                      probe_attention, sliding_windows, text_config)
+from evolalloc.runtime.support import (
+    Support,
+    UnsupportedAttention,
+    attention_support,
+    layer_kv_shapes,
+    layer_types,
+    probe_attention,
+    sliding_windows,
+    text_config,
+)
 
 
 @dataclass(frozen=True)
@@ -184,6 +192,7 @@ def model_card(spec: str, dtype: str = "float32") -> ModelCard:
     return ModelCard(spec=spec, model_type=str(getattr(config, "model_type", "?")),
                      text_type=str(getattr(text, "model_type", "?")),
                      classes=tuple(getattr(config, "architectures", None) or ()), support=verdict, dtype=dtype,
-                     dtype_bytes=DTYPES[dtype].itemsize, max_positions=int(getattr(text, "max_position_embeddings", 0) or 0),
+                     dtype_bytes=DTYPES[dtype].itemsize,
+                     max_positions=int(getattr(text, "max_position_embeddings", 0) or 0),
                      geometry=geometry_of(config, DTYPES[dtype]) if verdict.supported else None,
                      groups=groups, probe=probe, chat_template=_has_chat_template(folder))

@@ -88,7 +88,8 @@ class LoadedNetwork:
     training: dict
 
 
-def loaded_network(payload: dict, config_class: type[HeadGeometry], network_class: type[PerHeadNetwork]) -> LoadedNetwork:
+def loaded_network(payload: dict, config_class: type[HeadGeometry],
+                   network_class: type[PerHeadNetwork]) -> LoadedNetwork:
     """What a checked checkpoint payload (``checkpoint_file.read_checkpoint``) holds."""
     stored = payload["geometry"]
     config = config_class(num_layers=stored["num_layers"], num_kv_heads=stored["num_kv_heads"],

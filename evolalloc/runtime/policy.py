@@ -62,7 +62,8 @@ class HeadPolicies(PerHeadNetwork):
             self.biases.append(nn.Parameter(torch.zeros(config.heads, 1, fan_out)))
 
     @staticmethod
-    def features(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor | None = None, length: int | None = None) -> torch.Tensor:
+    def features(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor | None = None,
+                 length: int | None = None) -> torch.Tensor:
         """keys, values ``[H, m, D]`` -> ``[H, m, 2D + 1]`` float32.
 
         ``positions`` ``[m]`` of the tokens in a cache of ``length`` (default: all of ``0..m-1``);

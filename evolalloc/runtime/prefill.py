@@ -13,13 +13,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from evolalloc.core.geometry import window_cap
 from evolalloc.runtime.capture import CaptureSpec, PrefillCapture
 from evolalloc.runtime.chunked import prefill_forward
 from evolalloc.runtime.scorers import Scorer
-from evolalloc.core.geometry import window_cap
+from evolalloc.runtime.scorers.base import LayerStats
 from evolalloc.runtime.sliding import reachable_first
 from evolalloc.runtime.support import sliding_windows, text_config
-from evolalloc.runtime.scorers.base import LayerStats
 
 
 @dataclass
@@ -127,7 +127,8 @@ def prefill(
     if length == 0:
         raise ValueError("prefill needs at least one prompt token")
     if model.config._attn_implementation != "evolalloc":
-        raise ValueError("the model does not use evolalloc attention; load it with load_model() or call use_evolalloc_attention(model)")
+        raise ValueError("the model does not use evolalloc attention; load it "
+                         "with load_model() or call use_evolalloc_attention(model)")
     num_layers = text_config(model.config).num_hidden_layers
     windows = sliding_windows(model.config)
     ranked = {scorer.key: ([None] * num_layers, [None] * num_layers) for scorer in scorers}
@@ -146,7 +147,8 @@ def prefill(
         for scorer in scorers:
             per_layer, per_layer_scores = ranked[scorer.key]
             # A sliding layer's unreachable tokens rank last (runtime/sliding.py).
-            per_layer[layer], per_layer_scores[layer] = reachable_first(*scorer.rank_scored(stats), length, windows[layer])
+            per_layer[layer], per_layer_scores[layer] = reachable_first(*scorer.rank_scored(stats), length,
+                                                                        windows[layer])
         window = capture.window_attention.pop(layer, None)
         if window is not None:
             dispersion_rows[layer] = window_dispersion(window)

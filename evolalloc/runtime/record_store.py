@@ -28,8 +28,8 @@ import torch
 
 from evolalloc.runtime.bounded import bound_record
 from evolalloc.runtime.prefill import PrefillRecord
-from evolalloc.runtime.stale_spills import temporary_folder
 from evolalloc.runtime.spill import MappedLayers, content_key, open_spilled, release, write_spilled
+from evolalloc.runtime.stale_spills import temporary_folder
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,8 @@ def _small_to(record: PrefillRecord, device) -> PrefillRecord:
     if device is None or torch.device(device).type == "cpu":
         return record
     move = lambda t: None if t is None else t.to(device)  # noqa: E731
-    return replace(record, first_logits=move(record.first_logits), rankings={k: move(v) for k, v in record.rankings.items()},
+    return replace(record, first_logits=move(record.first_logits),
+                   rankings={k: move(v) for k, v in record.rankings.items()},
                    scores={k: move(v) for k, v in record.scores.items()}, question_ids=move(record.question_ids),
                    prompt_ids=move(record.prompt_ids), dispersion=record.dispersion)
 

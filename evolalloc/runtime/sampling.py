@@ -37,7 +37,8 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0
     return scores.softmax(dim=-1)
 
 
-def sample(logits: torch.Tensor, generators: Sequence[torch.Generator], *, temperature=1.0, top_k=0, top_p=1.0) -> torch.Tensor:
+def sample(logits: torch.Tensor, generators: Sequence[torch.Generator], *, temperature=1.0, top_k=0,
+           top_p=1.0) -> torch.Tensor:
     """One token per row ``[B]`` from ``[B, V]`` logits, row ``i`` drawn with ``generators[i]``."""
     probs = filter_logits(logits, temperature, top_k, top_p).cpu()
     tokens = [torch.multinomial(probs[i], 1, generator=g)[0] for i, g in enumerate(generators)]

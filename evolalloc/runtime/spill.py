@@ -171,7 +171,8 @@ def open_spilled(path: str | Path, key: str, *, verify: bool = True) -> tuple[Pr
                 return None, "corrupt (truncated)"
             if not verify:
                 return _mapped_record(path, header, offset, meta), "written"
-            chunks = ((name, whole[offset + e["data_offsets"][0] : offset + e["data_offsets"][1]]) for name, e in header.items())
+            chunks = ((name, whole[offset + e["data_offsets"][0] : offset + e["data_offsets"][1]])
+                      for name, e in header.items())
             if _digest(chunks) != meta.get("digest"):
                 return None, "corrupt (its bytes do not match its digest)"
         finally:
@@ -191,11 +192,13 @@ def _mapped_record(path: Path, header: dict, offset: int, meta: dict) -> Prefill
     return PrefillRecord(
         uid=meta["uid"], length=int(meta["length"]),
         keys=MappedLayers(mapping, "keys", layers, [tuple(header[f"keys.{i}"]["shape"]) for i in range(layers)], dtype),
-        values=MappedLayers(mapping, "values", layers, [tuple(header[f"values.{i}"]["shape"]) for i in range(layers)], dtype),
+        values=MappedLayers(mapping, "values", layers, [tuple(header[f"values.{i}"]["shape"]) for i in range(layers)],
+                            dtype),
         first_logits=small["first_logits"],
         rankings={name.removeprefix("rankings."): t for name, t in small.items() if name.startswith("rankings.")},
         scores={name.removeprefix("scores."): t for name, t in small.items() if name.startswith("scores.")},
-        question_ids=small.get("question_ids"), dispersion=small.get("dispersion"), prompt_ids=small.get("prompt_ids"), slot_positions=small.get("slot_positions"), reach=small.get("reach"),
+        question_ids=small.get("question_ids"), dispersion=small.get("dispersion"), prompt_ids=small.get("prompt_ids"),
+                         slot_positions=small.get("slot_positions"), reach=small.get("reach"),
         bound=int(meta["bound"]) if meta.get("bound") else None,
         compute_dtype=getattr(torch, meta["compute_dtype"]) if meta.get("compute_dtype") else None,
     )

@@ -154,7 +154,8 @@ def layer_kv_shapes(config) -> list[tuple[int, int]]:
     shapes = []
     for layer in layers:  # transformers refuses the global value of a per-layer field: read each layer's
         heads = getattr(layer, "num_key_value_heads", None) or layer.num_attention_heads
-        shapes.append((int(heads), int(getattr(layer, "head_dim", None) or layer.hidden_size // layer.num_attention_heads)))
+        shapes.append((int(heads),
+                       int(getattr(layer, "head_dim", None) or layer.hidden_size // layer.num_attention_heads)))
     return shapes if per_layer is not None else shapes * config.num_hidden_layers
 
 

@@ -25,7 +25,8 @@ def layer_windows(budgets: np.ndarray) -> np.ndarray:
     """``[layers]`` windows from budgets ``[layers, kv_heads]``; heads of a layer must agree."""
     budgets = np.asarray(budgets)
     if budgets.ndim == 2 and np.any(budgets != budgets[:, :1]):
-        raise ValueError("windowed attention has one window per layer; this allocation gives KV heads of a layer different budgets")
+        raise ValueError("windowed attention has one window per layer; this "
+                         "allocation gives KV heads of a layer different budgets")
     return budgets[:, 0] if budgets.ndim == 2 else budgets
 
 
@@ -43,7 +44,8 @@ def windowed_record(model, record: PrefillRecord, budgets: np.ndarray, scorer: S
     keys = [capture.keys[i] for i in layers]
     values = [capture.values[i] for i in layers]
     ranking = torch.stack([scorer.rank(LayerStats(layer_idx=i, keys=keys[i], values=values[i])) for i in layers])
-    return PrefillRecord(uid=record.uid, length=record.length, keys=keys, values=values, first_logits=last_logits.float(),
+    return PrefillRecord(uid=record.uid, length=record.length, keys=keys, values=values,
+                         first_logits=last_logits.float(),
                          rankings={scorer.key: ranking}, question_ids=record.question_ids, prompt_ids=record.prompt_ids,
                          reach=record.reach)  # a sliding model: its windows still bound each layer
 
@@ -52,4 +54,5 @@ def set_cache_windows(cache, rows) -> None:
     """Give ``cache`` (built from ``rows`` = (record, budgets) pairs) each row's per-layer windows."""
     windows = np.stack([layer_windows(b) for _, b in rows])  # [B, layers]
     device = cache.keys[0].device
-    cache.windows = [torch.as_tensor(windows[:, layer], dtype=torch.long, device=device) for layer in range(windows.shape[1])]
+    cache.windows = [torch.as_tensor(windows[:, layer], dtype=torch.long, device=device)
+                     for layer in range(windows.shape[1])]

@@ -23,7 +23,8 @@ _EXPORTS = {
     "TrialRecord": "evolalloc.search.store",
 }
 
-__all__ = ["GroupwiseSearch", "SearchConfig", "SearchResult", "TrialRecord", "default_popsize", "resume_search", "run_search"]
+__all__ = ["GroupwiseSearch", "SearchConfig", "SearchResult", "TrialRecord", "default_popsize", "resume_search",
+           "run_search"]
 
 
 def __getattr__(name: str):

@@ -11,13 +11,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from searchspaces import SearchSpace, get_search_space
-
 from evolalloc.core.errors import UserError
 from evolalloc.core.objective import ObjectiveSettings
 from evolalloc.core.ranges import range_problem
 from evolalloc.search.optimizers import check_optimizer_options
 from evolalloc.search.optimizers.base import POPSIZE_RANGE
+from searchspaces import SearchSpace, get_search_space
 
 # The enumerations and ranges of the search's own settings: checked here, and taken from here by
 # the recipe schema (lam/gamma belong to core.objective, group_size to the search space).
@@ -25,7 +24,8 @@ CACHE_SCOPES = ("group", "allocation")
 # cachescore: EvolKV as published; exact: every candidate completed to c * units before evaluation.
 BUDGET_RULES = ("cachescore", "exact")
 # A setting here <- the recipe's ``optimizer`` field it is read from (the names differ in two places).
-OPTIMIZER_FIELDS = {"optimizer": "name", "generations": "generations_per_group", "popsize": "popsize", "sigma0": "sigma0",
+OPTIMIZER_FIELDS = {"optimizer": "name", "generations": "generations_per_group", "popsize": "popsize",
+                    "sigma0": "sigma0",
                     "lam": "lam", "gamma": "gamma", "cache_scope": "cache_scope", "budget_rule": "budget_rule",
                     "seed": "seed"}
 RANGES = {"generations": {"min": 1}, "popsize": POPSIZE_RANGE, "sigma0": {"min_exclusive": 0.0}, "seed": {"min": 0}}

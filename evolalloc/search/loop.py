@@ -34,12 +34,18 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from evolalloc.engine.base import Evaluator
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import follow_umask
 from evolalloc.core.phases import announce
+from evolalloc.engine.base import Evaluator
 from evolalloc.search.checkpoint import (
-    STUDY_FILE, Checkpoint, checkpoint_path, has_checkpoint, legacy_checkpoint_path, load_checkpoint, refuse_legacy,
+    STUDY_FILE,
+    Checkpoint,
+    checkpoint_path,
+    has_checkpoint,
+    legacy_checkpoint_path,
+    load_checkpoint,
+    refuse_legacy,
     save_checkpoint,
 )
 from evolalloc.search.config import SearchConfig
@@ -93,7 +99,8 @@ def start_search(run_dir: str | os.PathLike, config: SearchConfig) -> TrialStore
         storage_url(run_dir, config), config.study_name, space.ratio_bounds, attrs={"config": config.to_dict()}
     )
     try:
-        if not config.storage:  # SQLite makes its file 0644 whatever the umask; a shared runs dir needs the umask's mode
+        # SQLite makes its file 0644 whatever the umask; a shared runs dir needs the umask's mode
+        if not config.storage:
             follow_umask(run_dir / STUDY_FILE)
         save_checkpoint(run_dir, Checkpoint(config=config))
     except BaseException:
@@ -214,7 +221,8 @@ class GroupwiseSearch:
                     f"{_short(record.ratios)}, but the replayed optimizer asked {_short(candidate.x)}: the search "
                     "settings and the study do not belong to the same run (or the optimizer library changed "
                     f"since: {'/'.join(alg.implementation or ('?', '?'))} now)",
-                    source=display_url(storage_url(self.run_dir, self.config)), field=f"study {self.config.study_name!r}",
+                    source=display_url(storage_url(self.run_dir, self.config)),
+                                field=f"study {self.config.study_name!r}",
                 )
         missing = [i for i, record in enumerate(records) if record is None]
         if missing and (group, generation) < self.reached:
@@ -254,7 +262,8 @@ class GroupwiseSearch:
             best_fitness=alg.best_fitness if alg.found else None,
             best_task_score=alg.best_task_score if alg.found else None,
             history=self.store.reload().records(),
-            implementation=alg.implementation or tuple(self.store.study.user_attrs.get("optimizer_implementation", ("", ""))),
+            implementation=alg.implementation
+                            or tuple(self.store.study.user_attrs.get("optimizer_implementation", ("", ""))),
             evaluated=self.evaluated,
             storage=storage_url(self.run_dir, self.config),
             study_name=self.config.study_name,

@@ -57,7 +57,8 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     except ImportError as err:
         module = getattr(err.__cause__, "name", None) or str(err.__cause__ or err)
         hint = " for PostgreSQL: pip install 'evolalloc[postgres]'" if url.startswith("postgresql+psycopg://") else ""
-        raise UserError(f"no database driver for {shown} (missing module {module!r});{hint or ' install the driver the URL names'}",
+        raise UserError(f"no database driver for {shown} (missing module "
+                        f"{module!r});{hint or ' install the driver the URL names'}",
                         field="storage") from None
     except sqlalchemy.exc.ArgumentError as err:
         raise UserError(f"not a usable database URL {shown}: {_first_line(err)}", field="storage") from None
@@ -115,7 +116,8 @@ def close_storage(storage) -> None:
 
 
 def _duplicated(url: str, study_name: str) -> UserError:
-    return UserError(f"study {study_name!r} already exists in {display_url(url)}; resume that run or give this one another name (--name)",
+    return UserError(f"study {study_name!r} already exists in {display_url(url)}; "
+                     "resume that run or give this one another name (--name)",
                      field="study_name")
 
 

@@ -24,13 +24,13 @@ from evolalloc.service.job_queue import QUEUE_LOCK, check_room, queue_counts, su
 from evolalloc.service.jobs import JobError
 from evolalloc.service.limits import check_search_size
 from evolalloc.service.progress import read_progress
-from evolalloc.service.redaction import redact
 from evolalloc.service.recipes import (
     SOURCE,
     check_confinement,
     check_schema,
     parse_body,
 )
+from evolalloc.service.redaction import redact
 
 router = APIRouter(tags=["jobs"])
 
@@ -62,7 +62,8 @@ async def submit_job(request: Request, name: str | None = Query(None, descriptio
     checked exactly as ``evolalloc search`` checks it; a bad recipe is a 422 naming the field."""
     body = await request.body()
     submitter = submitter_of(request.headers.get("authorization"), _service(request).settings)
-    return await run_in_threadpool(_submit, _service(request), body, request.headers.get("content-type"), name, submitter)
+    return await run_in_threadpool(_submit, _service(request), body, request.headers.get("content-type"), name,
+                                   submitter)
 
 
 def _submit(service, body: bytes, content_type: str | None, name: str | None, submitter: str | None) -> dict:
@@ -84,14 +85,16 @@ def _submit(service, body: bytes, content_type: str | None, name: str | None, su
     # transformers stay out of this one, and no weights are read): a job's cells are capped now, as a
     # study's are, not by a failed job later.
     geometry = service.validator.check(recipe.to_dict(), SOURCE)
-    check_search_size(cells=geometry["num_layers"] * geometry["num_kv_heads"], group_size=recipe.search_space.group_size,
+    check_search_size(cells=geometry["num_layers"] * geometry["num_kv_heads"],
+                      group_size=recipe.search_space.group_size,
                       popsize=popsize, source=SOURCE, cells_field="model.spec")
     plan = plan_job(recipe, geometry, limits, SOURCE)  # its evaluations under the limit, and an estimate
     with QUEUE_LOCK, service.sessions.begin() as session:
         check_room(session, limits, submitter)
         clash = session.scalar(select(Job.id).where(Job.name == recipe.name, Job.status.in_(ACTIVE_STATES)))
         if clash is not None:
-            raise JobError(409, f"job {clash} already runs under the name {recipe.name!r}; pass ?name= to choose another")
+            raise JobError(409,
+                           f"job {clash} already runs under the name {recipe.name!r}; pass ?name= to choose another")
         if (service.settings.runs_dir / recipe.name).exists():
             raise JobError(409, f"run folder {recipe.name!r} already exists; a run is never overwritten: pass ?name=")
         job = Job(name=recipe.name, status="queued", recipe=recipe.to_yaml(), model=recipe.model.spec,
@@ -122,7 +125,9 @@ async def get_job(request: Request, job_id: int):
     with _service(request).sessions() as session:
         job = _job(session, job_id)
         result = job.to_dict()
-        result["profiles"] = [p.id for p in session.scalars(select(Profile).where(Profile.job_id == job_id).order_by(Profile.target))]
+        result["profiles"] = [
+            p.id for p in session.scalars(select(Profile).where(Profile.job_id == job_id).order_by(Profile.target))
+        ]
         result["recipe"] = copy.deepcopy(_recipe_dict(job.id, job.recipe))
         return redact(result)  # a storage URL's password (or one in an error) never leaves the service
 

@@ -60,7 +60,8 @@ class OptimizerIn(Strict):
     popsize: int | None = Field(None, ge=3, le=10000)
     sigma0: float = Field(0.3, gt=0, le=1e6)
     seed: int = Field(0, ge=0, le=2**63 - 1)
-    options: dict = Field(default_factory=dict, description="passed to the back-end's library, as a recipe's optimizer.options")
+    options: dict = Field(default_factory=dict,
+                          description="passed to the back-end's library, as a recipe's optimizer.options")
 
 
 class StudyIn(Strict):
@@ -177,7 +178,8 @@ def build_study(body: StudyIn, validator, settings) -> tuple[SearchConfig, dict]
     for budget in body.expansions:
         if not (math.isfinite(budget) and budget >= body.target):
             # As the CLI: a profile is only carried to larger budgets (Allocation.expand's rule).
-            raise UserError(f"expansions must be budgets >= the target {body.target:g}, got {budget}", field="expansions")
+            raise UserError(f"expansions must be budgets >= the target {body.target:g}, got {budget}",
+                            field="expansions")
     spec = {"model": model, "geometry": geometry, "scorer": body.scorer, "task": body.task,
             "expansions": [float(b) for b in body.expansions], "lease_seconds": body.lease_seconds}
     return config, spec

@@ -64,7 +64,8 @@ class Client:
     def profile(self, profile_id: int, *, budget: float | None = None, fmt: str | None = None,
                 context_length: int | None = None) -> str:
         params = {"budget": budget, "format": fmt, "context_length": context_length}
-        return self._call("GET", f"/profiles/{profile_id}", params={k: v for k, v in params.items() if v is not None}).text
+        return self._call("GET", f"/profiles/{profile_id}",
+                          params={k: v for k, v in params.items() if v is not None}).text
 
     def register(self, allocation_text: str) -> dict:
         return self._call("POST", "/profiles", content=allocation_text.encode("utf-8"),
@@ -84,7 +85,8 @@ class Client:
         return self._call("GET", f"/studies/{study_id}/trials").json()["trials"]
 
     def suggest(self, study_id: int, client_id: str) -> dict:
-        """``{"status": "trial", "trial": {...}}``, ``{"status": "wait", "retry_after": s}`` or ``{"status": "finished"}``.
+        """``{"status": "trial", "trial": {...}}``, ``{"status": "wait", "retry_after": s}`` or
+        ``{"status": "finished"}``.
 
         A trial's lease secret is remembered here, and sent by ``complete`` / ``fail``."""
         answer = self._call("POST", f"/studies/{study_id}/suggest", json={"client_id": client_id}).json()

@@ -94,7 +94,8 @@ class Job(Base):
             "phase_since": iso(self.phase_since), "estimated_seconds": self.estimated_seconds,
             "evaluations_done": self.evaluations_done, "evaluations_planned": self.evaluations_planned,
             "best_fitness": self.best_fitness, "error": self.error, "attempts": self.attempts,
-            "created_at": iso(self.created_at), "started_at": iso(self.started_at), "finished_at": iso(self.finished_at),
+            "created_at": iso(self.created_at), "started_at": iso(self.started_at),
+                "finished_at": iso(self.finished_at),
             "seconds": round((end - start).total_seconds(), 3) if start and end else None,
         }
 

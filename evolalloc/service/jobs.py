@@ -113,7 +113,8 @@ class JobRunner:
             for job in orphans[self.settings.max_jobs:]:
                 job.status, job.owner, job.pid = "queued", None, None  # no room now: back in the queue
             if orphans:
-                log.info("resuming %d job(s) left running by a previous service", min(len(orphans), self.settings.max_jobs))
+                log.info("resuming %d job(s) left running by a previous service",
+                         min(len(orphans), self.settings.max_jobs))
 
     def _loop(self) -> None:
         while not self._stop.is_set():

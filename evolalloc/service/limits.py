@@ -19,7 +19,7 @@ import json
 
 import yaml
 
-from evolalloc.config.recipe import _parse_yaml, _StrictLoader
+from evolalloc.config.recipe_reading import StrictLoader, parse_yaml
 from evolalloc.core.errors import UserError
 
 MAX_DEPTH = 32  # nesting levels of a submitted document (a recipe uses 5)
@@ -31,7 +31,7 @@ MAX_POPULATION_CELLS = 1 << 20  # popsize x cells: the budgets one generation st
 MAX_BUDGET = 1 << 31  # tokens per cell: targets, expansions, floors and caps (x cells stays exact in a float)
 
 
-class _BodyLoader(_StrictLoader):
+class _BodyLoader(StrictLoader):
     """The recipe loader (safe, duplicate keys refused) without aliases and with node/depth caps."""
 
     def compose_node(self, parent, index):
@@ -43,7 +43,8 @@ class _BodyLoader(_StrictLoader):
         self._nodes = getattr(self, "_nodes", 0) + 1
         if self._depth > MAX_DEPTH or self._nodes > MAX_NODES:
             mark = self.peek_event().start_mark
-            what = f"nested deeper than {MAX_DEPTH} levels" if self._depth > MAX_DEPTH else f"more than {MAX_NODES} values"
+            what = f"nested deeper than {MAX_DEPTH} levels" if self._depth > MAX_DEPTH else ("more than "
+                                                                                             f"{MAX_NODES} values")
             raise yaml.composer.ComposerError(None, None, f"the document is {what}", mark)
         try:
             return super().compose_node(parent, index)
@@ -52,7 +53,7 @@ class _BodyLoader(_StrictLoader):
 
 
 def load_yaml(text: str, source: str) -> object:
-    return _parse_yaml(text, source, loader=_BodyLoader)
+    return parse_yaml(text, source, loader=_BodyLoader)
 
 
 def load_json(text: str, source: str) -> object:
@@ -60,7 +61,8 @@ def load_json(text: str, source: str) -> object:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise UserError(f"not valid JSON: {err.msg}", source=source, field=f"line {err.lineno}, column {err.colno}") from None
+        raise UserError(f"not valid JSON: {err.msg}", source=source,
+                        field=f"line {err.lineno}, column {err.colno}") from None
     except RecursionError:
         raise UserError(f"the document is nested deeper than {MAX_DEPTH} levels", source=source) from None
     check_shape(data, source)
@@ -89,7 +91,8 @@ def check_search_size(*, cells: int | None, group_size: int, popsize: int, sourc
         raise UserError(f"the model has {cells} cells (layers x KV heads); this service searches at most {MAX_CELLS}",
                         source=source, field=cells_field)
     if group_size > MAX_GROUP_SIZE:
-        raise UserError(f"must be <= {MAX_GROUP_SIZE}, got {group_size}", source=source, field="search_space.group_size")
+        raise UserError(f"must be <= {MAX_GROUP_SIZE}, got {group_size}", source=source,
+                        field="search_space.group_size")
     if popsize > MAX_POPSIZE:
         raise UserError(f"must be <= {MAX_POPSIZE}, got {popsize}", source=source, field="optimizer.popsize")
     if cells is not None and popsize * cells > MAX_POPULATION_CELLS:

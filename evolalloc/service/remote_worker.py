@@ -9,8 +9,8 @@ workers on several machines can serve one study; no Ray needed.
 
 from __future__ import annotations
 
-import socket
 import os
+import socket
 from typing import Callable
 
 from evolalloc.core.errors import UserError
@@ -41,7 +41,8 @@ def check_search_space(study: dict, recipe) -> None:
     adapter = SEARCH_SPACES.get(wanted).adapter
     mine = SEARCH_SPACES.get(recipe.search_space.name).adapter
     if adapter != mine:
-        raise UserError(f"study {study.get('id')} searches {wanted!r} (budget adapter {adapter or 'none'}), the recipe's "
+        raise UserError(f"study {study.get('id')} searches {wanted!r} "
+                        f"(budget adapter {adapter or 'none'}), the recipe's "
                         f"search space {recipe.search_space.name!r} has {mine or 'none'}: its scores would not be the "
                         f"study's; set search_space.name: {wanted}", field="search_space.name")
     from evolalloc.search.config import space_params_of
@@ -64,8 +65,8 @@ def scorer_identity(experiment) -> dict:
 def run_worker(client, study_id: int, recipe, *, client_id: str | None = None, max_trials: int | None = None,
                echo: Callable[[str], None] = print, progress: bool = False) -> int:
     """Serve study ``study_id`` with ``recipe``'s evaluator until it ends; the trials evaluated."""
-    from evolalloc.service.work_loop import work
     from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.service.work_loop import work
 
     client_id = client_id or default_client_id()
     study = client.study(study_id)

@@ -113,6 +113,7 @@ def make_settings(*, runs_dir, db_url=None, host="127.0.0.1", port=8700, max_job
             raise UserError("the read token must be at least 16 characters", field="--read-token-file")
     return ServiceSettings(runs_dir=runs_dir, db_url=db_url or default_db_url(runs_dir), host=host, port=port,
                            max_jobs=max_jobs, token=token, max_body_bytes=max_body_bytes,
-                           data_roots=_roots(data_roots, "--data-root"), model_roots=_roots(model_roots, "--model-root"),
+                           data_roots=_roots(data_roots, "--data-root"),
+                           model_roots=_roots(model_roots, "--model-root"),
                            ray_address=ray_address, read_token=reader,
                            allowed_hosts=tuple(h.lower() for h in allowed_hosts), limits=limits or JobLimits())

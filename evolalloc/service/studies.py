@@ -43,7 +43,6 @@ from evolalloc.service.db import utcnow
 from evolalloc.service.jobs import JobError
 from evolalloc.service.study_db import TRIAL_DONE, Study, StudyTrial
 
-
 DEFAULT_RETRY = 0.2  # seconds; before any result has told how long a trial takes
 MIN_RETRY, MAX_RETRY = 0.01, 30.0
 
@@ -171,7 +170,8 @@ class StudyManager:
             retry = min(retry, max(0.0, min((t - now).total_seconds() for t in out)))
         retry = min(MAX_RETRY, max(MIN_RETRY, retry))
         return {"status": "wait", "retry_after": round(retry, 3),
-                "message": f"generation {algorithm.generation} of group {algorithm.group} is all out; wait for its results"}
+                "message": f"generation {algorithm.generation} of group "
+                           f"{algorithm.group} is all out; wait for its results"}
 
     def _trial(self, row: StudyTrial, study: Study) -> dict:
         return {"id": row.id, "study_id": study.id, "group": row.group, "generation": row.generation,
@@ -203,7 +203,8 @@ class StudyManager:
                     try:  # the response is built, and must serialise, before the commit
                         json.dumps(answer, allow_nan=False)
                     except ValueError:
-                        raise JobError(422, "the result holds a number that is not finite", field="task_score") from None
+                        raise JobError(422, "the result holds a number that is not finite",
+                                       field="task_score") from None
                     return answer
             except BaseException:
                 if study_id is not None:
@@ -328,7 +329,8 @@ def _pin_scorer(study: Study, row: StudyTrial, scorer: dict) -> None:
     (name, params, sha), (_, pinned_params, pinned_sha) = same(scorer), same(pinned)
     if same(scorer) != same(pinned):
         field = "scorer.checkpoint" if (name, params) == same(pinned)[:2] else "scorer"
-        raise JobError(409, f"trial {row.id} was scored with {name} {params} checkpoint sha256 {(sha or '-')[:12]}, but "
+        raise JobError(409,
+                       f"trial {row.id} was scored with {name} {params} checkpoint sha256 {(sha or '-')[:12]}, but "
                             f"study {study.id}'s results so far came from {pinned['name']} {pinned_params} checkpoint "
                             f"sha256 {(pinned_sha or '-')[:12]}", field=field)
 
@@ -357,7 +359,8 @@ def study_allocation(study: Study, algorithm: GroupwiseAlgorithm) -> Allocation:
     best = Allocation(
         model=spec["model"], geometry=ModelGeometry(**spec["geometry"]),
         scorer=identity.get("name") or spec.get("scorer") or "external",
-        scorer_params=dict(identity.get("params") or {}), target=config.target, granularity=search_space_granularity(config.search_space),
+        scorer_params=dict(identity.get("params") or {}), target=config.target,
+                      granularity=search_space_granularity(config.search_space),
         budgets=algorithm.best_budgets, provenance=provenance,
     )
     return best.complete(min_budget=config.min_budget)

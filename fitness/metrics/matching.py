@@ -54,7 +54,8 @@ def _key_chars_one(prediction: str, key: str) -> float:
         if word:
             # difflib's matching blocks: characters that agree in order (not a full LCS, but
             # close for keys of a few characters, and well kept).
-            matched = sum(b.size for b in difflib.SequenceMatcher(None, key, word, autojunk=False).get_matching_blocks())
+            matched = sum(b.size
+                          for b in difflib.SequenceMatcher(None, key, word, autojunk=False).get_matching_blocks())
             best = max(best, matched / max(len(key), len(word)))
     return best
 

@@ -50,7 +50,8 @@ class Haystack:
     def insert(self, pieces: list[str], needles: list[tuple[float, str]]) -> str:
         """Join ``pieces`` with each needle inserted at its depth (0 = start, 1 = end), moved to
         the nearest sentence boundary so that no sentence is cut in two."""
-        allowed = [i for i in range(len(pieces) + 1) if self.whole_sentences or i == 0 or _SENTENCE_END.search(pieces[i - 1])]
+        allowed = [i for i in range(len(pieces) + 1)
+                   if self.whole_sentences or i == 0 or _SENTENCE_END.search(pieces[i - 1])]
         slots: dict[int, list[str]] = {}
         for depth, text in needles:
             want = round(min(1.0, max(0.0, depth)) * len(pieces))
@@ -113,5 +114,6 @@ def _load_directory(directory: str) -> tuple[list[str], str]:
         except UnicodeDecodeError as err:
             raise FitnessDataError(f"not UTF-8 text (byte {err.start})", file=str(file), field="haystack_dir") from None
     if len(words) < 50:
-        raise FitnessDataError(f"only {len(words)} words in all; a haystack needs at least 50", file=directory, field="haystack_dir")
+        raise FitnessDataError(f"only {len(words)} words in all; a haystack needs at least 50", file=directory,
+                               field="haystack_dir")
     return words, " ".join(words).lower()

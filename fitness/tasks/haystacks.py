@@ -15,7 +15,8 @@ HAYSTACKS = ("noise", "prose")
 def make_haystack(haystack_dir: str | None, haystack: str = "noise") -> Haystack:
     """The user's directory if given, else the named built-in haystack."""
     if haystack not in HAYSTACKS:
-        raise FitnessError(f"unknown haystack {haystack!r}; valid: {', '.join(HAYSTACKS)} (or haystack_dir: your own .txt files)")
+        raise FitnessError(f"unknown haystack {haystack!r}; valid: {', '.join(HAYSTACKS)} "
+                           "(or haystack_dir: your own .txt files)")
     if haystack_dir:
         if haystack != "noise":
             raise FitnessError(f"give either haystack_dir or haystack: {haystack}, not both")

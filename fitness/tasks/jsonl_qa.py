@@ -88,7 +88,8 @@ class JsonlQA(Task):
         query = f"Question: {record['question'].strip()}"
         if limit is None:
             return (*render(self.prompt_style, tokenizer, body, query, self.answer_prefix), False)
-        return render_within(self.prompt_style, tokenizer, body, query, limit, what=self.path, answer_prefix=self.answer_prefix)
+        return render_within(self.prompt_style, tokenizer, body, query, limit, what=self.path,
+                             answer_prefix=self.answer_prefix)
 
     def instances(self, split: str, n: int, seed: int, context_tokens: int | None, tokenizer) -> list[Instance]:
         check_split(split)

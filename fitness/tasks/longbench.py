@@ -53,7 +53,8 @@ class LongBench(Task):
             subset = found
         if data_file is None:
             if data_dir is None or subset is None:
-                raise FitnessError("task 'longbench' needs data_file, or data_dir with subset (reads <data_dir>/<subset>.jsonl)")
+                raise FitnessError("task 'longbench' needs data_file, or data_dir "
+                                   "with subset (reads <data_dir>/<subset>.jsonl)")
             data_file = str(Path(data_dir) / f"{subset}.jsonl")
         self.data_file = str(data_file)
         if subset is None:
@@ -77,11 +78,13 @@ class LongBench(Task):
         name = record.get("dataset")
         if name is None:
             raise FitnessDataError(
-                "absent, and the file name does not name a subset: pass subset=...", file=self.data_file, line=line, field="dataset"
+                "absent, and the file name does not name a subset: pass subset=...", file=self.data_file, line=line,
+                                   field="dataset"
             )
         found = canonical_subset(name)
         if found is None:
-            raise FitnessDataError(f"unknown LongBench subset {name!r}; valid subsets: {', '.join(SUBSETS)}", file=self.data_file, line=line, field="dataset")
+            raise FitnessDataError(f"unknown LongBench subset {name!r}; valid subsets: {', '.join(SUBSETS)}",
+                                   file=self.data_file, line=line, field="dataset")
         return found
 
     def _check_subset_fields(self) -> None:
@@ -92,7 +95,8 @@ class LongBench(Task):
             if name is not None and canonical_subset(name.removesuffix("_e")) != self.subset:
                 raise FitnessDataError(f"{name!r} but the task reads subset {self.subset!r}", field="dataset", **where)
             if self.metric == "classification" and not record.get("all_classes"):
-                raise FitnessDataError("missing: classification needs the list of classes", field="all_classes", **where)
+                raise FitnessDataError("missing: classification needs the list of classes", field="all_classes",
+                                       **where)
             if self.metric == "retrieval" and not all(_PARAGRAPH.search(a) for a in record["answers"]):
                 raise FitnessDataError('each answer must name a "Paragraph N"', field="answers", **where)
 

@@ -29,7 +29,8 @@ _QASPER_RULES = (
 SUBSETS: dict[str, Subset] = {
     "narrativeqa": Subset(
         "You are given a story, which can be either a novel or a movie script, and a question. Answer the question "
-        "as concisely as you can, using a single phrase if possible. Do not provide any explanation.\n\nStory: {context}\n\n"
+        "as concisely as you can, using a single phrase if possible. "
+        "Do not provide any explanation.\n\nStory: {context}\n\n"
         "Now, answer the question based on the story as concisely as you can, using a single phrase if possible. "
         "Do not provide any explanation.\n\nQuestion: {input}\n\nAnswer:",
         128,
@@ -52,14 +53,16 @@ SUBSETS: dict[str, Subset] = {
     "2wikimqa": Subset(_ANSWER_PASSAGES, 32, "qa_f1"),
     "musique": Subset(_ANSWER_PASSAGES, 32, "qa_f1"),
     "gov_report": Subset(
-        "You are given a report by a government agency. Write a one-page summary of the report.\n\nReport:\n{context}\n\n"
+        "You are given a report by a government agency. Write a "
+        "one-page summary of the report.\n\nReport:\n{context}\n\n"
         "Now, write a one-page summary of the report.\n\nSummary:",
         512,
         "rouge_l",
     ),
     "qmsum": Subset(
         "You are given a meeting transcript and a query containing a question or instruction. Answer the query in one "
-        "or more sentences.\n\nTranscript:\n{context}\n\nNow, answer the query based on the above meeting transcript in "
+        "or more sentences.\n\nTranscript:\n{context}\n\nNow, "
+        "answer the query based on the above meeting transcript in "
         "one or more sentences.\n\nQuery: {input}\nAnswer:",
         512,
         "rouge_l",
@@ -88,7 +91,8 @@ SUBSETS: dict[str, Subset] = {
     ),
     "passage_count": Subset(
         "There are some paragraphs below sourced from Wikipedia. Some of them may be duplicates. Please carefully read "
-        "these paragraphs and determine how many unique paragraphs there are after removing duplicates. In other words, "
+        "these paragraphs and determine how many unique paragraphs "
+        "there are after removing duplicates. In other words, "
         "how many non-repeating paragraphs are there in total?\n\n{context}\n\nPlease enter the final count of unique "
         "paragraphs after removing duplicates. The output format should only contain the number, such as 1, 2, 3, and "
         "so on.\n\nThe final answer is: ",
@@ -96,14 +100,18 @@ SUBSETS: dict[str, Subset] = {
         "count",
     ),
     "passage_retrieval_en": Subset(
-        "Here are 30 paragraphs from Wikipedia, along with an abstract. Please determine which paragraph the abstract is "
-        "from.\n\n{context}\n\nThe following is an abstract.\n\n{input}\n\nPlease enter the number of the paragraph that "
-        "the abstract is from. The answer format must be like \"Paragraph 1\", \"Paragraph 2\", etc.\n\nThe answer is: ",
+        "Here are 30 paragraphs from Wikipedia, along with an "
+        "abstract. Please determine which paragraph the abstract is "
+        "from.\n\n{context}\n\nThe following is an "
+        "abstract.\n\n{input}\n\nPlease enter the number of the paragraph that "
+        "the abstract is from. The answer format must be like "
+        "\"Paragraph 1\", \"Paragraph 2\", etc.\n\nThe answer is: ",
         32,
         "retrieval",
     ),
     "lcc": Subset("Please complete the code given below. \n{context}Next line of code:\n", 64, "code_sim"),
-    "repobench-p": Subset("Please complete the code given below. \n{context}{input}Next line of code:\n", 64, "code_sim"),
+    "repobench-p": Subset("Please complete the code given below. \n{context}{input}Next line of code:\n", 64,
+                          "code_sim"),
 }
 
 # LongBench scores only the first line of these answers (few-shot tasks that keep going).

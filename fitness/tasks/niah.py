@@ -30,7 +30,8 @@ DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 class Niah(Task):
     metric = "keyword_recall"  # configurable: any registered metric
     version = 1
-    description = "needle in a haystack of your own .txt files or the bundled prose; depths x lengths grid, keyword recall"
+    description = ("needle in a haystack of your own .txt files or the "
+                   "bundled prose; depths x lengths grid, keyword recall")
 
     def __init__(
         self,
@@ -100,7 +101,8 @@ class Niah(Task):
 
             def assemble(size: int) -> tuple[str, str]:
                 text = hay.insert(hay.pieces(size, offset), [(depth, self.needle)])
-                return render(self.prompt_style, tokenizer, text + "\n", f"Question: {self.question}", self.answer_prefix)
+                return render(self.prompt_style, tokenizer, text + "\n", f"Question: {self.question}",
+                              self.answer_prefix)
 
             context, question = fit_to_length(
                 assemble,

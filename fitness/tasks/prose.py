@@ -57,7 +57,8 @@ def load_passages() -> tuple[Passage, ...]:
     """Every passage of the bundled books, in book and reading order (parsed once per process)."""
     files = sorted(PROSE_DIR.glob("*.txt"))
     if not files:
-        raise FitnessDataError("holds no .txt files: the package was installed without its data", file=str(PROSE_DIR), field="haystack")
+        raise FitnessDataError("holds no .txt files: the package was installed without its data", file=str(PROSE_DIR),
+                               field="haystack")
     drafts: list[tuple[str, tuple[str, ...]]] = []
     for file in files:
         current: list[str] = []
@@ -72,7 +73,8 @@ def load_passages() -> tuple[Passage, ...]:
     names = [name for name, _ in drafts]
     search, _ = partition(names, 0.5)
     in_search = set(search)
-    return tuple(Passage(name, "search" if i in in_search else "heldout", words) for i, (name, words) in enumerate(drafts))
+    return tuple(Passage(name, "search" if i in in_search else "heldout", words)
+                 for i, (name, words) in enumerate(drafts))
 
 
 @lru_cache(maxsize=1)

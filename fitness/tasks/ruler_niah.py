@@ -1,8 +1,8 @@
 """RULER's needle-in-a-haystack family (Hsieh et al., 2024), generated locally.
 
 Needles read "One of the special magic numbers for <key> is: <value>." in a haystack of noise
-sentences, of the bundled prose (``haystack: prose``) or of a directory's text files. Variants differ in how many keys, values per key and
-queried keys there are:
+sentences, of the bundled prose (``haystack: prose``) or of a directory's text files. Variants differ
+in how many keys, values per key and queried keys there are:
 
 =================  ====  ======  =======  ===================================================
 task               keys  values  queried  answer
@@ -74,7 +74,8 @@ class NeedleTask(SyntheticTask):
                 values.append(value)
         kind = NEEDLE_TYPES[self.needle_type]
         needles = [
-            (keys[i // self.num_values], values[i], f"One of the special magic {kind} for {keys[i // self.num_values]} is: {values[i]}.")
+            (keys[i // self.num_values], values[i],
+             f"One of the special magic {kind} for {keys[i // self.num_values]} is: {values[i]}.")
             for i in range(len(values))
         ]
         rng.shuffle(needles)  # the queried needle is not always first
@@ -106,7 +107,8 @@ class NeedleTask(SyntheticTask):
         depths = draft.data["needle_depths"] or [depth]
         hay = self.haystack.view(draft.split)  # prose: only this split's passages
         text = hay.insert(hay.pieces(size, hay.resolve(draft.data["offset"])), list(zip(depths, needles)))
-        header = f"Some special magic {kind} are hidden within the following text. Make sure to memorize it. I will quiz you about the {kind} afterwards.\n"
+        header = (f"Some special magic {kind} are hidden within the following text. Make "
+                  f"sure to memorize it. I will quiz you about the {kind} afterwards.\n")
         keys = draft.data["keys"]
         about = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + f", and {keys[-1]}"
         if len(draft.references) == 1:

@@ -109,7 +109,8 @@ class SyntheticTask(Task):
             # A value that also occurs by chance in the haystack or template would make the answer
             # ambiguous: draw again rather than ship such an instance.
             if all(prompt.count(text) == 1 for text in draft.unique) and all(ref in prompt for ref in draft.references):
-                metadata = {"depth": round(depth, 4), "context_tokens": count_tokens(tokenizer, prompt), "target_tokens": target}
+                metadata = {"depth": round(depth, 4), "context_tokens": count_tokens(tokenizer, prompt),
+                            "target_tokens": target}
                 metadata.update(draft.data)
                 return Instance(
                     uid=uid,

@@ -24,7 +24,8 @@ class CommonWords(SyntheticTask):
     description = "RULER common words extraction: name the words repeated most in a long numbered list"
     max_new_tokens = 64
 
-    def __init__(self, *, num_common: int = 10, freq_common: int = 10, freq_uncommon: int = 3, prompt_style: str = "raw"):
+    def __init__(self, *, num_common: int = 10, freq_common: int = 10, freq_uncommon: int = 3,
+                 prompt_style: str = "raw"):
         super().__init__(prompt_style=prompt_style, depth="even")
         if not freq_common > freq_uncommon >= 1 or num_common < 1:
             raise FitnessError("cwe needs num_common >= 1 and freq_common > freq_uncommon >= 1")
@@ -51,7 +52,9 @@ class CommonWords(SyntheticTask):
             "Memorize the ones that appear most often.\n" + listing + "\n"
         )
         n = self.num_common
-        return body, f"Question: What are the {n} most common words in the above list?", f" Answer: The top {n} words that appear most often in the list are:"
+        return body, f"Question: What are the {n} most common words in the above list?", (f" Answer: The top {n} words "
+                                                                                          "that appear most "
+                                                                                          "often in the list are:")
 
 
 @register_task("fwe")

@@ -16,11 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_gpu_check_script_runs_in_cpu_mode_and_writes_its_table(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
     env.pop("OUT", None)
-    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--cpu", str(tmp_path)], cwd=ROOT, env=env,
+    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--cpu", str(tmp_path)], cwd=ROOT,
+                          env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "check.log").read_text()
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["bench-tiny-1k.json", "bench-tiny-512.json", "check.json", "check.log", "check.md", "env.json", "exactness.xml"]
+    assert names == ["bench-tiny-1k.json", "bench-tiny-512.json", "check.json", "check.log", "check.md", "env.json",
+                     "exactness.xml"]
     summary = json.loads((tmp_path / "check.json").read_text())
     assert summary["env"]["mode"] == "cpu" and summary["env"]["dtype"] == "bfloat16"
     assert summary["exactness"]["passed"] and summary["exactness"]["tests"] > 0
@@ -41,10 +43,12 @@ def _cell(context: int, *, device="cuda:0", truncated=False, **figures) -> dict:
 
 
 def test_goals_are_judged_on_full_shape_gpu_cells_only():
-    bench = [_cell(8192, cached_over_floor=1.2), _cell(32768, reprefill_over_cached=40.0, record_bytes_bounded=0.3 * GIB)]
+    bench = [_cell(8192, cached_over_floor=1.2),
+             _cell(32768, reprefill_over_cached=40.0, record_bytes_bounded=0.3 * GIB)]
     verdicts = {v["goal"]: v["verdict"] for v in judge(bench)}
     assert list(verdicts.values()) == ["met", "not met", "met"]
-    cpu_or_truncated = [_cell(8192, device="cpu", cached_over_floor=1.0), _cell(32768, truncated=True, reprefill_over_cached=99.0)]
+    cpu_or_truncated = [_cell(8192, device="cpu", cached_over_floor=1.0),
+                        _cell(32768, truncated=True, reprefill_over_cached=99.0)]
     assert {v["verdict"] for v in judge(cpu_or_truncated)} == {"unmeasured"}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evolalloc.bench.asktell import AsktellBench, LAYERS, TARGET, objective, study_body
+from evolalloc.bench.asktell import LAYERS, TARGET, AsktellBench, objective, study_body
 from evolalloc.bench.eval import EvalBenchResult, random_allocations
 from evolalloc.bench.fitness import FitnessBenchResult, FitnessRow
 from evolalloc.bench.service import ServiceBench
@@ -38,7 +38,8 @@ def test_random_allocations_average_exactly_the_target_and_respect_the_floor():
 
 def test_fitness_report_has_a_row_a_budget_and_the_full_cache_labelled():
     result = FitnessBenchResult(prompts=2, prompt_tokens=1000.0, scorer="snapkv", rows=[
-        FitnessRow(budget=64, exact=0.25, graded=0.5, likelihood=0.125), FitnessRow(budget=None, exact=1.0, graded=1.0, likelihood=0.875)])
+        FitnessRow(budget=64, exact=0.25, graded=0.5, likelihood=0.125), FitnessRow(budget=None, exact=1.0, graded=1.0,
+                                                                                    likelihood=0.875)])
     lines = result.lines()
     assert "uniform snapkv allocations" in lines[0]
     assert lines[1].split() == ["budget", "exact", "match", "graded", "likelihood"]

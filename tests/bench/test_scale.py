@@ -14,9 +14,11 @@ MiB = 2**20
 
 
 def cell(context: int, instances: int, *, seconds=(0.5, 1.0), tokens=(10.0, 10.0), record_mib=50.0) -> CellResult:
-    return CellResult(context_tokens=context, instances=instances, prompt_tokens=context - 3.0, peak_rss=(900 + record_mib * instances) * MiB,
+    return CellResult(context_tokens=context, instances=instances, prompt_tokens=context - 3.0,
+                      peak_rss=(900 + record_mib * instances) * MiB,
                       loaded_rss=900 * MiB, record_bytes=int(record_mib * instances * MiB), prefill_seconds=2.0,
-                      eval_seconds={"64": seconds[0], "256": seconds[1]}, generated_tokens={"64": tokens[0], "256": tokens[1]})
+                      eval_seconds={"64": seconds[0], "256": seconds[1]},
+                      generated_tokens={"64": tokens[0], "256": tokens[1]})
 
 
 def test_sizes_are_parsed_from_commas_and_blanks_are_skipped():
@@ -64,7 +66,8 @@ def test_the_sweep_measures_contexts_then_counts_then_extrapolates_from_the_larg
         return cell(settings.context_tokens, settings.instances)
 
     monkeypatch.setattr(scale, "run_cell", fake)
-    base = CellSettings(model="m", task="passkey", scorer="snapkv", context_tokens=500, instances=2, budgets=(64, 256), candidates=1)
+    base = CellSettings(model="m", task="passkey", scorer="snapkv", context_tokens=500, instances=2, budgets=(64, 256),
+                        candidates=1)
     cells = sweep(base, contexts=[1000, 4000, 2000], counts=[3, 6], count_context=500, extrapolate_to=[50])
     assert asked == [(1000, 2), (4000, 2), (2000, 2), (500, 3), (500, 6)]
     assert [(c.context_tokens, c.instances, c.extrapolated_from) for c in cells[-1:]] == [(4000, 50, 2)]
@@ -98,7 +101,8 @@ def test_the_fit_lines_say_measured_or_extrapolated_and_whether_the_peak_fits():
     measured.bound = 1024
     lines = fits([measured, extrapolate(measured, 200), CellResult(8000, 4, error="killed")], 16 * 2**30)
     assert len(lines) == 2  # a failed row says nothing
-    assert lines[0].startswith("2 instances of 8000 tokens: peak 1.07 GiB (measured; records 100.0 MiB each, bounded at b_max = 1024)")
+    assert lines[0].startswith("2 instances of 8000 tokens: peak 1.07 GiB (measured; "
+                               "records 100.0 MiB each, bounded at b_max = 1024)")
     assert lines[0].endswith("fits in 16 GiB")
     # 1100 MiB measured + 198 x 100 MiB = 20900 MiB: above 16 GiB.
     assert "(extrapolated from 2 measured: their peak + 198 more records" in lines[1]
@@ -106,7 +110,8 @@ def test_the_fit_lines_say_measured_or_extrapolated_and_whether_the_peak_fits():
 
 
 def test_a_cells_bound_is_the_largest_budget_any_of_its_candidates_gives_a_unit():
-    settings = CellSettings(model="m", task="passkey", scorer="snapkv", context_tokens=500, instances=2, budgets=(64, 256),
+    settings = CellSettings(model="m", task="passkey", scorer="snapkv", context_tokens=500, instances=2,
+                            budgets=(64, 256),
                             candidates=3)
     warm, per_budget = cell_allocations(settings, 30, 3, 36)
     assert [len(per_budget[b]) for b in (64, 256)] == [3, 3] and len(warm) == 1
@@ -116,7 +121,8 @@ def test_a_cells_bound_is_the_largest_budget_any_of_its_candidates_gives_a_unit(
 
 
 def test_a_real_cell_keeps_bounded_records_smaller_than_whole_ones_with_the_same_scores(tiny_model_dir):
-    base = dict(model=str(tiny_model_dir), task="passkey", scorer="snapkv", context_tokens=600, instances=2, budgets=(40,),
+    base = dict(model=str(tiny_model_dir), task="passkey", scorer="snapkv", context_tokens=600, instances=2,
+                budgets=(40,),
                 candidates=1, threads=1)
     bounded = measure(CellSettings(**base))
     whole = measure(CellSettings(**base, bounded=False))

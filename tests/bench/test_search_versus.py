@@ -32,11 +32,13 @@ def test_every_variant_and_seed_gets_a_finished_run_on_the_same_held_out_instanc
     assert load_run_recipe(runs / "t-knots-s1").optimizer.seed == 1
     assert load_run_recipe(runs / "t-knots-s1").search_space.name == "depth_knots"
     assert load_run_recipe(runs / "t-random-s0").optimizer.name == "random"
-    uids = {name: set(load_instance_scores(runs / name / "comparison.json")["passkey"]["evolved"][24.0]) for name in names}
+    uids = {name: set(load_instance_scores(runs / name / "comparison.json")["passkey"]["evolved"][24.0])
+            for name in names}
     assert len({frozenset(u) for u in uids.values()}) == 1 and len(uids["t-knots-s0"]) == 3
     # knots: one group of 4 (4 layers = 4 knots) x 1 generation x popsize 4; random: 2 groups x 1 x 6.
     assert "t-knots-s0: 4 evaluations" in done.stdout and "t-random-s0: 12 evaluations" in done.stdout
-    pooled = script("versus.py", runs / "t-knots-s0", runs / "t-knots-s1", "--versus", runs / "t-random-s0", runs / "t-random-s1")
+    pooled = script("versus.py", runs / "t-knots-s0", runs / "t-knots-s1", "--versus", runs / "t-random-s0",
+                    runs / "t-random-s1")
     assert pooled.returncode == 0 and "pooled:" in pooled.stdout and pooled.stdout.count(" vs ") == 4
     again = script("search_versus.py", recipe, "--runs-dir", runs, "--prefix", "t", "--seeds", 0, "--no-progress",
                    "--set", "optimizer.generations_per_group=1", "--variant", "random", "optimizer.name=random")
@@ -86,10 +88,12 @@ def test_rule_search_expansions_are_scored_on_one_search_prefill_for_every_run(t
         return original(self, split)
 
     monkeypatch.setattr(Experiment, "records", counting)
-    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": [32], "expansion_rule": "search"},
+    recipe = tiny_recipe(tmp_path, tiny_model_dir,
+                         budget={"target": 24, "expansions": [32], "expansion_rule": "search"},
                          baselines=[])
     runs = tmp_path / "runs"
-    code = benchmark_script("search_versus").main([str(recipe), "--runs-dir", str(runs), "--prefix", "x", "--seeds", "0", "1",
+    code = benchmark_script("search_versus").main([str(recipe), "--runs-dir", str(runs), "--prefix", "x", "--seeds",
+                                                   "0", "1",
                                                    "--no-progress", "--set", "optimizer.generations_per_group=1",
                                                    "--variant", "random", "optimizer.name=random"])
     assert code == 0

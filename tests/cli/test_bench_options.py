@@ -8,7 +8,8 @@ from tests.clitools import run_cli
 
 
 @pytest.mark.parametrize("command", ["fitness", "records"])
-@pytest.mark.parametrize("budgets, phrase", [("64,x", "whole numbers"), ("0,64", "positive whole numbers"), (",", "at least one")])
+@pytest.mark.parametrize("budgets, phrase",
+                         [("64,x", "whole numbers"), ("0,64", "positive whole numbers"), (",", "at least one")])
 def test_bad_budgets_are_one_line_naming_the_option(command, budgets, phrase):
     # The model spec does not exist: reaching the loader would be a different error.
     result = run_cli("bench", command, "--model", "/nonexistent/model", "--budgets", budgets)

@@ -15,7 +15,8 @@ from evolalloc.core.errors import UserError
 
 
 def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "evolalloc", "generate", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "evolalloc", "generate", *map(str, args)], capture_output=True,
+                          text=True,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
@@ -37,7 +38,8 @@ def test_bad_prompt_lines_are_one_error_naming_the_file_and_line(tmp_path, lines
 
 def test_context_and_question_lines_are_joined_or_kept_apart(tmp_path):
     path = tmp_path / "p.jsonl"
-    path.write_text(json.dumps({"uid": "a", "context": "C.", "question": " Q?"}) + "\n\n" + json.dumps({"prompt": "P"}) + "\n")
+    path.write_text(json.dumps({"uid": "a", "context": "C.",
+                                "question": " Q?"}) + "\n\n" + json.dumps({"prompt": "P"}) + "\n")
     assert read_prompt_file(path, False) == [("a", "C. Q?"), ("3", "P")]
     path.write_text(json.dumps({"uid": "a", "context": "C.", "question": " Q?"}) + "\n")
     assert read_prompt_file(path, True) == [("a", ("C.", " Q?"))]
@@ -47,7 +49,8 @@ def test_the_cli_exits_2_with_one_line_before_loading_any_model(tmp_path):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "ok"}\n{"prompt": 3}\n')
     out = run_cli("--allocation", tmp_path / "missing.json", "--prompt-file", prompts)
-    assert out.returncode == 2 and out.stderr == f'error: {prompts}: line 2: needs a string field "prompt" (or "context" and "question")\n'
+    assert out.returncode == 2 and out.stderr == (f'error: {prompts}: line 2: needs a string '
+                                                  'field "prompt" (or "context" and "question")\n')
     prompts.write_text('{"prompt": "ok"}\n')
     out = run_cli("--allocation", tmp_path / "missing.json", "--prompt-file", prompts)
     assert out.returncode == 2 and out.stderr == f"error: {tmp_path / 'missing.json'}: no such file\n"
@@ -65,8 +68,10 @@ def test_the_cli_answers_every_prompt_and_reports_the_memory_kept(tmp_path, tiny
     allocation = save_allocation(Allocation(model="tiny", geometry=geometry, target=12, scorer="knorm", budgets=budgets,
                                             provenance={"method": "uniform"}), tmp_path / "a.json")
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("\n".join(json.dumps({"uid": f"u{i}", "prompt": "word " * (10 * i + 3)}) for i in range(3)) + "\n")
-    out = run_cli("--allocation", allocation, "--prompt-file", prompts, "--model", tiny_model_dir, "--max-new-tokens", 3)
+    prompts.write_text("\n".join(json.dumps({"uid": f"u{i}", "prompt": "word " * (10 * i + 3)})
+                                 for i in range(3)) + "\n")
+    out = run_cli("--allocation", allocation, "--prompt-file", prompts, "--model", tiny_model_dir, "--max-new-tokens",
+                  3)
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["uid"] for r in rows] == ["u0", "u1", "u2"]

@@ -59,7 +59,7 @@ def test_a_llama_folder_is_supported_and_its_cache_is_every_token_of_every_layer
     assert table_rows(result.stdout) == {"full_attention": ["6", "4", "2", "16", "-"]}
     # 6 layers x 2 KV heads x (K + V) x 16 dims x 4 bytes x 1000 tokens
     assert f"at 1000 tokens: 1.5 MiB ({6 * 2 * 2 * 16 * 4 * 1000:,} bytes)" in result.stdout
-    assert f"at 4096 tokens (the model's positions)" in result.stdout
+    assert "at 4096 tokens (the model's positions)" in result.stdout
 
 
 def test_a_context_beyond_the_models_positions_is_said(llama):
@@ -89,9 +89,10 @@ def test_a_gemma3_folder_shows_its_sliding_and_global_layers_and_caps_the_slidin
     assert "sliding_attention: layers 0-4" in result.stdout and "full_attention: layers 5" in result.stdout
     per_token = 2 * 2 * 32 * 4  # KV heads x (K + V) x head dim x 4 bytes
     full = per_token * 2048      # the global layer holds every token
-    assert f"at 2048 tokens:" in result.stdout
+    assert "at 2048 tokens:" in result.stdout
     shown = int(result.stdout.split("at 2048 tokens:")[1].split("(")[1].split(" bytes")[0].replace(",", ""))
-    assert full + 5 * per_token * 500 < shown < full + 5 * per_token * 2048  # the sliding ones near their window, not 2048
+    # the sliding ones near their window, not 2048
+    assert full + 5 * per_token * 500 < shown < full + 5 * per_token * 2048
 
 
 @pytest.mark.parametrize("kind", ["falcon_h1", "deepseek_v3"])
@@ -116,7 +117,8 @@ def test_layer_types_of_different_shapes_are_each_shown_and_refused(tmp_path):
     result = run_cli("model", "check", config_folder(tmp_path, "gemma4", Gemma4TextConfig(num_hidden_layers=6)))
     assert result.code == 2 and "different KV-head counts or head sizes" in result.stderr
     rows = table_rows(result.stdout)
-    assert rows["sliding_attention"][:4] == ["5", "8", "4", "256"] and rows["full_attention"][:4] == ["1", "8", "4", "512"]
+    assert rows["sliding_attention"][:4] == ["5", "8", "4", "256"] and rows["full_attention"][:4] == ["1", "8", "4",
+                                                                                                      "512"]
     assert "KV cache per prompt" not in result.stdout  # no figure for a cache the runtime cannot hold
 
 
@@ -180,7 +182,8 @@ def test_the_gemma_example_in_the_docs_is_what_the_command_prints(tmp_path):
     command, *shown = block.strip().splitlines()
     config = Gemma3TextConfig(vocab_size=262144, hidden_size=1152, intermediate_size=6912, num_hidden_layers=26,
                               num_attention_heads=4, num_key_value_heads=1, head_dim=256, sliding_window=512,
-                              max_position_embeddings=32768, query_pre_attn_scalar=256, architectures=["Gemma3ForCausalLM"])
+                              max_position_embeddings=32768, query_pre_attn_scalar=256,
+                              architectures=["Gemma3ForCausalLM"])
     folder = config_folder(tmp_path, "gemma-3-1b-layout", config)
     args = command.split()[2:]  # after "$ evolalloc"
     result = run_cli(*[str(folder) if a.endswith("gemma-3-1b-layout") else a for a in args])

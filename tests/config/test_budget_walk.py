@@ -35,7 +35,8 @@ BUDGET_FIELDS = {"target", "expansions", "expansion_rule"}
 
 @pytest.fixture
 def recipe():
-    return recipe_from_dict({"name": "demo", "task": {"name": "passkey", "context_tokens": 1000}, "budget": {"target": 64}},
+    return recipe_from_dict({"name": "demo", "task": {"name": "passkey", "context_tokens": 1000},
+                             "budget": {"target": 64}},
                             check_names=False)
 
 

@@ -39,7 +39,8 @@ def test_a_checked_in_recipe_loads_and_its_task_builds(path):
     recipe = load_recipe(path)
     assert recipe.name == path.stem  # its run folder is named after the file, as the README says
     train = recipe.scorer.train
-    for entry in [*recipe.task_entries, *((train.tasks or []) if train is not None else [])]:  # the training mixture too
+    # the training mixture too
+    for entry in [*recipe.task_entries, *((train.tasks or []) if train is not None else [])]:
         task = fitness.get_task(entry.name, **entry.params)
         assert task.name == entry.name
 
@@ -70,7 +71,10 @@ def test_the_multikey_word_recipe_reuses_the_query_aware_gates_whose_mixture_lac
     """design_mkword_evolved searches static per-layer budgets over the query-aware gates of
     design_number_hybrid (same scorer section: the cached checkpoint, no retraining) on the multi-key
     common-word needle, a task their training mixture does not contain."""
-    mkword, number = load_recipe(study_recipe("design_mkword_evolved")), load_recipe(study_recipe("design_number_hybrid"))
+    mkword, number = (
+        load_recipe(study_recipe("design_mkword_evolved")),
+        load_recipe(study_recipe("design_number_hybrid")),
+    )
     assert mkword.scorer == number.scorer
     (entry,) = mkword.task_entries
     assert (entry.name, entry.params) == ("niah_multikey", {"needle_type": "word", "haystack": "prose"})
@@ -82,7 +86,10 @@ def test_the_multikey_word_recipe_reuses_the_query_aware_gates_whose_mixture_lac
 
 
 def test_the_passkey_design_recipe_reuses_the_number_needles_gates_and_searches_them_6x4_in_one_group():
-    passkey, number = load_recipe(study_recipe("design_passkey_evolved")), load_recipe(study_recipe("design_number_hybrid"))
+    passkey, number = (
+        load_recipe(study_recipe("design_passkey_evolved")),
+        load_recipe(study_recipe("design_number_hybrid")),
+    )
     # The same scorer section is the same trained-gates cache entry: no retraining for this table.
     assert passkey.scorer == number.scorer and passkey.scorer.name == "gates"
     ((task,),) = [[entry.name for entry in passkey.task_entries]]
@@ -111,7 +118,8 @@ def test_the_long_context_study_recipes_differ_from_ruler4k_only_in_task_heldout
         assert recipe.task.heldout.n >= 100 and recipe.task.heldout.seed != ruler.task.heldout.seed
         assert not recipe.task.heldout.curate.active  # never filtered by any method's score
         assert recipe.budget.expansion_rule == "search" and len(recipe.budget.expansions) == 2
-        assert {"uniform", "pyramid", "streaming", "uniform+adakv", "cake", "lukv", "evolved+adakv"} <= set(recipe.baselines)
+        assert {"uniform", "pyramid", "streaming", "uniform+adakv", "cake", "lukv",
+                "evolved+adakv"} <= set(recipe.baselines)
     assert number.task.heldout == word.task.heldout == multikey.task.heldout
     assert number.budget == word.budget == multikey.budget  # until the budget commit gives each task its own c
 
@@ -130,7 +138,11 @@ def test_the_long_context_gates_are_query_aware_and_trained_on_the_three_tasks_s
 def test_the_8k_recipe_is_the_number_task_at_the_models_length_with_64_held_out_prompts():
     from evolalloc.pipeline.start import check_context_fits
 
-    long, number = load_recipe(study_recipe("long_context_8k_number")), load_recipe(study_recipe("long_context_4k_number"))
+    long, number = (
+        load_recipe(study_recipe("long_context_8k_number")),
+        load_recipe(study_recipe("long_context_4k_number")),
+    )
     assert long.task.heldout.n >= 64 and long.task.context_tokens > 8000
-    assert (long.task.name, long.task.params, long.baselines) == (number.task.name, number.task.params, number.baselines)
+    assert (long.task.name, long.task.params, long.baselines) == (number.task.name, number.task.params,
+                                                                  number.baselines)
     check_context_fits(long)  # prompt and answer within the model's 8192 positions (config only, no weights)

@@ -4,11 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from evolalloc.core.errors import UserError
 from evolalloc.config.recipe import load_recipe, recipe_from_dict
 from evolalloc.config.run_folder import (
-    RECIPE_FILE, RUN_FILE, allocation_filename, create_run_folder, load_run_recipe,
+    RECIPE_FILE,
+    RUN_FILE,
+    allocation_filename,
+    create_run_folder,
+    load_run_recipe,
 )
+from evolalloc.core.errors import UserError
 
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 QUICKSTART = RUNS / "passkey_snapkv.yaml"  # the passkey + SnapKV recipe the generic tests below read
@@ -55,7 +59,8 @@ def test_the_quickstart_profile_exports_to_kvpress_as_the_press_that_scores_like
     from evolalloc.export.kvpress import export_kvpress
 
     recipe = load_recipe(RUNS / "quickstart.yaml")
-    geometry = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=8192)  # SmolLM2-135M
+    # SmolLM2-135M
+    geometry = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=8192)
     budgets = np.full((geometry.num_layers, geometry.num_kv_heads), recipe.budget.target)
     profile = Allocation(model=recipe.model.spec, geometry=geometry, target=recipe.budget.target, budgets=budgets,
                          scorer=recipe.scorer.name, granularity="layer", scorer_params=recipe.scorer.params,
@@ -111,7 +116,8 @@ def test_the_recipe_sections_build_the_search_config_the_loop_runs():
 
     recipe = load_recipe(QUICKSTART, ["search_space.ratio_bounds=[0.1, 3]", "optimizer.options={CMA_active: false}"],
                          check_names=False)
-    config = SearchConfig.from_sections(target=resolve_run(recipe).target, search_space=recipe.search_space, optimizer=recipe.optimizer,
+    config = SearchConfig.from_sections(target=resolve_run(recipe).target, search_space=recipe.search_space,
+                                        optimizer=recipe.optimizer,
                                         num_layers=30, num_kv_heads=3, storage=recipe.storage, study_name=recipe.name)
     assert config.generations == recipe.optimizer.generations_per_group
     opt = recipe.optimizer
@@ -193,7 +199,8 @@ def test_a_recipe_and_a_direct_search_config_refuse_a_bad_range_in_the_same_word
     from evolalloc.search.config import SearchConfig
 
     with pytest.raises(UserError) as from_recipe:
-        recipe_from_dict({"task": {"name": "passkey"}, "budget": {"target": 64}, section: {key: value}}, check_names=False)
+        recipe_from_dict({"task": {"name": "passkey"}, "budget": {"target": 64}, section: {key: value}},
+                         check_names=False)
     with pytest.raises(UserError) as direct:
         SearchConfig(num_layers=4, num_kv_heads=2, target=64, **{field: value})
     assert from_recipe.value.field == f"{section}.{key}" and direct.value.field == field

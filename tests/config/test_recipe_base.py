@@ -3,10 +3,10 @@ missing bases are refused in one line naming the file."""
 
 import pytest
 
-from evolalloc.core.errors import UserError
 from evolalloc.config.recipe import load_recipe, recipe_from_dict
 from evolalloc.config.recipe_base import deep_merge
 from evolalloc.config.run_folder import create_run_folder, load_run_recipe
+from evolalloc.core.errors import UserError
 
 BASE = """\
 name: parent
@@ -80,7 +80,9 @@ def test_the_saved_recipe_is_the_merged_one_and_loads_without_the_base(tmp_path)
     import yaml
 
     saved = yaml.safe_load((folder / "recipe.yaml").read_text())
-    assert "base" not in saved and saved["task"]["search"]["n"] == 8 and saved["optimizer"]["generations_per_group"] == 4
+    assert (
+        "base" not in saved and saved["task"]["search"]["n"] == 8 and saved["optimizer"]["generations_per_group"] == 4
+    )
     parent.unlink()  # the run folder does not depend on the base file
     again = load_run_recipe(folder)
     assert again.task.search.n == 8 and again.optimizer.generations_per_group == 4 and again.name == "child"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from evolalloc.core.errors import UserError
 from evolalloc.config.recipe import load_recipe
+from evolalloc.core.errors import UserError
 
 GOOD = """\
 name: demo
@@ -43,11 +43,13 @@ MALFORMED = [
     (GOOD.replace("target: 128", "target: 3"), "budget.target", "baseline 'streaming' needs a target >= 4"),
     (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  question_after_compression: true"), "scorer.name",
      "scorer 'snapkv' ranks tokens by what the queries attend to"),
-    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  question_after_compression: true") + "scorer: {name: tova}\n",
+    (GOOD.replace("context_tokens: 1000",
+                  "context_tokens: 1000\n  question_after_compression: true") + "scorer: {name: tova}\n",
      "scorer.name", "scorer 'tova' ranks tokens by what the queries attend to"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 128]"), "budget.expansions[1]", "listed twice"),
     (GOOD.replace("target: 128", "target: 128\n  expansions: [256, x]"), "budget.expansions[1]", "must be an integer"),
-    (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 64]"), "budget.expansions[1]", "only carried to larger budgets"),
+    (GOOD.replace("target: 128", "target: 128\n  expansions: [256, 64]"), "budget.expansions[1]",
+     "only carried to larger budgets"),
     (GOOD + "search_space: {ratio_bounds: [2, 1]}\n", "search_space.ratio_bounds", "0 <= lo < hi"),
     (GOOD + "search_space: {ratio_bounds: [0.1]}\n", "search_space.ratio_bounds", "exactly 2 entries"),
     (GOOD + "search_space: {name: layer_group}\n", "search_space.name", "did you mean 'layer_groups'"),
@@ -82,7 +84,8 @@ MALFORMED = [
      "task.search.curate.draw", "only matters when curating"),
     (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {n: 8, curate: {full_cache_solves: true, "
                   "draw: 4}}"), "task.search.curate.draw", "must be >= task.search.n (8)"),
-    (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {curate: {full_cache_solves: true, draw: 0}}"),
+    (GOOD.replace("context_tokens: 1000",
+                  "context_tokens: 1000\n  search: {curate: {full_cache_solves: true, draw: 0}}"),
      "task.search.curate.draw", "must be >= 1"),
     (GOOD + "tasks: [{name: passkey}]\n", "tasks", "not both"),
     ("tasks: []\nbudget: {target: 64}\n", "tasks", "at least one task"),

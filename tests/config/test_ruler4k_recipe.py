@@ -25,9 +25,8 @@ def test_the_ruler4k_recipe_searches_niah_single_at_4096_tokens_below_the_prompt
 
 @pytest.mark.real_model
 def test_its_prompts_are_about_4096_tokens_and_fit_the_models_positions():
-    from fitness import get_task
-
     from evolalloc.runtime.model import load_tokenizer, model_geometry
+    from fitness import get_task
 
     recipe = load_recipe(RECIPE)
     tokenizer = load_tokenizer(recipe.model.spec)

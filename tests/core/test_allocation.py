@@ -195,7 +195,8 @@ def test_bytes_count_keys_and_values_of_every_kept_token():
 
 
 def test_padded_bytes_charge_every_head_the_largest_head_budget_of_its_layer():
-    geometry = ModelGeometry(num_layers=2, num_query_heads=2, num_kv_heads=2, head_dim=4, max_positions=64, dtype_bytes=2)
+    geometry = ModelGeometry(num_layers=2, num_query_heads=2, num_kv_heads=2, head_dim=4, max_positions=64,
+                             dtype_bytes=2)
     alloc = evolved([[1, 3], [2, 2]], geometry=geometry, target=2, granularity="head")
     per_token = 2 * 4 * 2
     assert alloc.total == 8 and alloc.bytes == 8 * per_token

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.core.baselines import make_baseline
 from evolalloc.core.allocation_file import allocation_to_json, load_allocation, save_allocation, schema
+from evolalloc.core.baselines import make_baseline
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
 
@@ -68,7 +68,8 @@ def test_the_method_enum_is_evolved_and_every_registered_baseline_and_the_file_l
 
     assert schema()["$defs"]["provenance"]["properties"]["method"]["enum"] == list(methods())
     on_disk = json.loads(_schema_text())["$defs"]["provenance"]["properties"]["method"]["enum"]
-    assert on_disk == ["evolved", "uniform", "pyramid", "streaming", "uniform-snapkv", "pyramid-snapkv", "evolved+adakv",
+    assert on_disk == ["evolved", "uniform", "pyramid", "streaming", "uniform-snapkv", "pyramid-snapkv",
+                       "evolved+adakv",
                        "uniform+adakv", "pyramid+adakv", "cake", "gates", "lukv"] == list(methods())
 
 
@@ -123,27 +124,35 @@ def drop(key):
 
 
 MALFORMED = {
-    "trailing comma": (lambda: '{"format": "evolalloc.allocation",\n "version": 1,\n}', "line 3, column 1", "not valid JSON"),
+    "trailing comma": (lambda: '{"format": "evolalloc.allocation",\n "version": 1,\n}', "line 3, column 1",
+                       "not valid JSON"),
     "not an object": (lambda: "[1, 2, 3]", "$", "JSON object"),
     "NaN": (lambda: json.dumps(good_document()).replace('"target": 10', '"target": NaN'), None, "NaN"),
     "other format": (edit(set_path("format", "kvpress.budgets")), "$.format", "not an evolalloc allocation file"),
     "no format": (edit(drop("format")), "$.format", "no 'format' field"),
     "newer version": (edit(set_path("version", 3)), "$.version", "newer evolalloc"),
     "missing budgets": (edit(drop("budgets")), "$.budgets", "missing required field"),
-    "missing geometry field": (edit(lambda d: d["geometry"].pop("head_dim")), "$.geometry.head_dim", "missing required field"),
+    "missing geometry field": (edit(lambda d: d["geometry"].pop("head_dim")), "$.geometry.head_dim",
+                               "missing required field"),
     "unknown top-level key": (edit(set_path("budget", [])), "$.budget", "unknown field (did you mean 'budgets'?"),
     "unknown geometry key": (edit(set_path("geometry", "num_heads", 4)), "$.geometry.num_heads", "unknown field"),
     "target as a string": (edit(set_path("target", "10")), "$.target", "must be a number, got a string"),
     "zero target": (edit(set_path("target", 0)), "$.target", "must be > 0"),
     "negative budget": (edit(set_path("budgets", [[10, 10], [10, 10], [-3, -3]])), "$.budgets[2][0]", "must be >= 0"),
-    "fractional budget": (edit(set_path("budgets", [[10.5, 10.5], [10, 10], [10, 10]])), "$.budgets[0][0]", "must be an integer"),
-    "boolean budget": (edit(set_path("budgets", [[10, 10], [True, True], [10, 10]])), "$.budgets[1][0]", "must be an integer, got a boolean"),
-    "too few layers": (edit(set_path("budgets", [[10, 10], [10, 10]])), "$.budgets", "2 rows (layers) but geometry.num_layers is 3"),
-    "too many heads": (edit(set_path("budgets", [[10, 10], [10, 10, 10], [10, 10]])), "$.budgets[1]", "3 entries (KV heads) but geometry.num_kv_heads is 2"),
-    "unequal heads at layer granularity": (edit(set_path("budgets", [[10, 12], [10, 10], [10, 10]])), "$.budgets[0]", "granularity is 'layer'"),
+    "fractional budget": (edit(set_path("budgets", [[10.5, 10.5], [10, 10], [10, 10]])), "$.budgets[0][0]",
+                          "must be an integer"),
+    "boolean budget": (edit(set_path("budgets", [[10, 10], [True, True], [10, 10]])), "$.budgets[1][0]",
+                       "must be an integer, got a boolean"),
+    "too few layers": (edit(set_path("budgets", [[10, 10], [10, 10]])), "$.budgets",
+                       "2 rows (layers) but geometry.num_layers is 3"),
+    "too many heads": (edit(set_path("budgets", [[10, 10], [10, 10, 10], [10, 10]])), "$.budgets[1]",
+                       "3 entries (KV heads) but geometry.num_kv_heads is 2"),
+    "unequal heads at layer granularity": (edit(set_path("budgets", [[10, 12], [10, 10], [10, 10]])), "$.budgets[0]",
+                                           "granularity is 'layer'"),
     "unknown granularity": (edit(set_path("granularity", "block")), "$.granularity", 'must be one of "layer", "head"'),
     "unknown method": (edit(set_path("provenance", "method", "magic")), "$.provenance.method", "must be one of"),
-    "uneven query heads": (edit(set_path("geometry", "num_query_heads", 3)), "$.geometry.num_query_heads", "cannot be shared evenly"),
+    "uneven query heads": (edit(set_path("geometry", "num_query_heads", 3)), "$.geometry.num_query_heads",
+                           "cannot be shared evenly"),
     "scorer params not an object": (edit(set_path("scorer_params", [32])), "$.scorer_params", "must be an object"),
 }
 
@@ -179,7 +188,8 @@ def test_a_profile_for_another_head_dim_is_refused_but_another_dtype_is_not(tmp_
     with pytest.raises(UserError) as err:
         load_allocation(path, expect_geometry=wider)
     assert err.value.field == "$.geometry.head_dim"
-    bf16 = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=4096, dtype_bytes=2)
+    bf16 = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=4096,
+                         dtype_bytes=2)
     assert load_allocation(path, expect_geometry=bf16).geometry == SMOLLM
 
 
@@ -262,9 +272,9 @@ def test_a_folder_without_profiles_is_named_as_not_a_finished_run(tmp_path):
 
 def test_a_sliding_window_profile_is_version_2_and_refused_for_a_model_with_other_windows(tmp_path):
     from evolalloc.core.allocation_file import check_geometry, load_allocation, save_allocation
-    from evolalloc.core.geometry import ModelGeometry
-    from evolalloc.core.errors import UserError
     from evolalloc.core.baselines import make_baseline
+    from evolalloc.core.errors import UserError
+    from evolalloc.core.geometry import ModelGeometry
 
     sliding = ModelGeometry(num_layers=4, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096,
                             windows=(16, None, 16, None))

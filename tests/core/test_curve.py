@@ -80,7 +80,10 @@ def test_a_curve_through_nested_anchors_is_monotone_exact_and_keeps_the_anchors(
 def test_anchors_that_do_not_nest_are_refused():
     anchors = _nested_anchors()
     swapped = anchors[64.0].budgets.copy()
-    swapped[0, 0], swapped[5, 1] = anchors[16.0].budgets[0, 0] - 1, swapped[5, 1] + swapped[0, 0] - anchors[16.0].budgets[0, 0] + 1
+    swapped[0, 0], swapped[5, 1] = (
+        anchors[16.0].budgets[0, 0] - 1,
+        swapped[5, 1] + swapped[0, 0] - anchors[16.0].budgets[0, 0] + 1,
+    )
     anchors[64.0] = _alloc(swapped, 64.0)
     with pytest.raises(ValueError, match="not nested"):
         ProfileCurve.from_anchors(anchors, [16, 64, 256])
@@ -112,7 +115,8 @@ def test_a_curve_file_round_trips_and_a_broken_one_names_its_field(tmp_path):
     curve = ProfileCurve.from_anchors(_nested_anchors(), [16, 32, 64, 128, 256])
     path = curve.save(tmp_path / "profile-curve.json")
     loaded = ProfileCurve.load(path)
-    assert np.array_equal(loaded.rows, curve.rows) and loaded.roles == curve.roles and loaded.anchors == [16.0, 64.0, 256.0]
+    assert np.array_equal(loaded.rows, curve.rows) and loaded.roles == curve.roles and loaded.anchors == [16.0, 64.0,
+                                                                                                          256.0]
     text = path.read_text().replace('"format": "evolalloc.profile_curve"', '"format": "other"')
     (tmp_path / "bad.json").write_text(text)
     with pytest.raises(UserError, match="bad.json: format"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from evolalloc.config.recipe import recipe_from_dict
 from evolalloc.engine.local import LocalEvaluator
 from evolalloc.pipeline.experiment import Experiment
-from evolalloc.config.recipe import recipe_from_dict
 from tests.engine.conftest import CONTEXT_TOKENS, allocations
 
 
@@ -44,7 +44,8 @@ def test_an_unknown_engine_option_is_refused_by_name_when_the_recipe_is_read(tin
         recipe(tiny_model_dir, options={"retries": 1})
 
 
-def test_a_ray_recipe_evaluates_on_workers_reusing_a_split_pool_and_replacing_it_for_another_split(ray_session, tiny_model_dir):
+def test_a_ray_recipe_evaluates_on_workers_reusing_a_split_pool_and_replacing_it_for_another_split(ray_session,
+                                                                                                   tiny_model_dir):
     from evolalloc.engine.ray_engine import RayEvaluator
 
     local = Experiment(recipe(tiny_model_dir), progress=False)

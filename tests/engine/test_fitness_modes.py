@@ -52,7 +52,8 @@ def test_with_nothing_evicted_the_likelihood_score_is_the_stock_models_mean_toke
     assert result.task_score == pytest.approx(np.mean([o.score for o in result.instances]))
 
 
-def test_likelihood_scores_differ_between_allocations_and_batch_like_one_at_a_time(tiny_loaded, passkey, snapkv, instances):
+def test_likelihood_scores_differ_between_allocations_and_batch_like_one_at_a_time(tiny_loaded, passkey, snapkv,
+                                                                                   instances):
     evaluator = LocalEvaluator(tiny_loaded, passkey, instances, snapkv, mode="likelihood", batch_size=5)
     budgets = allocations()
     together = evaluator.evaluate(budgets)

@@ -30,7 +30,8 @@ def two_worker_pool(ray_session, tiny_model_dir, three_instances, snapkv):
     pool.close()
 
 
-def test_ray_and_local_engines_give_identical_results_for_the_same_allocations(tiny_loaded, passkey, snapkv, three_instances, two_worker_pool):
+def test_ray_and_local_engines_give_identical_results_for_the_same_allocations(tiny_loaded, passkey, snapkv,
+                                                                               three_instances, two_worker_pool):
     budgets = allocations()
     local = LocalEvaluator(tiny_loaded, passkey, three_instances, snapkv, batch_size=8).evaluate(budgets)
     remote = RayEvaluator(two_worker_pool, snapkv).evaluate(budgets)
@@ -43,13 +44,16 @@ def test_ray_and_local_engines_give_identical_results_for_the_same_allocations(t
 
 def test_ray_workers_give_the_local_likelihood_scores(tiny_loaded, passkey, snapkv, three_instances, two_worker_pool):
     budgets = allocations()
-    local = LocalEvaluator(tiny_loaded, passkey, three_instances, snapkv, batch_size=8, mode="likelihood").evaluate(budgets)
+    local = LocalEvaluator(tiny_loaded, passkey, three_instances, snapkv, batch_size=8,
+                           mode="likelihood").evaluate(budgets)
     remote = RayEvaluator(two_worker_pool, snapkv, mode="likelihood").evaluate(budgets)
     # Shards batch other rows together than one local evaluator does: equal up to float rounding.
     assert [[o.uid for o in r.instances] for r in remote] == [[o.uid for o in r.instances] for r in local]
-    assert [[o.score for o in r.instances] for r in remote] == [pytest.approx([o.score for o in r.instances], rel=1e-5, abs=0) for r in local]
+    assert [[o.score for o in r.instances]
+            for r in remote] == [pytest.approx([o.score for o in r.instances], rel=1e-5, abs=0) for r in local]
     assert [r.task_score for r in remote] == [pytest.approx(r.task_score, rel=1e-5, abs=0) for r in local]
-    assert all(r.ok for r in remote) and all(o.mode == "likelihood" and o.prediction == "" for r in remote for o in r.instances)
+    assert all(r.ok for r in remote) and all(o.mode == "likelihood" and o.prediction == "" for r in remote
+                                             for o in r.instances)
     # The same pool still generates: the mode travels with each call.
     generated = RayEvaluator(two_worker_pool, snapkv).evaluate(budgets[:1])[0]
     assert generated.instances[0].mode == "generate" and generated.instances[0].generated_tokens > 0
@@ -69,7 +73,8 @@ def test_a_second_scorer_is_evaluated_on_the_same_workers(tiny_loaded, passkey, 
     streaming = get_scorer("streaming")
     budgets = allocations()[:2]
     local = LocalEvaluator(tiny_loaded, passkey, three_instances, streaming, batch_size=8).evaluate(budgets)
-    assert [comparable(r) for r in RayEvaluator(two_worker_pool, streaming).evaluate(budgets)] == [comparable(r) for r in local]
+    assert [comparable(r) for r in RayEvaluator(two_worker_pool, streaming).evaluate(budgets)] == [comparable(r)
+                                                                                                   for r in local]
 
 
 def test_a_scorer_the_records_do_not_rank_is_refused_up_front(two_worker_pool):

@@ -101,7 +101,8 @@ def sentinel(value: int) -> np.ndarray:
     return budgets
 
 
-def test_a_worker_that_keeps_dying_fails_that_population_and_the_next_one_still_runs(faulty_pool, fault_dir, snapkv, two_instances):
+def test_a_worker_that_keeps_dying_fails_that_population_and_the_next_one_still_runs(faulty_pool, fault_dir, snapkv,
+                                                                                     two_instances):
     evaluator = RayEvaluator(faulty_pool, snapkv)
     restarts = faulty_pool.restarts
     (fault_dir / "mortal").write_text(two_instances[0].uid)
@@ -116,7 +117,8 @@ def test_a_worker_that_keeps_dying_fails_that_population_and_the_next_one_still_
     assert fine.ok and len(fine.instances) == 2
 
 
-def test_running_out_of_memory_on_one_instance_is_that_allocations_error_not_a_crash(faulty_pool, snapkv, two_instances):
+def test_running_out_of_memory_on_one_instance_is_that_allocations_error_not_a_crash(faulty_pool, snapkv,
+                                                                                     two_instances):
     evaluator = RayEvaluator(faulty_pool, snapkv)
     pids, restarts = faulty_pool.pids(), faulty_pool.restarts
     oom, fine = evaluator.evaluate([sentinel(OOM_BUDGET), allocations()[2]])

@@ -52,7 +52,8 @@ def test_bound_none_is_whole_records_as_for_an_unbounded_policy(tiny_loaded, sna
     """One spelling of "whole records": ``bound=None`` to ``prefill_instances`` means what an
     unbounded policy's ``bound=None`` means; left out, the keeper policy's bound applies."""
     policy = RecordPolicy(bound=B_MAX, model_id="tiny")
-    assert all(r.bound == B_MAX for r in prefill_instances(tiny_loaded, instances, [snapkv], keeper=RecordKeeper(policy)))
+    assert all(r.bound == B_MAX
+               for r in prefill_instances(tiny_loaded, instances, [snapkv], keeper=RecordKeeper(policy)))
     for keeper, bound in ((RecordKeeper(policy), None), (RecordKeeper(policy.unbounded()), POLICY_BOUND)):
         records = prefill_instances(tiny_loaded, instances, [snapkv], keeper=keeper, bound=bound)
         assert all(r.bound is None and r.keys[0].shape[-2] == r.length > B_MAX for r in records)

@@ -39,8 +39,10 @@ def test_merged_score_is_the_mean_over_all_instances_not_over_shard_means():
 
 
 def test_an_allocation_failed_on_one_shard_fails_whole_and_names_the_shard():
-    ok = [EvalResult(task_score=1.0, instances=[outcome("a", 1.0)]), EvalResult(task_score=1.0, instances=[outcome("a", 1.0)])]
-    bad = [EvalResult(task_score=1.0, instances=[outcome("b", 1.0)]), EvalResult(task_score=None, error="OutOfMemoryError on b")]
+    ok = [EvalResult(task_score=1.0, instances=[outcome("a", 1.0)]),
+          EvalResult(task_score=1.0, instances=[outcome("a", 1.0)])]
+    bad = [EvalResult(task_score=1.0, instances=[outcome("b", 1.0)]),
+           EvalResult(task_score=None, error="OutOfMemoryError on b")]
     first, second = merge_results([ok, bad], seconds=1.0)
     assert first.ok
     assert not second.ok and second.task_score is None and "shard 1: OutOfMemoryError on b" in second.error

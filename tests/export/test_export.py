@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.core.allocation_file import load_allocation
+from evolalloc.core.allocation_file import allocation_to_json, load_allocation
 from evolalloc.core.errors import UserError
-from evolalloc.core.allocation_file import allocation_to_json
+from evolalloc.core.geometry import ModelGeometry
 from evolalloc.export import export_allocation, export_text
 from evolalloc.export.kvpress import compression_ratios, export_kvpress
-from evolalloc.core.geometry import ModelGeometry
 
 GEOMETRY = ModelGeometry(num_layers=4, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096)
 

@@ -53,7 +53,8 @@ def test_the_export_is_lukvs_layout_and_every_row_keeps_its_global_fraction(tmp_
     curves = np.load(path)
     meta = json.loads(path.with_suffix(".json").read_text())
     assert curves.shape == (99, 4, 2) and curves.dtype == np.float32
-    assert meta["press"]["class"] == "SnapKVPress" and meta["press"]["exact"] and meta["lukv"] == {"sink": 0, "window": 0}
+    assert meta["press"]["class"] == "SnapKVPress" and meta["press"]["exact"] and meta["lukv"] == {"sink": 0,
+                                                                                                   "window": 0}
     for i, target in enumerate(lukv_targets(1000)):
         kept = np.stack([kvpress_kept(curves[i, layer], 1000) for layer in range(4)])
         assert kept.sum() == round(target * 8), i  # row i keeps 1 - (i + 1) / 100 of the prompt
@@ -66,7 +67,8 @@ def test_with_curves_each_row_is_the_lukv_greedy(tmp_path):
     utility = np.stack([np.concatenate([[0], np.cumsum(np.full(1000, g) / (1 + np.arange(1000)))]) for g in gains])
     curves = UtilityCurves(utility.reshape(4, 2, 1001), floor=4, meta={})
     curves.save(tmp_path / "lukv-curves.npz")
-    path = export_allocation(profile(), "lukv", tmp_path / "p.npy", context_length=1000, curves=tmp_path / "lukv-curves.npz")
+    path = export_allocation(profile(), "lukv", tmp_path / "p.npy", context_length=1000,
+                             curves=tmp_path / "lukv-curves.npz")
     array = np.load(path)
     for i in (0, 49, 90):
         kept = np.stack([kvpress_kept(array[i, layer], 1000) for layer in range(4)])

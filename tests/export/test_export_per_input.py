@@ -23,7 +23,8 @@ PER_INPUT = {  # method, scorer, extra provenance -> the field the refusal names
     "adakv": ("evolved+adakv", "snapkv", {}, "$.provenance.method"),
     "cake": ("cake", "snapkv", {}, "$.provenance.method"),
     "hybrid": ("evolved", "gates", {"adapter": "gate_prior"}, "$.provenance.adapter"),
-    "floors": ("evolved", "gates", {"adapter": "gate_floors", "adapter_params": {"floor_fraction": 0.5}}, "$.provenance.adapter"),
+    "floors": ("evolved", "gates", {"adapter": "gate_floors", "adapter_params": {"floor_fraction": 0.5}},
+               "$.provenance.adapter"),
 }
 
 

@@ -14,7 +14,7 @@ from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import load_allocation, save_allocation
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
-from evolalloc.export import export_allocation, export_text, exporter_for, exporters
+from evolalloc.export import export_allocation, export_text, exporter_for
 from evolalloc.export.curve import profile_family
 from evolalloc.export.headkv import allocation_from_headkv
 
@@ -29,7 +29,8 @@ def profile(scorer="snapkv", granularity="layer", params=None):
 
 
 def test_every_format_is_listed_without_importing_it():
-    code = "import sys; from evolalloc.export import exporters; print(exporters.names()); print('evolalloc.export.curve' in sys.modules, 'torch' in sys.modules)"
+    code = ("import sys; from evolalloc.export import exporters; print(exporters.names()); "
+            "print('evolalloc.export.curve' in sys.modules, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "['curve', 'headkv', 'json', 'kvpress', 'lukv', 'trtllm']"
     assert out[1] == "False False"
@@ -119,7 +120,11 @@ def test_multi_file_formats_need_an_output_path():
 def test_the_cli_lists_the_registry_and_prints_one_line_errors(tmp_path):
     path = tmp_path / "a.json"
     save_allocation(profile(scorer="snapkv"), path)
-    run = lambda *args: subprocess.run([sys.executable, "-m", "evolalloc", "export", str(path), *args], capture_output=True, text=True)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "evolalloc", "export", str(path), *args], capture_output=True,
+                              text=True)
+
     help_text = run("--help").stdout
     assert "[curve|headkv|json|kvpress|lukv|trtllm]" in help_text
     refused = run("--format", "trtllm")

@@ -8,12 +8,13 @@ import json
 import pytest
 
 import fitness
-from fitness.registry import task_class
 from fitness.metrics.matching import key_chars
+from fitness.registry import task_class
 from fitness.task import FITNESS_MODES, check_fitness_mode
 
 # Every built-in task with the parameters it needs (files are made by the fixtures below).
-GENERATED = ["passkey", "niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "variable_tracking", "cwe", "fwe"]
+GENERATED = ["passkey", "niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "variable_tracking",
+             "cwe", "fwe"]
 
 
 @pytest.mark.parametrize("prediction, expected", [
@@ -65,7 +66,8 @@ def test_every_built_in_task_defaults_to_a_valid_mode():
 
 
 def test_an_unknown_mode_names_the_valid_ones():
-    with pytest.raises(ValueError, match="unknown fitness mode 'likelyhood'; valid modes: generate, graded, likelihood"):
+    with pytest.raises(ValueError,
+                       match="unknown fitness mode 'likelyhood'; valid modes: generate, graded, likelihood"):
         check_fitness_mode("likelyhood")
 
 
@@ -113,7 +115,8 @@ def test_longbench_answers_are_alternative_continuations(tmp_path, tokenizer):
 
 def test_gsm8k_has_no_continuation_to_score(tmp_path):
     path = tmp_path / "gsm.jsonl"
-    path.write_text("".join(json.dumps({"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"}) + "\n" for i in range(10)))
+    path.write_text("".join(json.dumps({"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"}) + "\n"
+                            for i in range(10)))
     task = fitness.get_task("gsm8k", data_file=str(path))
     inst = task.instances("search", 1, 0, None, None)[0]
     with pytest.raises(fitness.FitnessError, match="chain of thought"):

@@ -16,7 +16,8 @@ def write(path, lines):
 @pytest.fixture
 def gsm8k(tmp_path):
     rows = [
-        json.dumps({"question": f"Tom has {i} apples and buys 1,000 more. How many now?", "answer": f"{i} + 1000 = <<{i}+1000={i + 1000}>>{i + 1000}\n#### {i + 1000:,}"})
+        json.dumps({"question": f"Tom has {i} apples and buys 1,000 more. How many now?",
+                    "answer": f"{i} + 1000 = <<{i}+1000={i + 1000}>>{i + 1000}\n#### {i + 1000:,}"})
         for i in range(30)
     ]
     return write(tmp_path / "test.jsonl", rows)

@@ -61,7 +61,10 @@ def test_without_a_path_the_task_says_what_it_needs():
 
 def test_the_splits_are_disjoint_exact_and_do_not_depend_on_the_line_order(tmp_path, qa_file, tokenizer):
     task = fitness.get_task("jsonl_qa", path=qa_file, heldout_fraction=0.25)
-    ids = lambda t, split, n: {i.metadata["id"] for i in t.instances(split, n, 0, None, tokenizer)}
+
+    def ids(t, split, n):
+        return {i.metadata["id"] for i in t.instances(split, n, 0, None, tokenizer)}
+
     search, heldout = ids(task, "search", 15), ids(task, "heldout", 5)
     assert len(search) == 15 and len(heldout) == 5 and not search & heldout
     reversed_file = write(tmp_path / "reversed.jsonl", [record(i) for i in reversed(range(20))])
@@ -72,9 +75,11 @@ def test_the_splits_are_disjoint_exact_and_do_not_depend_on_the_line_order(tmp_p
 
 
 def test_a_long_prompt_is_cut_in_the_middle_of_its_context_and_keeps_the_question(tmp_path, tokenizer):
-    long = record(0, context="It began at dawn. " + "The sea was grey and the wind was cold. " * 200 + "It ended at dusk.")
+    long = record(0,
+                  context="It began at dawn. " + "The sea was grey and the wind was cold. " * 200 + "It ended at dusk.")
     task = fitness.get_task("jsonl_qa", path=write(tmp_path / "long.jsonl", [long, record(1)]))
-    [inst] = [i for i in task.instances("search", 1, 0, 300, tokenizer) + task.instances("heldout", 1, 0, 300, tokenizer)
+    [inst] = [i
+              for i in task.instances("search", 1, 0, 300, tokenizer) + task.instances("heldout", 1, 0, 300, tokenizer)
               if i.metadata["id"] == "q0"]
     assert inst.metadata["truncated"] and inst.metadata["context_tokens"] <= 300
     assert inst.context.startswith("It began at dawn.") and inst.context.rstrip().endswith("It ended at dusk.")

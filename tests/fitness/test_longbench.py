@@ -76,7 +76,8 @@ def test_few_shot_subsets_score_only_the_first_line(tmp_path, tokenizer):
 
 def test_classification_uses_the_record_classes(tmp_path, tokenizer):
     classes = ["Date", "Number", "Human"]
-    path = write(tmp_path / "trec.jsonl", [record(i, dataset="trec", answers=["Human"], all_classes=classes) for i in range(12)])
+    path = write(tmp_path / "trec.jsonl",
+                 [record(i, dataset="trec", answers=["Human"], all_classes=classes) for i in range(12)])
     task = fitness.get_task("longbench", data_file=path)
     [inst] = task.instances("search", 1, 0, None, tokenizer)
     assert task.score(inst, "Human") == (1.0, 1.0)

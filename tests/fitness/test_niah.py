@@ -7,12 +7,16 @@ from fitness.tasks.niah import DEFAULT_NEEDLE
 
 
 def test_instances_cycle_through_the_depth_by_length_grid(generate, haystack_dir):
-    insts = generate("niah", n=6, context_tokens=None, haystack_dir=haystack_dir, depths=(0.0, 0.5, 1.0), lengths=(512, 1024))
+    insts = generate("niah", n=6, context_tokens=None, haystack_dir=haystack_dir, depths=(0.0, 0.5, 1.0),
+                     lengths=(512, 1024))
     cells = [(i.metadata["target_tokens"], i.metadata["depth"]) for i in insts]
     assert cells == [(512, 0.0), (512, 0.5), (512, 1.0), (1024, 0.0), (1024, 0.5), (1024, 1.0)]
     for inst in insts:
         assert inst.context.count(DEFAULT_NEEDLE) == 1
-        assert abs(inst.metadata["context_tokens"] - inst.metadata["target_tokens"]) <= 0.02 * inst.metadata["target_tokens"]
+        assert (
+            abs(inst.metadata["context_tokens"] - inst.metadata["target_tokens"])
+            <= 0.02 * inst.metadata["target_tokens"]
+        )
 
 
 def test_the_needle_moves_from_the_start_to_the_end_with_depth(generate, haystack_dir):
@@ -33,7 +37,8 @@ def test_a_custom_needle_needs_its_keywords(haystack_dir, tokenizer):
     with pytest.raises(fitness.FitnessError, match="keywords"):
         fitness.get_task("niah", haystack_dir=haystack_dir, needle="The code word is marmalade.")
     task = fitness.get_task(
-        "niah", haystack_dir=haystack_dir, needle="The code word is marmalade.", question="What is the code word?", keywords="marmalade"
+        "niah", haystack_dir=haystack_dir, needle="The code word is marmalade.", question="What is the code word?",
+                            keywords="marmalade"
     )
     [inst] = task.instances("search", 1, 0, 1024, tokenizer)
     assert inst.references == ("marmalade",) and inst.context.count("The code word is marmalade.") == 1

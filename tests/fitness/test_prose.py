@@ -25,7 +25,8 @@ def only_heldout():
 def haystack_words(inst):
     """The instance's context with its needles and the task's header taken out, as words."""
     text = inst.context
-    needles = inst.metadata.get("needles") or [s for _, s in inst.metadata.get("placed", ())] or [inst.metadata.get("needle", "")]
+    needles = inst.metadata.get("needles") or [s for _, s in inst.metadata.get("placed",
+                                                                               ())] or [inst.metadata.get("needle", "")]
     for needle in needles:
         text = text.replace(needle, " ")
     return text.split("\n", 1)[1].split() if "\n" in text else text.split()

@@ -68,7 +68,8 @@ def test_bad_parameter_values_are_rejected_with_the_valid_choices():
 
 
 def test_an_instance_prompt_is_its_context_then_its_question_and_it_is_frozen():
-    inst = Instance(uid="t/search/1/0", task="t", split="search", context="abc ", question="q?", references=["x"], max_new_tokens=4)
+    inst = Instance(uid="t/search/1/0", task="t", split="search", context="abc ", question="q?", references=["x"],
+                    max_new_tokens=4)
     assert inst.prompt == "abc q?"
     assert inst.references == ("x",)
     with pytest.raises(FrozenInstanceError):

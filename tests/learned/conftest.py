@@ -9,7 +9,8 @@ import torch
 from evolalloc.learned.traces import FORMAT, VERSION, TraceSet
 
 
-def toy_traces(count: int, *, seed: int, layers: int = 1, kv_heads: int = 2, dim: int = 8, length: int = 96) -> TraceSet:
+def toy_traces(count: int, *, seed: int, layers: int = 1, kv_heads: int = 2, dim: int = 8,
+               length: int = 96) -> TraceSet:
     """Random keys/values; the importance of token i is ``exp(3 * k_i[0])`` in head 0 and
     ``exp(-3 * k_i[1])`` in head 1 — different per head, so each head must learn its own rule."""
     generator = torch.Generator().manual_seed(seed)
@@ -25,9 +26,12 @@ def toy_traces(count: int, *, seed: int, layers: int = 1, kv_heads: int = 2, dim
             imp[:, 1] = torch.exp(-3 * keys[:, 1, :n, 1])
             importance.append(imp)
         traces.append({"format": FORMAT, "version": VERSION, "keys": keys.half(), "values": values.half(),
-                       "splits": torch.tensor(splits), "importance": importance, "ids": torch.zeros(length, dtype=torch.int32)})
-    geometry = {"num_layers": layers, "num_query_heads": kv_heads, "num_kv_heads": kv_heads, "head_dim": dim, "max_positions": 0, "dtype_bytes": 4}
-    index = {"format": FORMAT, "version": VERSION, "model": {"spec": "toy", "model_type": "toy", "fingerprint": "0"}, "geometry": geometry}
+                       "splits": torch.tensor(splits), "importance": importance,
+                       "ids": torch.zeros(length, dtype=torch.int32)})
+    geometry = {"num_layers": layers, "num_query_heads": kv_heads, "num_kv_heads": kv_heads, "head_dim": dim,
+                "max_positions": 0, "dtype_bytes": 4}
+    index = {"format": FORMAT, "version": VERSION, "model": {"spec": "toy", "model_type": "toy", "fingerprint": "0"},
+             "geometry": geometry}
     return TraceSet(folder=Path("toy"), index=index, traces=traces)
 
 

@@ -60,7 +60,8 @@ def test_calibration_only_training_moves_scale_and_offset_and_leaves_the_residua
     traces = load_traces(write_folder(tmp_path / "t", records))
     gates, summary = train_gates(traces, config(residual=False), progress=False)
     assert summary["residual"] is False
-    assert torch.equal(gates.shared.weight, torch.zeros_like(gates.shared.weight)) and float(gates.shared.bias.detach()) == 0.0
+    assert torch.equal(gates.shared.weight,
+                       torch.zeros_like(gates.shared.weight)) and float(gates.shared.bias.detach()) == 0.0
     assert gates.log_scale.abs().max() > 0 and gates.offset.abs().max() > 0
     assert total_loss(traces, gates) < total_loss(traces, train_gates(traces, config(steps=1), progress=False)[0])
     with pytest.raises(ValueError, match="residual = False is a setting of anchored gates"):
@@ -70,21 +71,24 @@ def test_calibration_only_training_moves_scale_and_offset_and_leaves_the_residua
 def total_loss(traces, gates) -> float:
     c = config()
     with torch.no_grad():
-        return sum(float(anchored_loss(gates, features, item_anchor(traces, item, c.sinks, c.window), importance, capacity,
+        return sum(float(anchored_loss(gates, features, item_anchor(traces, item, c.sinks, c.window), importance,
+                                       capacity,
                                        c.sinks, c.window, c.penalty)[0])
                    for item in traces.items for capacity in c.capacities
                    for features, importance, _ in [item_tensors(traces, item, c.sinks, c.window, True)])
 
 
 def test_anchored_training_refuses_traces_without_smoothed_votes(records, tmp_path):
-    older = load_traces(write_folder(tmp_path / "o", [{k: v for k, v in r.items() if k != "snap_votes"} for r in records]))
+    older = load_traces(write_folder(tmp_path / "o",
+                                     [{k: v for k, v in r.items() if k != "snap_votes"} for r in records]))
     with pytest.raises(ValueError, match="anchored gates need traces with SnapKV's smoothed votes"):
         train_gates(older, config(), progress=False)
 
 
 def anchored_recipe(tmp_path, model_dir, **train_changes):
     train = {"steps": 20, "checkpoint_every": 5, "seed": 0, "votes": 8, "anchored": True, **train_changes}
-    return tiny_recipe(tmp_path, model_dir, scorer={"name": "gates", "params": {"sinks": 0, "window": 8}, "train": train},
+    return tiny_recipe(tmp_path, model_dir,
+                       scorer={"name": "gates", "params": {"sinks": 0, "window": 8}, "train": train},
                        baselines=["uniform", "gates"], budget={"target": 24, "expansions": []},
                        optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3})
 

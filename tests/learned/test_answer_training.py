@@ -61,13 +61,15 @@ def test_the_soft_top_k_keeps_about_k_entries_globally_or_per_head():
     scores = torch.randn(6, 50) * 4 + torch.arange(6.0)[:, None]  # heads on different scales
     log_r, used, allowed = soft_top_k(scores, 10, uniform=False, temperature=0.01)
     assert allowed == 60 and abs(float(used) - 60) < 1.0
-    assert (log_r.exp() >= 0.5).sum(dim=1).tolist() != [10] * 6  # global: heads keep different counts (the K-th itself: r = 0.5)
+    # global: heads keep different counts (the K-th itself: r = 0.5)
+    assert (log_r.exp() >= 0.5).sum(dim=1).tolist() != [10] * 6
     log_r, used, allowed = soft_top_k(scores, 10, uniform=True, temperature=0.01)
     assert allowed == 60 and (log_r.exp() >= 0.5).sum(dim=1).tolist() == [10] * 6
 
 
 def config(**changes) -> GatesTrainConfig:
-    return GatesTrainConfig(**{**dict(steps=12, hidden=4, capacities=(40, 60), sinks=0, window=W, log_every=100, votes=W,
+    return GatesTrainConfig(**{**dict(steps=12, hidden=4, capacities=(40, 60), sinks=0, window=W, log_every=100,
+                                      votes=W,
                                       anchored=True, residual=False, objective="answer", lr=3e-2, warmup=1), **changes})
 
 
@@ -84,7 +86,8 @@ def test_a_training_step_lowers_the_answer_loss_on_its_batch(model, records, tmp
     traces = load_traces(write_folder(tmp_path / "t", records))
     c = config()
     geometry = traces.index["geometry"]
-    gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"], 4, 32, W, True))
+    gates = RetentionGates(GatesConfig(geometry["num_layers"], geometry["num_kv_heads"], geometry["head_dim"], 4, 32, W,
+                                       True))
     optimizer = torch.optim.SGD([gates.log_scale, gates.offset], lr=0.5)
     before = batch_loss(gates, traces, model, c, 40, uniform_too)
     before.backward()
@@ -96,7 +99,8 @@ def test_a_training_step_lowers_the_answer_loss_on_its_batch(model, records, tmp
     assert float(after) < float(before.detach())
 
 
-def test_answer_training_is_deterministic_moves_the_calibration_and_needs_the_model_and_targets(model, records, tmp_path):
+def test_answer_training_is_deterministic_moves_the_calibration_and_needs_the_model_and_targets(model, records,
+                                                                                                tmp_path):
     traces = load_traces(write_folder(tmp_path / "t", records))
     first, summary = train_gates(traces, config(), progress=False, model=model)
     second, _ = train_gates(traces, config(), progress=False, model=model)
@@ -105,7 +109,8 @@ def test_answer_training_is_deterministic_moves_the_calibration_and_needs_the_mo
     assert "final_answer_nll" in summary and summary["items"] == 2
     with pytest.raises(ValueError, match="through their model"):
         train_gates(traces, config(), progress=False)
-    without = load_traces(write_folder(tmp_path / "o", [{k: v for k, v in r.items() if k != "answer_target"} for r in records]))
+    without = load_traces(write_folder(tmp_path / "o",
+                                       [{k: v for k, v in r.items() if k != "answer_target"} for r in records]))
     with pytest.raises(ValueError, match="answer_target"):
         train_gates(without, config(), progress=False, model=model)
 
@@ -116,14 +121,17 @@ def test_the_key_of_an_attention_recipe_does_not_move():
                              horizon=32, capacities=(48, 64, 128), checkpoint_every=50, sinks=0, window=32, votes=32,
                              anchored=True, residual=False)
     identity, geometry = {"model_type": "llama", "fingerprint": "f"}, {"num_layers": 30}
-    assert training_key(anchored, identity, geometry, []) == "314021879691cb19f477a3fc9f164997662e72a4734512b09cdc9c125e5e9d4b"
+    assert training_key(anchored, identity, geometry,
+                        []) == "314021879691cb19f477a3fc9f164997662e72a4734512b09cdc9c125e5e9d4b"
     from dataclasses import replace
 
-    assert training_key(replace(anchored, objective="answer"), identity, geometry, []) != training_key(anchored, identity, geometry, [])
+    assert training_key(replace(anchored, objective="answer"), identity, geometry,
+                        []) != training_key(anchored, identity, geometry, [])
 
 
 def answer_recipe(tmp_path, model_dir, **changes):
-    return anchored_recipe(tmp_path, model_dir, **{"objective": "answer", "splits_per_trace": 1, "residual": False, **changes})
+    return anchored_recipe(tmp_path, model_dir,
+                           **{"objective": "answer", "splits_per_trace": 1, "residual": False, **changes})
 
 
 def test_in_run_answer_training_reads_the_search_split_only_and_is_cached_deterministic_and_its_own_key(
@@ -134,7 +142,8 @@ def test_in_run_answer_training_reads_the_search_split_only_and_is_cached_determ
 
     generated = []
     real_generate = TaskSplits.generate
-    monkeypatch.setattr(TaskSplits, "generate", lambda self, split, n: generated.append(split) or real_generate(self, split, n))
+    monkeypatch.setattr(TaskSplits, "generate",
+                        lambda self, split, n: generated.append(split) or real_generate(self, split, n))
     first, experiment = trained_twice_then_cached(answer_recipe(tmp_path, tiny_model_dir), tmp_path, monkeypatch)
     assert set(generated) == {"search"}  # the held-out split was not even drawn for training
     index = json.loads((first.parent / "traces" / "index.json").read_text())

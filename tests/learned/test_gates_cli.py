@@ -17,18 +17,23 @@ def evolalloc(*args: str) -> subprocess.CompletedProcess:
 
 def test_gates_train_and_eval_write_checkpoint_tables_and_the_implied_budgets(tmp_path, tiny_model_dir):
     model = ["--model", str(tiny_model_dir)]
-    evolalloc("scorer", "trace", str(tmp_path / "train"), *model, "--tasks", "passkey", "--lengths", "200", "--count", "2")
-    evolalloc("scorer", "trace", str(tmp_path / "held"), *model, "--tasks", "passkey", "--lengths", "200", "--count", "1",
+    evolalloc("scorer", "trace", str(tmp_path / "train"), *model, "--tasks", "passkey", "--lengths", "200", "--count",
+              "2")
+    evolalloc("scorer", "trace", str(tmp_path / "held"), *model, "--tasks", "passkey", "--lengths", "200", "--count",
+              "1",
               "--split", "heldout", "--splits-per-trace", "2")
     ckpt = tmp_path / "gates.pt"
-    out = evolalloc("gates", "train", str(tmp_path / "train"), "--out", str(ckpt), "--steps", "5", "--hidden", "4", "--capacities", "40,64")
+    out = evolalloc("gates", "train", str(tmp_path / "train"), "--out", str(ckpt), "--steps", "5", "--hidden", "4",
+                    "--capacities", "40,64")
     assert "1 shared projection" in out.stdout and (tmp_path / "gates.log.jsonl").is_file()
-    out = evolalloc("gates", "eval", str(ckpt), "--traces", str(tmp_path / "held"), "--out", str(tmp_path / "eval"), *model,
+    out = evolalloc("gates", "eval", str(ckpt), "--traces", str(tmp_path / "held"), "--out", str(tmp_path / "eval"),
+                    *model,
                     "--scorers", "snapkv,streaming", "--budgets", "24,48")
     assert "gates (global)" in out.stdout
     result = json.loads((tmp_path / "eval" / "results.json").read_text())
     rows = result["global"]["rows"]
-    assert {r["method"] for r in rows} == {"gates (global)", "gates", "snapkv", "streaming", "optimal (global)", "optimal (uniform)"}
+    assert {r["method"] for r in rows} == {"gates (global)", "gates", "snapkv", "streaming", "optimal (global)",
+                                           "optimal (uniform)"}
     for c in (24, 48):
         at = {r["method"]: r["mean"] for r in rows if r["budget"] == c}
         assert at["optimal (global)"] <= min(at.values()) + 1e-9  # nothing beats the global oracle
@@ -40,5 +45,6 @@ def test_gates_train_and_eval_write_checkpoint_tables_and_the_implied_budgets(tm
 def test_gates_train_refuses_a_folder_that_is_not_a_trace_folder_in_one_line(tmp_path):
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "index.json").write_text("{}")
-    result = subprocess.run([sys.executable, "-m", "evolalloc", "gates", "train", str(tmp_path / "t")], capture_output=True, text=True, timeout=600)
+    result = subprocess.run([sys.executable, "-m", "evolalloc", "gates", "train", str(tmp_path / "t")],
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 2 and "trace format" in result.stderr and "Traceback" not in result.stderr

@@ -31,7 +31,8 @@ def save_tiny_gates(path, model_dir, *, layers=None, seed=0):
         geometry["num_layers"] = layers
     gates = RetentionGates(GatesConfig(geometry["num_layers"], 2, 16, hidden=4))
     return save_gates(path, gates, model=model_identity(str(model_dir), loaded.model), geometry=geometry,
-                      training={"steps": 7, "seed": seed, "traces_settings": {"tasks": ["passkey"], "split": "search", "count": 2}})
+                      training={"steps": 7, "seed": seed,
+                                "traces_settings": {"tasks": ["passkey"], "split": "search", "count": 2}})
 
 
 @pytest.fixture
@@ -48,7 +49,8 @@ def test_a_bad_checkpoint_is_a_refused_start_naming_the_recipe_field(tmp_path, r
         checkpoint.write_bytes(b"not a checkpoint")
     elif fault == "other model":
         save_tiny_gates(checkpoint, tiny_model_dir, layers=3)
-    recipe = tiny_recipe(tmp_path, tiny_model_dir, scorer={"name": scorer, "params": {"checkpoint": str(checkpoint)}}, **FAST)
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, scorer={"name": scorer, "params": {"checkpoint": str(checkpoint)}},
+                         **FAST)
     cache = snapshot(tmp_path / "cache")
     what = "policy" if scorer == "learned" else "gates"
     phrase = {"missing": f"no {what} checkpoint", "unreadable": f"not a readable {what} checkpoint",
@@ -61,7 +63,8 @@ def _mean(text: str, name: str) -> float:
     return float(re.search(rf"^{re.escape(name)} .*: mean ([0-9.]+),", text, re.M).group(1))
 
 
-def test_a_profile_searched_over_gates_records_its_checkpoint_and_reproduces_from_the_file_alone(tmp_path, runs, tiny_model_dir):
+def test_a_profile_searched_over_gates_records_its_checkpoint_and_reproduces_from_the_file_alone(tmp_path, runs,
+                                                                                                 tiny_model_dir):
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.report.comparison import load_comparison
 
@@ -81,7 +84,8 @@ def test_a_profile_searched_over_gates_records_its_checkpoint_and_reproduces_fro
     assert record["trained"] == {"steps": 7, "seed": 0, "tasks": ["passkey"], "splits": ["search"], "traces": 2,
                                  "model": str(tiny_model_dir)}
     shown = run_cli("show", run).stdout
-    assert f"scorer gates: checkpoint {checkpoint} (sha256 {digest[:16]}), trained 7 steps seed 0 2 traces of passkey" in shown
+    assert (f"scorer gates: checkpoint {checkpoint} (sha256 {digest[:16]}), "
+            "trained 7 steps seed 0 2 traces of passkey") in shown
     assert f"sha256 {digest[:16]}" in (run / "report.md").read_text()
     exported = json.loads(run_cli("export", run / "allocation-c24.json", "--format", "headkv").stdout)
     assert exported["scorer_checkpoint"]["sha256"] == digest
@@ -89,7 +93,8 @@ def test_a_profile_searched_over_gates_records_its_checkpoint_and_reproduces_fro
     # The file alone: another recipe (SnapKV, another scorer) gives the model and task; the file's gates rank.
     (tmp_path / "other").mkdir()
     other = tiny_recipe(tmp_path / "other", tiny_model_dir, scorer={"name": "snapkv", "params": {"window": 8}},
-                        task={"name": "passkey", "context_tokens": 200, "search": {"n": 2}, "heldout": {"n": 4}}, **FAST)
+                        task={"name": "passkey", "context_tokens": 200, "search": {"n": 2}, "heldout": {"n": 4}},
+                        **FAST)
     from_file = run_cli("evaluate", run / "allocation-c24.json", "--recipe", other, "--no-progress")
     assert from_file.code == 0, from_file.stderr
     from_run = run_cli("evaluate", run / "allocation-c24.json", "--run", run, "--no-progress")

@@ -24,7 +24,8 @@ def test_training_lowers_the_attention_lost_under_the_global_capacity():
 
 def test_retention_follows_importance_after_training():
     traces = toy_traces(6, seed=1, layers=1)
-    gates, _ = train_gates(traces, GatesTrainConfig(steps=200, capacities=(30,), sinks=0, window=0, hidden=8, lr=1e-2), progress=False)
+    gates, _ = train_gates(traces, GatesTrainConfig(steps=200, capacities=(30,), sinks=0, window=0, hidden=8, lr=1e-2),
+                           progress=False)
     features, importance, age = item_tensors(traces, traces.items[0], 0, 0)
     with torch.no_grad():
         retention = gates.log_retention(features)

@@ -75,7 +75,8 @@ def test_training_reads_only_the_search_split_and_a_second_experiment_reuses_it(
     recipe = recipe_with_training(tmp_path, tiny_model_dir)
     generated = []
     real_generate = TaskSplits.generate
-    monkeypatch.setattr(TaskSplits, "generate", lambda self, split, n: generated.append(split) or real_generate(self, split, n))
+    monkeypatch.setattr(TaskSplits, "generate",
+                        lambda self, split, n: generated.append(split) or real_generate(self, split, n))
     checkpoint, experiment = train(recipe)
     assert generated == ["search"]  # the held-out split was not even drawn before training ended
     assert checkpoint.is_file() and checkpoint.parent.parent == tmp_path / "cache" / "trained" / "gates"
@@ -101,7 +102,8 @@ def test_training_reads_only_the_search_split_and_a_second_experiment_reuses_it(
 
 
 MIXTURE = [{"name": "passkey", "weight": 1.0},  # the searched task itself: its search split only
-           {"name": "niah_single", "params": {"needle_type": "word", "haystack": "prose"}, "weight": 2.0, "label": "word"}]
+           {"name": "niah_single", "params": {"needle_type": "word", "haystack": "prose"}, "weight": 2.0,
+            "label": "word"}]
 
 
 def test_a_training_mixture_draws_each_listed_task_from_its_search_split_only(tmp_path, tiny_model_dir, monkeypatch):
@@ -112,7 +114,8 @@ def test_a_training_mixture_draws_each_listed_task_from_its_search_split_only(tm
     monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))
     drawn = []
     real = Task.instances
-    monkeypatch.setattr(Task, "instances", lambda self, split, *a, **k: drawn.append((self.name, split)) or real(self, split, *a, **k))
+    monkeypatch.setattr(Task, "instances",
+                        lambda self, split, *a, **k: drawn.append((self.name, split)) or real(self, split, *a, **k))
     recipe = recipe_with_training(tmp_path, tiny_model_dir, traces=3, tasks=MIXTURE)
     checkpoint, experiment = train(recipe)
     assert sorted(drawn) == [("niah_single", "search"), ("passkey", "search")]  # no task's held-out split was drawn
@@ -144,7 +147,8 @@ def test_a_training_mixture_without_traces_or_with_an_unknown_task_is_refused(tm
         load_recipe(recipe_with_training(tmp_path, tiny_model_dir, traces=3, tasks=[{"name": "passkee"}]))
     assert info.value.field == "scorer.train.tasks[0].name"
     with pytest.raises(UserError) as info:
-        load_recipe(recipe_with_training(tmp_path, tiny_model_dir, traces=3, tasks=[{"name": "passkey", "params": {"nedle": 1}}]))
+        load_recipe(recipe_with_training(tmp_path, tiny_model_dir, traces=3,
+                                         tasks=[{"name": "passkey", "params": {"nedle": 1}}]))
     assert info.value.field == "scorer.train.tasks[0].params.nedle"
 
 
@@ -183,7 +187,8 @@ ANSWER = {"votes": 8, "anchored": True, "residual": False, "objective": "answer"
 
 
 @pytest.mark.parametrize("scorer", ["gates", "learned", "gates-answer"])
-def test_training_killed_with_sigkill_resumes_to_the_uninterrupted_weights(tmp_path, tiny_model_dir, monkeypatch, scorer):
+def test_training_killed_with_sigkill_resumes_to_the_uninterrupted_weights(tmp_path, tiny_model_dir, monkeypatch,
+                                                                           scorer):
     scorer, extra = ("gates", ANSWER) if scorer == "gates-answer" else (scorer, {})
     recipe = recipe_with_training(tmp_path, tiny_model_dir, scorer, steps=60, **extra)
     env = {**os.environ, "EVOLALLOC_CACHE": str(tmp_path / "killed"), "OMP_NUM_THREADS": "1",
@@ -230,7 +235,9 @@ def test_search_trains_its_scorer_once_and_names_it_in_the_report(tmp_path, tiny
     monkeypatch.setattr(in_run, "train_gates", lambda *a, **k: (_ for _ in ()).throw(AssertionError("trained again")))
     second = run_cli("search", recipe, "--runs-dir", tmp_path / "runs", "--name", "again", "--no-progress")
     assert second.code == 0, second.stderr
-    assert load_allocation(tmp_path / "runs" / "again" / "allocation-c24.json").provenance["scorer_checkpoint"] == record
+    assert (
+        load_allocation(tmp_path / "runs" / "again" / "allocation-c24.json").provenance["scorer_checkpoint"] == record
+    )
 
 
 def test_search_seeds_share_one_trained_scorer(tmp_path, tiny_model_dir, monkeypatch):
@@ -240,8 +247,10 @@ def test_search_seeds_share_one_trained_scorer(tmp_path, tiny_model_dir, monkeyp
     recipe = recipe_with_training(tmp_path, tiny_model_dir)
     result = run_cli("search", recipe, "--seeds", "0", "1", "--runs-dir", tmp_path / "runs", "--no-progress")
     assert result.code == 0, result.stderr
-    records = [load_allocation(tmp_path / "runs" / f"tiny-s{seed}" / "allocation-c24.json").provenance["scorer_checkpoint"]
-               for seed in (0, 1)]
+    records = [
+        load_allocation(tmp_path / "runs" / f"tiny-s{seed}" / "allocation-c24.json").provenance["scorer_checkpoint"]
+        for seed in (0, 1)
+    ]
     assert records[0] == records[1]  # the training seed is scorer.train.seed, not the search seed
     assert len(list((tmp_path / "cache" / "trained" / "gates").iterdir())) == 1
 

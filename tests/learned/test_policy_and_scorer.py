@@ -10,7 +10,8 @@ from evolalloc.runtime.prefill import prefill
 from evolalloc.runtime.scorers import get_scorer
 from tests.runtime.conftest import random_prompt, tiny_model
 
-GEOMETRY = {"num_layers": 3, "num_query_heads": 4, "num_kv_heads": 2, "head_dim": 16, "max_positions": 512, "dtype_bytes": 4}
+GEOMETRY = {"num_layers": 3, "num_query_heads": 4, "num_kv_heads": 2, "head_dim": 16, "max_positions": 512,
+            "dtype_bytes": 4}
 MODEL = {"spec": "tiny", "model_type": "llama", "fingerprint": "abc"}
 
 
@@ -69,6 +70,7 @@ def test_the_learned_scorer_ranks_by_its_mlp_with_sinks_and_window_first(checkpo
 
 def test_the_learned_scorer_refuses_a_model_of_another_shape(tmp_path):
     geometry = {**GEOMETRY, "head_dim": 8}
-    path = save_policy(tmp_path / "p.pt", HeadPolicies(PolicyConfig(3, 2, 8, hidden=4)), model=MODEL, geometry=geometry, training={})
+    path = save_policy(tmp_path / "p.pt", HeadPolicies(PolicyConfig(3, 2, 8, hidden=4)), model=MODEL, geometry=geometry,
+                       training={})
     with pytest.raises(ValueError, match="head_dim 8"):
         prefill(tiny_model("llama"), random_prompt(10), [get_scorer("learned", checkpoint=str(path))])

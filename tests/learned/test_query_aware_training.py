@@ -36,7 +36,8 @@ def write_folder(folder, records, version=2):
     entries = []
     for i, record in enumerate(records):
         name = f"trace-{i:05d}.pt"
-        torch.save({**record, "format": FORMAT, "version": version, "uid": f"u{i}", "task": "t", "prompt_len": 180}, folder / name)
+        torch.save({**record, "format": FORMAT, "version": version, "uid": f"u{i}", "task": "t", "prompt_len": 180},
+                   folder / name)
         entries.append({"file": name, "uid": f"u{i}", "task": "t"})
     index = {"format": FORMAT, "version": version, "model": {}, "geometry": GEOMETRY, "settings": {}, "traces": entries}
     (folder / "index.json").write_text(json.dumps(index))
@@ -62,11 +63,13 @@ def test_a_trace_folder_with_votes_round_trips_and_old_traces_still_load(records
 def test_query_free_training_ignores_recorded_votes_and_query_aware_training_refuses_traces_without(records, tmp_path):
     config = GatesTrainConfig(steps=12, hidden=4, capacities=(40,), sinks=4, window=8, log_every=100)
     with_votes = load_traces(write_folder(tmp_path / "a", records))
-    stripped = load_traces(write_folder(tmp_path / "b", [{k: v for k, v in r.items() if k not in ("votes", "votes_window")}
+    stripped = load_traces(write_folder(tmp_path / "b",
+                                        [{k: v for k, v in r.items() if k not in ("votes", "votes_window")}
                                                          for r in records], version=1))
     plain_a, _ = train_gates(with_votes, config, progress=False)
     plain_b, _ = train_gates(stripped, config, progress=False)
-    assert plain_a.config.votes == 0 and all(torch.equal(plain_a.state_dict()[k], v) for k, v in plain_b.state_dict().items())
+    assert plain_a.config.votes == 0 and all(torch.equal(plain_a.state_dict()[k], v)
+                                             for k, v in plain_b.state_dict().items())
     aware, summary = train_gates(with_votes, GatesTrainConfig(**{**config.__dict__, "votes": 16}), progress=False)
     assert aware.config.features == 2 * 16 + 2 and summary["votes"] == 16
     with pytest.raises(ValueError, match="votes=16.* need traces with votes of window 16; these have none"):
@@ -115,5 +118,6 @@ def test_gates_train_with_votes_on_traces_without_is_one_line_and_exit_2(records
     result = run_cli("gates", "train", folder, "--votes", "16", "--steps", "2", "--capacities", "40", "--window", "8",
                      "--out", tmp_path / "g.pt")
     assert result.code == 2 and len(result.error_lines) == 1
-    assert "--votes" in result.stderr and "needs traces recorded with `evolalloc scorer trace --votes 16`; these have no votes" in result.stderr
+    assert "--votes" in result.stderr and ("needs traces recorded with `evolalloc scorer trace "
+                                           "--votes 16`; these have no votes") in result.stderr
     assert not (tmp_path / "g.pt").exists()

@@ -21,7 +21,8 @@ def test_the_linear_time_cost_equals_the_naive_per_budget_sum():
         importance = torch.rand(n, generator=generator) ** 3
         for _ in range(5):
             order = torch.randperm(n, generator=generator)
-            assert torch.isclose(ranking_cost(importance, order), torch.tensor(naive_cost(importance, order.tolist())), rtol=1e-5)
+            assert torch.isclose(ranking_cost(importance, order), torch.tensor(naive_cost(importance, order.tolist())),
+                                 rtol=1e-5)
 
 
 def test_the_cost_per_budget_sums_to_the_total_and_ends_at_zero():

@@ -40,7 +40,8 @@ def test_training_is_reproducible_with_a_seed():
 
 def test_subsampled_tokens_keep_their_positions_in_the_whole_cache():
     traces = toy_traces(1, seed=0)
-    features, importance = item_tensors(traces, (0, 1), sinks=4, window=8, max_tokens=10, generator=torch.Generator().manual_seed(0))
+    features, importance = item_tensors(traces, (0, 1), sinks=4, window=8, max_tokens=10,
+                                        generator=torch.Generator().manual_seed(0))
     assert features.shape == (2, 10, 17) and importance.shape == (2, 10)
     positions = features[0, :, -1] * 96
     assert (positions >= 4).all() and (positions < 96 - 8).all()

@@ -40,7 +40,8 @@ def test_compare_scores_every_adaptive_method_at_every_budget_per_instance(tiny_
         rows, chosen = compare(tmp_path, experiment, evolved)
         assert isinstance(experiment.scorer_for(chosen["uniform+adakv"][24.0]), Adapted)
         assert not isinstance(experiment.scorer_for(chosen["uniform"][24.0]), Adapted)
-    assert {(row.method, row.budget) for row in rows} == {(m, b) for m in ["evolved", "uniform", *ADAPTIVE] for b in (24.0, 48.0)}
+    assert {(row.method, row.budget) for row in rows} == {(m, b) for m in ["evolved", "uniform", *ADAPTIVE]
+                                                          for b in (24.0, 48.0)}
     assert all(row.score.n == 3 for row in rows)
     assert all(row.versus is not None for row in rows if row.method != "evolved")  # paired with evolved
     # evolved+adakv starts from the searched profile at each budget; its file is valid.
@@ -64,7 +65,8 @@ def test_compare_runs_the_global_gates_from_the_default_checkpoint(tiny_model_di
     run = recipe(tiny_model_dir, ["uniform", "gates"])
     with Experiment(run, progress=False) as experiment:
         assert "gates" in [s.name for s in experiment.scorers]  # its records hold the gates' ranking and scores
-        evolved = {24.0: Allocation(model="m", geometry=experiment.geometry, scorer="snapkv", scorer_params={"window": 8},
+        evolved = {24.0: Allocation(model="m", geometry=experiment.geometry, scorer="snapkv",
+                                    scorer_params={"window": 8},
                                     target=24, budgets=np.full((4, 2), 24), provenance={"method": "evolved"})}
         (tmp_path / "run").mkdir()
         rows, chosen = compare(tmp_path / "run", experiment, evolved)

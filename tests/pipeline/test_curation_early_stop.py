@@ -13,33 +13,41 @@ from tests.pipeline.test_pipeline_protocol import base_recipe, curated, index_of
 
 
 def _recipe(tmp_path, model_dir, n, draw, batch_size, kind="local"):
-    return load(tmp_path, base_recipe(model_dir, task=curated(search={"n": n, "curate": {"full_cache_solves": True, "draw": draw}}),
+    return load(tmp_path, base_recipe(model_dir, task=curated(search={"n": n, "curate": {"full_cache_solves": True,
+                                                                                         "draw": draw}}),
                                       engine={"kind": kind, "threads": 1, "batch_size": batch_size}))
 
 
-def test_curation_stops_at_the_nth_kept_and_keeps_what_the_whole_draw_keeps(tmp_path, tiny_model_dir, judged, monkeypatch):
+def test_curation_stops_at_the_nth_kept_and_keeps_what_the_whole_draw_keeps(tmp_path, tiny_model_dir, judged,
+                                                                            monkeypatch):
     from evolalloc.pipeline import curation
     from evolalloc.pipeline.experiment import Experiment
 
     shown = []  # the candidates the judge saw, in order
     evaluate = LocalEvaluator.evaluate
-    monkeypatch.setattr(LocalEvaluator, "evaluate", lambda self, budgets: shown.extend(i.uid for i in self.instances) or evaluate(self, budgets))
+    monkeypatch.setattr(LocalEvaluator, "evaluate",
+                        lambda self, budgets: shown.extend(i.uid for i in self.instances) or evaluate(self, budgets))
 
     # The fake judge: the full cache solves the even draws. 3 wanted, slices of 4: judged 0-3, 4-7.
-    experiment = Experiment(_recipe(tmp_path, tiny_model_dir, 3, 24, 4), progress=False, curation_file=tmp_path / "early.json")
+    experiment = Experiment(_recipe(tmp_path, tiny_model_dir, 3, 24, 4), progress=False,
+                            curation_file=tmp_path / "early.json")
     kept = [inst.uid for inst in experiment.instances("search")]
     drawn = experiment.instances("search:drawn")
     assert len(drawn) == 24 and shown == [inst.uid for inst in drawn[:8]]
     stored = json.loads((tmp_path / "early.json").read_text())["tasks"]["passkey"]["search"]
     assert (stored["drawn"], stored["draw"], stored["full_cache_solved"], stored["kept"]) == (8, 24, 4, 3)
-    assert "drew 8 of up to 24 (stopped at 3 kept), the full cache solved 4; kept 3" in experiment.curations["search"].line()
+    assert (
+        "drew 8 of up to 24 (stopped at 3 kept), the full cache solved 4; kept 3"
+        in experiment.curations["search"].line()
+    )
     # only the judged candidates were prefilled; the kept records are theirs
     assert experiment.records("search") and "search:drawn" not in experiment.splits.records_of
 
     # The whole draw judged at once (as a Ray engine does) keeps the very same prompts, in order.
     monkeypatch.setattr(curation, "slice_size", lambda engine, total: total)
     shown.clear()
-    whole = Experiment(_recipe(tmp_path, tiny_model_dir, 3, 24, 4), progress=False, curation_file=tmp_path / "whole.json")
+    whole = Experiment(_recipe(tmp_path, tiny_model_dir, 3, 24, 4), progress=False,
+                       curation_file=tmp_path / "whole.json")
     assert [inst.uid for inst in whole.instances("search")] == kept
     assert len(shown) == 24 and [index_of(uid) for uid in kept] == [0, 2, 4]
     whole.close()
@@ -49,7 +57,8 @@ def test_curation_stops_at_the_nth_kept_and_keeps_what_the_whole_draw_keeps(tmp_
 def test_too_few_solved_judges_the_whole_draw(tmp_path, tiny_model_dir, judged):
     from evolalloc.pipeline.experiment import Experiment
 
-    experiment = Experiment(_recipe(tmp_path, tiny_model_dir, 5, 7, 3), progress=False, curation_file=tmp_path / "c.json")
+    experiment = Experiment(_recipe(tmp_path, tiny_model_dir, 5, 7, 3), progress=False,
+                            curation_file=tmp_path / "c.json")
     assert [index_of(inst.uid) for inst in experiment.instances("search")] == [0, 2, 4, 6]
     record = experiment.curations["search"]
     assert (record.drawn, record.draw, record.kept) == (7, 7, 4) and "FEWER than wanted" in record.line()
@@ -65,9 +74,11 @@ def test_a_slice_is_decoded_exactly_as_in_the_whole_draw(tmp_path, tiny_model_di
     experiment = Experiment(_recipe(tmp_path, tiny_model_dir, 2, 6, 3), progress=False)
     full = [np.full((experiment.geometry.num_layers, experiment.geometry.num_kv_heads), FULL_BUDGET, dtype=np.int64)]
     whole = experiment.evaluator("search:drawn").evaluate(full)[0].instances
-    sliced = [o for start in (0, 3) for o in experiment.evaluator(drawn_slice("search", start, start + 3, 6)).evaluate(full)[0].instances]
+    sliced = [o for start in (0, 3)
+              for o in experiment.evaluator(drawn_slice("search", start, start + 3, 6)).evaluate(full)[0].instances]
     assert [o.uid for o in sliced] == [o.uid for o in whole]
-    assert [(o.prediction, o.score, o.generated_tokens) for o in sliced] == [(o.prediction, o.score, o.generated_tokens) for o in whole]
+    assert [(o.prediction, o.score, o.generated_tokens) for o in sliced] == [(o.prediction, o.score, o.generated_tokens)
+                                                                             for o in whole]
     assert any(o.generated_tokens for o in whole)  # something was decoded
     experiment.close()
 
@@ -81,9 +92,11 @@ def test_candidates_not_kept_leave_the_temporary_folder_once_curation_decides(tm
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.runtime.spill import MappedLayers
 
-    recipe = load(tmp_path, base_recipe(tiny_model_dir, task=curated(search={"n": 2, "curate": {"full_cache_solves": True, "draw": 6}},
+    recipe = load(tmp_path, base_recipe(tiny_model_dir,
+                                        task=curated(search={"n": 2, "curate": {"full_cache_solves": True, "draw": 6}},
                                                                        context_tokens=400),  # longer than b_max
-                                        engine={"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "1GiB"}))
+                                        engine={"kind": "local", "threads": 1, "batch_size": 8,
+                                                "record_memory": "1GiB"}))
     experiment = Experiment(recipe, progress=False)  # no curation file: no run folder yet
     experiment.instances("search")
     folder = Path(experiment.keeper._temporary.name)

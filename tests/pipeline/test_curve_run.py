@@ -14,6 +14,7 @@ from evolalloc.core.errors import UserError
 
 from .test_pipeline import evolalloc, tiny_recipe
 
+
 def _records(folder):
     from evolalloc.search.loop import open_search
 
@@ -59,11 +60,13 @@ def test_a_curve_run_ships_a_nested_profile_for_every_grid_budget(tmp_path, tiny
         space = load_checkpoint(folder).config.build_space()
         decoded = np.asarray(best.budgets)  # the whole candidate allocation, as the search decoded it
         lo = below if below is not None else np.full((4, 2), 8)  # the window of 8 tokens the scorer always keeps
-        hi = above if above is not None else np.maximum(np.full((4, 2), int(np.ceil(space.ratio_bounds[1] * budget))), below)
+        hi = above if above is not None else np.maximum(np.full((4, 2), int(np.ceil(space.ratio_bounds[1] * budget))),
+                                                        below)
         assert np.array_equal(profiles[budget].budgets, bounded_budgets(decoded, budget, "layer", lo, hi))
 
     rows = json.loads((run / "comparison.json").read_text())["rows"]
-    budgets = {method: sorted(r["budget"] for r in rows if r["method"] == method) for method in ("evolved", "uniform", "pyramid")}
+    budgets = {method: sorted(r["budget"] for r in rows if r["method"] == method)
+               for method in ("evolved", "uniform", "pyramid")}
     assert all(value == [12.0, 17.0, 24.0, 34.0, 48.0] for value in budgets.values())
     assert (run / "score-vs-budget.png").is_file()
     assert "| curve | 5 budgets from 0.5c to 2c, anchors the ends and c searched" in (run / "report.md").read_text()
@@ -118,7 +121,8 @@ def test_an_anchor_below_the_scorers_floor_is_refused_before_the_run_folder_exis
     from evolalloc.config.recipe import load_recipe
     from evolalloc.pipeline.start import prepare_run
 
-    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "curve": {"low": 0.25, "high": 2.0}}))
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir,
+                                     budget={"target": 24, "curve": {"low": 0.25, "high": 2.0}}))
     with pytest.raises(UserError, match="budget.curve.low: the anchor at c=6 is below the 8 tokens"):
         prepare_run(recipe, tmp_path / "runs", progress=False)
     assert not (tmp_path / "runs" / "tiny").exists()

@@ -149,7 +149,9 @@ def test_topup_is_the_proportional_budgets_read_as_floors_of_the_searched_share(
     assert same.provenance["adapter_params"] == {"floor_fraction": 1.0}
     topped = source.expand(80, rule="topup")
     assert (topped.budgets == source.expand(80, rule="proportional").budgets).all()
-    assert topped.provenance["adapter"] == "gate_floors" and topped.provenance["adapter_params"] == {"floor_fraction": 0.25}
+    assert topped.provenance["adapter"] == "gate_floors" and topped.provenance["adapter_params"] == {
+        "floor_fraction": 0.25
+    }
     # Searched floors (gate_floors at fraction 0.5) stay the same tokens: 0.5 * 20/80.
     floors = gates_profile(adapter="gate_floors", adapter_params={"floor_fraction": 0.5}).expand(80, rule="topup")
     assert floors.provenance["adapter_params"] == {"floor_fraction": 0.125}
@@ -169,7 +171,8 @@ def test_rule_search_scores_topup_for_gates_with_its_own_evaluator():
         seen.append(candidate.provenance["adapter"])
         return own
 
-    shipped = expand_profile(gates_profile(), [40], "search", 1, static, echo=lambda _: None, evaluator_for=evaluator_for)
+    shipped = expand_profile(gates_profile(), [40], "search", 1, static, echo=lambda _: None,
+                             evaluator_for=evaluator_for)
     assert seen == ["gate_floors"] and static.calls == own.calls == 1
     assert shipped[40.0].provenance["expansion_rule"] == "topup"
     assert set(shipped[40.0].provenance["expansion_search_scores"]) == {"proportional", "additive", "topup"}

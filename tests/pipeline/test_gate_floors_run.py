@@ -56,9 +56,12 @@ def test_a_floors_run_ships_its_adapter_and_fraction_and_the_file_reproduces_its
         assert isinstance(scorer, Adapted) and scorer.adapter.params() == {"floor_fraction": FRACTION}
         # The fraction read from the file is the one that runs: another fraction scores otherwise.
         other = Allocation(model=shipped.model, geometry=shipped.geometry, scorer=shipped.scorer,
-                           scorer_params=shipped.scorer_params, target=TARGET, budgets=np.array([[20] * 2, [20] * 2, [20] * 2, [68] * 2]),
-                           provenance={"method": "evolved", "adapter": "gate_floors", "adapter_params": {"floor_fraction": 1.0}})
-        blended = Allocation(**{**other.__dict__, "provenance": {**other.provenance, "adapter_params": {"floor_fraction": 0.0}}})
+                           scorer_params=shipped.scorer_params, target=TARGET,
+                           budgets=np.array([[20] * 2, [20] * 2, [20] * 2, [68] * 2]),
+                           provenance={"method": "evolved", "adapter": "gate_floors",
+                                       "adapter_params": {"floor_fraction": 1.0}})
+        blended = Allocation(**{**other.__dict__,
+                                "provenance": {**other.provenance, "adapter_params": {"floor_fraction": 0.0}}})
         assert likelihood(experiment, other) != likelihood(experiment, blended)
         reloaded = load_allocation(save_allocation(blended, tmp_path / "b.json"))
         assert likelihood(experiment, reloaded) == likelihood(experiment, blended)

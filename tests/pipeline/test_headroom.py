@@ -69,7 +69,8 @@ def test_headroom_prefills_whole_records_not_the_recipes_b_max(tmp_path, tiny_mo
     assert "prefilling those instances again in full" not in capsys.readouterr().err
 
 
-def test_gates_bring_the_global_gates_row_and_a_recipe_that_trains_them_trains_first(tmp_path, tiny_model_dir, monkeypatch):
+def test_gates_bring_the_global_gates_row_and_a_recipe_that_trains_them_trains_first(tmp_path, tiny_model_dir,
+                                                                                     monkeypatch):
     """The recipe's gates are trained in the run (scorer.train, search split only); the table then
     has uniform gates and the global top-k over the same gates, both the full cache beyond the prompt."""
     monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))

@@ -59,7 +59,8 @@ def hybrid_recipe(model_dir, **changes):
 
 def likelihood(experiment, allocation, scorer=None) -> float:
     """The held-out mean log-likelihood of the references: moves with every kept token."""
-    (result,) = experiment.evaluator("heldout", scorer or experiment.scorer_for(allocation), mode="likelihood").evaluate(
+    (result,) = experiment.evaluator("heldout", scorer or experiment.scorer_for(allocation),
+                                     mode="likelihood").evaluate(
         [allocation.budgets])
     assert result.ok, result.error
     return result.task_score
@@ -73,7 +74,8 @@ def test_at_zero_prior_the_hybrid_scores_exactly_as_the_global_gates(home, tiny_
                             provenance={"method": "evolved", "adapter": "gate_prior"})
         plain = experiment.evaluator("heldout", experiment.scorer_for(gates)).evaluate([gates.budgets])[0]
         shifted = experiment.evaluator("heldout", experiment.scorer_for(hybrid)).evaluate([hybrid.budgets])[0]
-        assert [(o.prediction, o.score) for o in shifted.instances] == [(o.prediction, o.score) for o in plain.instances]
+        assert [(o.prediction, o.score) for o in shifted.instances] == [(o.prediction, o.score)
+                                                                        for o in plain.instances]
         assert likelihood(experiment, hybrid) == likelihood(experiment, gates)
         # ...and a non-zero prior is not: the adapter really reads the budgets
         tilted = Allocation(model="m", geometry=experiment.geometry, scorer="gates", scorer_params=gates.scorer_params,
@@ -114,11 +116,13 @@ def test_a_hybrid_run_ships_its_prior_and_evaluate_reproduces_its_score_from_the
         from evolalloc.runtime.generation import resolve_profile
 
         _, generating, _ = resolve_profile(run / f"allocation-c{TARGET}.json", experiment.loaded.model, None)
-        assert isinstance(generating, Adapted) and generating.adapter.name == "gate_prior"  # generate runs it as searched
+        # generate runs it as searched
+        assert isinstance(generating, Adapted) and generating.adapter.name == "gate_prior"
 
     prompt = tmp_path / "prompts.jsonl"
     prompt.write_text(json.dumps({"prompt": "The pass key is 12345. Remember it. " * 8 + "The pass key is"}) + "\n")
-    generated = run_cli("generate", "--allocation", str(run / f"allocation-c{TARGET}.json"), "--model", str(tiny_model_dir),
+    generated = run_cli("generate", "--allocation", str(run / f"allocation-c{TARGET}.json"), "--model",
+                        str(tiny_model_dir),
                         "--prompt-file", str(prompt), "--max-new-tokens", "4")
     assert generated.code == 0, generated.stderr
 
@@ -147,7 +151,8 @@ def test_a_recipe_pairing_the_hybrid_with_another_scorer_is_refused_in_one_line(
     path = tmp_path / "r.yaml"
     import yaml
 
-    path.write_text(yaml.safe_dump({**hybrid_recipe(tiny_model_dir).to_dict(), "scorer": {"name": "snapkv", "params": {}}}))
+    path.write_text(yaml.safe_dump({**hybrid_recipe(tiny_model_dir).to_dict(),
+                                    "scorer": {"name": "snapkv", "params": {}}}))
     refused = run_cli("search", str(path), "--runs-dir", str(tmp_path / "runs"))
     assert refused.code == 2 and len(refused.error_lines) == 1 and "search_space.name" in refused.stderr
     assert not (tmp_path / "runs").exists()
@@ -183,6 +188,7 @@ def _recipe_file(model_dir, tmp_path) -> Path:
     import yaml
 
     path = tmp_path / "plain.yaml"
-    path.write_text(yaml.safe_dump({"model": {"spec": str(model_dir)}, "task": {"name": "passkey", "context_tokens": 200,
+    path.write_text(yaml.safe_dump({"model": {"spec": str(model_dir)},
+                                    "task": {"name": "passkey", "context_tokens": 200,
                                     "search": {"n": 1}, "heldout": {"n": 1}}, "budget": {"target": TARGET}}))
     return path

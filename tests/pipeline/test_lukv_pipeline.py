@@ -52,7 +52,8 @@ def test_lukv_is_profiled_once_saved_in_the_run_folder_and_compared_at_every_bud
     with Experiment(run, progress=False, run_dir=tmp_path) as experiment:
         g = experiment.geometry
         evolved = {c: Allocation(model="m", geometry=g, scorer="snapkv", scorer_params={"window": 8}, target=c,
-                                 budgets=np.full((g.num_layers, g.num_kv_heads), int(c)), provenance={"method": "evolved"})
+                                 budgets=np.full((g.num_layers, g.num_kv_heads), int(c)),
+                                 provenance={"method": "evolved"})
                    for c in (24.0, 48.0)}
         rows, methods = compare(tmp_path, experiment, evolved)
         curves = experiment.lukv_curves()
@@ -64,7 +65,8 @@ def test_lukv_is_profiled_once_saved_in_the_run_folder_and_compared_at_every_bud
     for c, allocation in methods["lukv"].items():
         assert allocation.total == round(c * g.num_layers * g.num_kv_heads) and allocation.budgets.min() >= 8
         assert np.array_equal(allocation.budgets, saved.budgets(allocation.total))
-        assert load_allocation(save_allocation(allocation, tmp_path / f"lukv-{c:g}.json")).provenance["method"] == "lukv"
+        assert load_allocation(save_allocation(allocation,
+                                               tmp_path / f"lukv-{c:g}.json")).provenance["method"] == "lukv"
     # One set of curves for every budget: no head loses tokens from c = 24 to c = 48.
     assert np.all(methods["lukv"][48.0].budgets >= methods["lukv"][24.0].budgets)
 

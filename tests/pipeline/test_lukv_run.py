@@ -24,10 +24,12 @@ def test_a_run_with_lukv_profiles_it_compares_it_and_exports_its_curves(tmp_path
     curves = UtilityCurves.load(run / CURVES_FILE)
     assert curves.utility.shape[:2] == (4, 2) and curves.meta["split"] == "search" and curves.meta["instances"] == 2
     rows = json.loads((run / "comparison.json").read_text())["rows"]
-    assert {(row["method"], row["budget"]) for row in rows if row["method"] == "lukv"} == {("lukv", 24.0), ("lukv", 48.0)}
+    assert {(row["method"], row["budget"]) for row in rows
+            if row["method"] == "lukv"} == {("lukv", 24.0), ("lukv", 48.0)}
     assert "| lukv" in (run / "report.md").read_text()
 
-    scored = evolalloc("evaluate", "lukv", "--run", str(run), "--budget", "32", "--quiet", "--no-progress", cwd=tmp_path)
+    scored = evolalloc("evaluate", "lukv", "--run", str(run), "--budget", "32", "--quiet", "--no-progress",
+                       cwd=tmp_path)
     assert scored.returncode == 0, scored.stderr
     assert "lukv (c = 32, scorer snapkv) on passkey/heldout: mean" in scored.stdout
 

@@ -45,16 +45,17 @@ def evolalloc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
-    from evolalloc.pipeline.run import search_run
     from evolalloc.config.recipe import load_recipe
     from evolalloc.config.run_folder import create_run_folder
+    from evolalloc.pipeline.run import search_run
 
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
     run = create_run_folder(recipe, tmp_path / "runs")
     search_run(run, recipe, progress=False)
     names = {p.name for p in run.iterdir()}
     for expected in ("recipe.yaml", "study.db", "search_checkpoint.json", "allocation-c24.json", "allocation-c48.json",
-                     "comparison.json", "report.md", "budgets-per-layer.png", "fitness-over-evaluations.png", "score-vs-budget.png"):
+                     "comparison.json", "report.md", "budgets-per-layer.png", "fitness-over-evaluations.png",
+                     "score-vs-budget.png"):
         assert expected in names, expected
     profile = load_allocation(run / "allocation-c24.json")
     assert profile.total == 24 * 4 * 2  # completed to the exact target total
@@ -105,10 +106,10 @@ def test_a_bad_allocation_file_gives_one_line_and_a_non_zero_exit(tmp_path):
 def test_a_run_killed_mid_search_resumes_and_finishes_with_every_evaluation_once(tmp_path, tiny_model_dir, monkeypatch):
     import optuna
 
-    from evolalloc.engine.local import LocalEvaluator
-    from evolalloc.pipeline.run import resume_run, search_run
     from evolalloc.config.recipe import load_recipe
     from evolalloc.config.run_folder import create_run_folder
+    from evolalloc.engine.local import LocalEvaluator
+    from evolalloc.pipeline.run import resume_run, search_run
 
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
     run = create_run_folder(recipe, tmp_path / "runs")
@@ -145,7 +146,8 @@ def test_the_commands_around_a_finished_run(tmp_path, tiny_model_dir):
     shown = evolalloc("show", str(run), cwd=tmp_path)
     assert shown.returncode == 0 and "c = 24" in shown.stdout and "held-out comparison" in shown.stdout
 
-    exported = evolalloc("export", str(run / "allocation-c24.json"), "--format", "kvpress", "--context-length", "200", cwd=tmp_path)
+    exported = evolalloc("export", str(run / "allocation-c24.json"), "--format", "kvpress", "--context-length", "200",
+                         cwd=tmp_path)
     table = json.loads(exported.stdout)
     assert len(table["budgets"]) == 4 and len(table["compression_ratios"]) == 4
 

@@ -4,8 +4,6 @@ several weighted tasks end to end, and --seeds (one run per seed, a summary, res
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -59,7 +57,8 @@ def judged(monkeypatch):
             full = int(np.max(b)) >= FULL
             asked["full" if full else "compressed"] += 1
             solved = (lambda i: i % 2 == 0) if full else (lambda i: i % 4 == 0)
-            outcomes = [InstanceOutcome(inst.uid, "", float(solved(index_of(inst.uid))), float(solved(index_of(inst.uid))))
+            outcomes = [InstanceOutcome(inst.uid, "", float(solved(index_of(inst.uid))),
+                                        float(solved(index_of(inst.uid))))
                         for inst in self.instances]
             results.append(EvalResult(task_score=float(np.mean([o.score for o in outcomes])), instances=outcomes))
         return results
@@ -77,7 +76,8 @@ def curated(search=None, heldout=None, **task):
     return section
 
 
-def test_curation_keeps_what_the_full_cache_solves_and_uniform_does_not_and_records_the_counts(tmp_path, tiny_model_dir, judged):
+def test_curation_keeps_what_the_full_cache_solves_and_uniform_does_not_and_records_the_counts(tmp_path, tiny_model_dir,
+                                                                                               judged):
     from evolalloc.pipeline.experiment import Experiment
 
     recipe = load(tmp_path, base_recipe(tiny_model_dir, task=curated(
@@ -102,8 +102,10 @@ def test_drawn_candidates_are_spilled_and_leave_the_held_memory_to_the_kept_reco
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.runtime.spill import MappedLayers
 
-    recipe = load(tmp_path, base_recipe(tiny_model_dir, task=curated(search={"n": 2, "curate": {"full_cache_solves": True, "draw": 6}}),
-                                        engine={"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "1GiB"}))
+    recipe = load(tmp_path, base_recipe(tiny_model_dir,
+                                        task=curated(search={"n": 2, "curate": {"full_cache_solves": True, "draw": 6}}),
+                                        engine={"kind": "local", "threads": 1, "batch_size": 8,
+                                                "record_memory": "1GiB"}))
     experiment = Experiment(recipe, progress=False, curation_file=tmp_path / "run" / "curation.json")
     drawn = experiment.records("search:drawn")
     assert all(isinstance(r.keys, MappedLayers) for r in drawn) and experiment.keeper.held == 0
@@ -126,7 +128,8 @@ def test_a_stored_curation_is_reused_without_judging_again(tmp_path, tiny_model_
     again = Experiment(recipe, progress=False, curation_file=tmp_path / "c.json")
     assert [i.uid for i in again.instances("search")] == first and judged == {"full": 0, "compressed": 0}
     # a recipe with other curation rules does not silently take the stored choice
-    other = load(tmp_path, base_recipe(tiny_model_dir, task=curated(search={"n": 3, "curate": {"full_cache_solves": True, "draw": 9}})))
+    other = load(tmp_path, base_recipe(tiny_model_dir,
+                                       task=curated(search={"n": 3, "curate": {"full_cache_solves": True, "draw": 9}})))
     with pytest.raises(UserError, match="other rules"):
         Experiment(other, progress=False, curation_file=tmp_path / "c.json").instances("search")
 
@@ -159,7 +162,10 @@ def test_curation_never_lets_a_held_out_instance_into_the_search_split(tmp_path,
     search, heldout = experiment.instances("search"), experiment.instances("heldout")
     drawn_heldout = experiment.instances("heldout:drawn")
     assert len(search) == len(heldout) == 12
-    keys = lambda instances: {inst.references[0] for inst in instances}  # a passkey's identity is its key
+
+    def keys(instances):
+        return {inst.references[0] for inst in instances}  # a passkey's identity is its key
+
     assert not keys(search) & keys(drawn_heldout)
     assert not {i.prompt for i in search} & {i.prompt for i in drawn_heldout}
     assert all(inst.split == "search" and split_of(inst.references[0]) == "search" for inst in search)
@@ -185,10 +191,12 @@ def test_several_tasks_run_end_to_end_with_per_task_and_overall_rows(tmp_path, t
     document = json.loads((run / "comparison.json").read_text())
     tasks = {(row["task"], row["method"], row["budget"]): row for row in document["rows"]}
     assert {t for t, _, _ in tasks} == {"overall", "passkey", "words"}
-    assert tasks[("words", "evolved", 24.0)]["score"]["n"] == 3 and tasks[("overall", "evolved", 24.0)]["score"]["n"] == 5
+    assert tasks[("words", "evolved", 24.0)]["score"]["n"] == 3 and tasks[("overall", "evolved",
+                                                                           24.0)]["score"]["n"] == 5
     for method in ("evolved", "uniform", "pyramid"):
         for budget in (24.0, 48.0):
-            overall = (3 * tasks[("passkey", method, budget)]["score"]["mean"] + tasks[("words", method, budget)]["score"]["mean"]) / 4
+            overall = (3 * tasks[("passkey", method, budget)]["score"]["mean"] + tasks[("words", method,
+                                                                                        budget)]["score"]["mean"]) / 4
             assert tasks[("overall", method, budget)]["score"]["mean"] == pytest.approx(overall)
     assert document["meta"]["instances"] == {"passkey": 2, "words": 3}
     report = (run / "report.md").read_text()
@@ -210,7 +218,8 @@ def test_the_weighted_fitness_is_the_weighted_mean_of_the_task_scores():
     assert [r.task_score for r in combined] == pytest.approx([0.7, 0.7])
     assert combined[0].task_scores == {"a": 0.9, "b": 0.3}
     assert [o.uid for o in combined[0].instances] == ["a/u0", "b/u0"]
-    failed = WeightedEvaluator([("a", 1.0, Fixed(0.9)), ("b", 1.0, Fixed(0.3, error="boom"))]).evaluate([np.ones((2, 1))])
+    failed = WeightedEvaluator([("a", 1.0, Fixed(0.9)),
+                                ("b", 1.0, Fixed(0.3, error="boom"))]).evaluate([np.ones((2, 1))])
     assert not failed[0].ok and failed[0].error == "task b: boom"
 
 

@@ -1,4 +1,5 @@
-"""``search RECIPE --plan``: the counts are exact, the measured and estimated figures are labelled, nothing is written."""
+"""``search RECIPE --plan``: the counts are exact, the measured and estimated figures are labelled, nothing is
+written."""
 
 from __future__ import annotations
 
@@ -18,18 +19,21 @@ def test_the_plan_prints_counts_measurements_and_estimates_and_writes_nothing(tm
     assert not (tmp_path / "runs").exists()
     # 2 groups of 2 layers, 2 generations of EvolKV's 4 + floor(3 ln 2) = 6: 24 candidates on the 2 search instances.
     assert "prefills: 5 = 2 passkey search + 3 passkey heldout" in text
-    assert "1 search(es) x 24 candidates (2 groups: generations x population = 2 x 6 + 2 x 6), each on 2 search instances" in text
+    assert ("1 search(es) x 24 candidates (2 groups: generations x "
+            "population = 2 x 6 + 2 x 6), each on 2 search instances") in text
     # evolved + uniform, pyramid, streaming (the default baselines) at c = 24 and its expansion 48.
     assert "+ 8 held-out evaluations (methods x budgets) on 3 instances" in text
     assert "b_max: 192" in text  # 4 x the largest budget, 48
-    for label in ("COUNTED (exact", "MEASURED (one drawn search instance", "ESTIMATED memory", "ESTIMATED time", "total: about"):
+    for label in ("COUNTED (exact", "MEASURED (one drawn search instance", "ESTIMATED memory", "ESTIMATED time",
+                  "total: about"):
         assert label in text, label
 
 
 def test_curated_draws_are_prefilled_whole_and_the_search_rule_adds_expansion_candidates(tmp_path, tiny_model_dir):
     path = tiny_recipe(tmp_path, tiny_model_dir,
                        task={"name": "passkey", "context_tokens": 200, "heldout": {"n": 3},
-                             "search": {"n": 2, "curate": {"full_cache_solves": True, "reference_unsolved": None, "draw": 5}}},
+                             "search": {"n": 2,
+                                        "curate": {"full_cache_solves": True, "reference_unsolved": None, "draw": 5}}},
                        budget={"target": 24, "expansions": [48, 96], "expansion_rule": "search"})
     recipe = load_recipe(path)
     with Experiment(recipe, progress=False) as experiment:
@@ -42,7 +46,8 @@ def test_curated_draws_are_prefilled_whole_and_the_search_rule_adds_expansion_ca
 
 
 def test_a_recipe_the_model_cannot_hold_is_refused_by_the_plan_as_by_the_run(tmp_path, tiny_model_dir):
-    recipe = tiny_recipe(tmp_path, tiny_model_dir, task={"name": "passkey", "context_tokens": 4000, "search": {"n": 2}, "heldout": {"n": 3}})
+    recipe = tiny_recipe(tmp_path, tiny_model_dir,
+                         task={"name": "passkey", "context_tokens": 4000, "search": {"n": 2}, "heldout": {"n": 3}})
     result = run_cli("search", recipe, "--plan", "--runs-dir", tmp_path / "runs")
     assert result.code == 2 and len(result.error_lines) == 1
     assert "4000 tokens do not fit the model's 2048 positions" in result.error_lines[0]

@@ -21,7 +21,8 @@ def test_b_max_is_the_largest_unit_any_budget_of_the_run_can_reach():
     assert record_bound([24, 48], 1.5, [None, pyramid_like]) == 100  # a baseline's bottom layer can exceed hi * c
 
 
-@pytest.mark.parametrize("text, size", [("4GiB", 4 * 2**30), ("512MB", 512 * 10**6), ("0B", 0), ("1.5 KiB", 1536), ("7", 7)])
+@pytest.mark.parametrize("text, size",
+                         [("4GiB", 4 * 2**30), ("512MB", 512 * 10**6), ("0B", 0), ("1.5 KiB", 1536), ("7", 7)])
 def test_sizes_parse(text, size):
     assert parse_size(text) == size
 
@@ -100,7 +101,8 @@ def test_held_out_records_are_bounded_by_what_compare_scores_on_them(tmp_path, t
 
     monkeypatch.setattr(Experiment, "records", records)
     # No PyramidKV: its bottom layer would set both bounds. b_max = 1.5 x 48 = 72 here.
-    run, tight, profiles = run_scores(tmp_path, tiny_model_dir, "tight", ["uniform", "streaming"], record_memory="64GiB")
+    run, tight, profiles = run_scores(tmp_path, tiny_model_dir, "tight", ["uniform", "streaming"],
+                                      record_memory="64GiB")
     allocations = [json.loads(p.read_text())["budgets"] for p in run.glob("allocation-c*.json")]
     (held_out_bound,) = made["heldout"]
     (search_bound,) = made["search"]
@@ -109,6 +111,7 @@ def test_held_out_records_are_bounded_by_what_compare_scores_on_them(tmp_path, t
 
     monkeypatch.setattr(Experiment, "bound_split", lambda self, split, allocations: None)  # the run's b_max everywhere
     made.clear()
-    _, loose, loose_profiles = run_scores(tmp_path, tiny_model_dir, "loose", ["uniform", "streaming"], record_memory="64GiB")
+    _, loose, loose_profiles = run_scores(tmp_path, tiny_model_dir, "loose", ["uniform", "streaming"],
+                                          record_memory="64GiB")
     assert made["heldout"] == {search_bound}
     assert tight == loose and profiles == loose_profiles

@@ -16,7 +16,8 @@ def finished_run(tmp_path_factory, tiny_model_dir):
     from evolalloc.pipeline.start import prepare_run
 
     folder = tmp_path_factory.mktemp("finished")
-    recipe = load_recipe(tiny_recipe(folder, tiny_model_dir, optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3},
+    recipe = load_recipe(tiny_recipe(folder, tiny_model_dir,
+                                     optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3},
                                      budget={"target": 24, "expansions": [48], "expansion_rule": "search"}))
     run_prepared(prepare_run(recipe, folder / "runs", progress=False), progress=False)
     return folder / "runs" / "tiny"

@@ -11,7 +11,8 @@ from tests.pipeline.test_pipeline import tiny_recipe
 from tests.pipeline.test_pipeline_protocol import base_recipe, curated, judged, load  # noqa: F401 (judged: a fixture)
 
 
-def test_resume_after_a_kill_reuses_the_spilled_search_records_and_gives_the_same_run(tmp_path, tiny_model_dir, monkeypatch):
+def test_resume_after_a_kill_reuses_the_spilled_search_records_and_gives_the_same_run(tmp_path, tiny_model_dir,
+                                                                                      monkeypatch):
     import evolalloc.runtime.instances as instances_module
     from evolalloc.config.recipe import load_recipe
     from evolalloc.config.run_folder import create_run_folder
@@ -70,7 +71,8 @@ def test_resume_after_a_kill_reuses_the_spilled_search_records_and_gives_the_sam
     assert outputs(run) == outputs(whole)
 
 
-def test_resume_after_a_kill_reuses_the_records_of_a_curated_search_split(tmp_path, tiny_model_dir, monkeypatch, judged):
+def test_resume_after_a_kill_reuses_the_records_of_a_curated_search_split(tmp_path, tiny_model_dir, monkeypatch,
+                                                                          judged):
     import evolalloc.pipeline.run as run_module
     import evolalloc.runtime.instances as instances_module
     from evolalloc.pipeline.start import prepare_run

@@ -73,13 +73,15 @@ def forbid(monkeypatch, attribute: str, what: str, *, method: bool = False) -> N
     monkeypatch.setattr(experiment.Experiment, attribute, used if method else property(used))
 
 
-def test_a_dataset_line_that_is_not_json_is_refused_before_anything_is_written(tmp_path, runs, tiny_model_dir, monkeypatch):
+def test_a_dataset_line_that_is_not_json_is_refused_before_anything_is_written(tmp_path, runs, tiny_model_dir,
+                                                                               monkeypatch):
     forbid(monkeypatch, "loaded", "the model was loaded")  # the dataset is read with the tokenizer alone
     recipe, data = gsm8k_recipe(tmp_path, tiny_model_dir, [*GSM8K_RECORDS[:2], '{"question": "cut off'])
     refused_start(recipe, runs, field="task", phrase=f"{data}:3")
 
 
-def test_an_unreachable_trial_store_is_refused_in_seconds_before_any_instance_or_model(tmp_path, runs, tiny_model_dir, monkeypatch):
+def test_an_unreachable_trial_store_is_refused_in_seconds_before_any_instance_or_model(tmp_path, runs, tiny_model_dir,
+                                                                                       monkeypatch):
     """Issue 24: the store used to be reached only after minutes of model loading and prefill."""
     forbid(monkeypatch, "loaded", "the model was loaded")
     forbid(monkeypatch, "instances", "instances were drawn", method=True)
@@ -90,7 +92,8 @@ def test_an_unreachable_trial_store_is_refused_in_seconds_before_any_instance_or
     assert time.perf_counter() - started < 5
 
 
-def test_a_context_beyond_the_models_positions_is_refused_without_loading_it(tmp_path, runs, tiny_model_dir, monkeypatch):
+def test_a_context_beyond_the_models_positions_is_refused_without_loading_it(tmp_path, runs, tiny_model_dir,
+                                                                             monkeypatch):
     from evolalloc.pipeline import experiment
 
     def no_model(self):
@@ -99,7 +102,8 @@ def test_a_context_beyond_the_models_positions_is_refused_without_loading_it(tmp
     monkeypatch.setattr(experiment.Experiment, "loaded", property(no_model))
     task = {"name": "passkey", "context_tokens": 100000}
     recipe = tiny_recipe(tmp_path, tiny_model_dir, task=task)
-    refused_start(recipe, runs, field="task.context_tokens", phrase="100000 tokens do not fit the model's 2048 positions")
+    refused_start(recipe, runs, field="task.context_tokens",
+                  phrase="100000 tokens do not fit the model's 2048 positions")
 
 
 @pytest.mark.real_model
@@ -112,7 +116,8 @@ def test_a_context_beyond_the_bundled_models_positions_is_one_line_from_its_conf
     monkeypatch.setattr(experiment.Experiment, "loaded", property(no_model))
     recipe = tmp_path / "long.yaml"
     recipe.write_text("name: long\ntask: {name: passkey, context_tokens: 100000}\nbudget: {target: 128}\n")
-    refused_start(recipe, runs, field="task.context_tokens", phrase="100000 tokens do not fit the model's 8192 positions")
+    refused_start(recipe, runs, field="task.context_tokens",
+                  phrase="100000 tokens do not fit the model's 8192 positions")
 
 
 def test_an_instance_that_overflows_the_positions_with_its_answer_is_refused(tmp_path, runs, tiny_model_dir):
@@ -126,13 +131,16 @@ def test_an_instance_that_overflows_the_positions_with_its_answer_is_refused(tmp
     "storage, phrase",
     [
         ("sqlite:////no/such/folder/study.db", "cannot open the database sqlite:////no/such/folder/study.db"),
-        ("postgresql://evolalloc:secret@127.0.0.1:1/nothing", "cannot open the database postgresql://evolalloc:***@127.0.0.1:1/nothing"),
+        ("postgresql://evolalloc:secret@127.0.0.1:1/nothing",
+         "cannot open the database postgresql://evolalloc:***@127.0.0.1:1/nothing"),
         ("mysqll://user@host/db", "not a usable database URL"),
     ],
 )
-def test_a_storage_that_cannot_be_opened_is_one_line_before_anything_is_written(tmp_path, runs, tiny_model_dir, storage, phrase):
+def test_a_storage_that_cannot_be_opened_is_one_line_before_anything_is_written(tmp_path, runs, tiny_model_dir, storage,
+                                                                                phrase):
     if storage.startswith("postgresql"):
-        pytest.importorskip("psycopg", reason="the PostgreSQL driver (evolalloc[postgres]) is needed to reach the server")
+        pytest.importorskip("psycopg",
+                            reason="the PostgreSQL driver (evolalloc[postgres]) is needed to reach the server")
     recipe = tiny_recipe(tmp_path, tiny_model_dir, storage=storage)
     line = refused_start(recipe, runs, field="storage", phrase=phrase)
     assert "secret" not in line
@@ -217,7 +225,8 @@ def test_resume_refuses_a_crafted_pickle_checkpoint_without_running_it(tmp_path,
     assert snapshot(started_run) == before
 
 
-def test_a_bad_search_setting_with_scorer_train_is_refused_before_any_weight_is_loaded(tmp_path, runs, tiny_model_dir, monkeypatch):
+def test_a_bad_search_setting_with_scorer_train_is_refused_before_any_weight_is_loaded(tmp_path, runs, tiny_model_dir,
+                                                                                       monkeypatch):
     """Issue 21: ``scorer.train`` keys its checkpoint by the model's weights, so building the scorer
     used to load them (and draw the search split) before the search settings were checked."""
     forbid(monkeypatch, "loaded", "the model was loaded")

@@ -44,13 +44,15 @@ def test_a_topup_expansion_ships_its_floors_and_the_file_reproduces_its_score(ho
     comparison = json.loads((run / "comparison.json").read_text())
     for budget in (TARGET, 2 * TARGET):
         row = next(r for r in comparison["rows"] if r["method"] == "evolved" and r["budget"] == budget)
-        scored = run_cli("evaluate", str(run / f"allocation-c{budget}.json"), "--run", str(run), "--quiet", "--no-progress")
+        scored = run_cli("evaluate", str(run / f"allocation-c{budget}.json"), "--run", str(run), "--quiet",
+                         "--no-progress")
         assert scored.code == 0, scored.stderr
         assert f"mean {row['score']['mean']:.3f}" in scored.stdout
 
 
 @pytest.mark.parametrize("rule", ["topup", "topup-half"])
-def test_topup_for_a_scorer_without_calibrated_scores_is_one_line_naming_the_field(home, tiny_model_dir, tmp_path, rule):
+def test_topup_for_a_scorer_without_calibrated_scores_is_one_line_naming_the_field(home, tiny_model_dir, tmp_path,
+                                                                                   rule):
     changes = {"scorer": {"name": "snapkv"}, "baselines": ["uniform"]}
     with pytest.raises(UserError) as caught:
         topup_recipe(tiny_model_dir, rule=rule, **changes)
@@ -88,7 +90,8 @@ def test_expand_topup_half_writes_half_floors_for_a_gates_profile(tmp_path):
 
     geometry = ModelGeometry(num_layers=2, num_query_heads=2, num_kv_heads=1, head_dim=8, max_positions=512)
     path = save_allocation(Allocation(model="m", geometry=geometry, scorer="gates", target=40.0,
-                                      budgets=np.array([[30], [50]]), provenance={"method": "evolved"}), tmp_path / "a.json")
+                                      budgets=np.array([[30], [50]]), provenance={"method": "evolved"}),
+                           tmp_path / "a.json")
     done = run_cli("expand", str(path), "--to", "64", "--rule", "topup-half")
     assert done.code == 0, done.stderr
     expanded = load_allocation(tmp_path / "allocation-c64.json")

@@ -38,7 +38,8 @@ def recipe(model_dir, engine):
     })
 
 
-def test_a_one_file_baseline_and_engine_run_through_compare_like_the_built_in_ones(toy_plugins, tiny_model_dir, tmp_path):
+def test_a_one_file_baseline_and_engine_run_through_compare_like_the_built_in_ones(toy_plugins, tiny_model_dir,
+                                                                                   tmp_path):
     # by declared order (the input-adaptive methods are registered too, but opt-in)
     assert default_baselines() == ["uniform", "pyramid", "streaming", "toy_inverted_pyramid"]
     toy = recipe(tiny_model_dir, {"kind": "toy_serial", "options": {"batch_size": 2}})
@@ -54,8 +55,10 @@ def test_a_one_file_baseline_and_engine_run_through_compare_like_the_built_in_on
     inverted = methods["toy_inverted_pyramid"][24.0]
     assert inverted.budgets[0, 0] < inverted.budgets[-1, 0] and inverted.total == 24 * 8
     # Its allocation file is valid (the schema's method enum comes from the registry).
-    assert load_allocation(save_allocation(inverted, tmp_path / "toy.json")).provenance["method"] == "toy_inverted_pyramid"
+    assert load_allocation(save_allocation(inverted,
+                                           tmp_path / "toy.json")).provenance["method"] == "toy_inverted_pyramid"
     # The toy engine scores exactly as the local engine does.
     with Experiment(recipe(tiny_model_dir, {}), progress=False) as local:
         [expected] = local.evaluator("heldout").evaluate([inverted.budgets])
-    assert [row for row in rows if row.method == "toy_inverted_pyramid"][0].score.mean == pytest.approx(expected.task_score)
+    assert [row for row in rows
+            if row.method == "toy_inverted_pyramid"][0].score.mean == pytest.approx(expected.task_score)

@@ -6,7 +6,7 @@ local decoder; importing this file registers it as ``toy_serial``.
 
 from __future__ import annotations
 
-from evolalloc.engine.base import Engine, register_engine, check_scorer
+from evolalloc.engine.base import Engine, check_scorer, register_engine
 from evolalloc.engine.local import LocalEvaluator
 
 

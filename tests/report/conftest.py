@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
+from evolalloc.config.recipe import recipe_from_dict
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.core.geometry import ModelGeometry
-from evolalloc.config.recipe import recipe_from_dict
 from evolalloc.report.comparison import compare_scores
 
 GEOMETRY = ModelGeometry(num_layers=6, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096)

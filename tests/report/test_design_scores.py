@@ -6,8 +6,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import pytest
-
 from evolalloc.report.comparison import load_instance_scores
 from tests.pipeline.test_pipeline import tiny_recipe
 
@@ -26,7 +24,8 @@ def script():
     return benchmark_script("design_scores")
 
 
-def test_a_profile_equal_to_uniform_snapkv_scores_exactly_its_instances_and_full_repeats_per_budget(tmp_path, tiny_model_dir):
+def test_a_profile_equal_to_uniform_snapkv_scores_exactly_its_instances_and_full_repeats_per_budget(tmp_path,
+                                                                                                    tiny_model_dir):
     from evolalloc.config.recipe import load_recipe
     from evolalloc.core.allocation_file import save_allocation
     from evolalloc.core.baselines import make_baseline
@@ -43,7 +42,8 @@ def test_a_profile_equal_to_uniform_snapkv_scores_exactly_its_instances_and_full
                                                    scorer_params={}, reserved=32)
         save_allocation(same, run / f"allocation-c{budget}.json")
     out = tmp_path / "scores.json"
-    assert script().main([str(recipe_path), "--run", f"copy-s0={run}", "--out", str(out), "--work", str(tmp_path / "w")]) == 0
+    assert script().main([str(recipe_path), "--run", f"copy-s0={run}", "--out", str(out), "--work",
+                          str(tmp_path / "w")]) == 0
     (scores,) = load_instance_scores(out).values()
     assert set(scores) == {"full", "uniform", "pyramid", "copy-s0"}
     assert set(scores["copy-s0"]) == {40.0, 60.0} == set(scores["pyramid"])
@@ -57,12 +57,18 @@ def test_a_run_folder_without_profiles_is_one_line_and_exit_2(tmp_path, tiny_mod
     code = script().main([str(tiny_recipe(tmp_path, tiny_model_dir)), "--run", f"x-s0={tmp_path / 'empty'}",
                           "--out", str(tmp_path / "o.json")])
     err = capsys.readouterr().err
-    assert code == 2 and "no allocation-c*.json" in err and str(tmp_path / "empty") in err and len(err.strip().splitlines()) == 1
+    assert (
+        code == 2
+        and "no allocation-c*.json" in err
+        and str(tmp_path / "empty") in err
+        and len(err.strip().splitlines()) == 1
+    )
     assert not (tmp_path / "o.json").exists()
 
 
 def test_the_uniform_floors_row_needs_the_gates_it_reads(tmp_path, tiny_model_dir, capsys):
-    code = script().main([str(tiny_recipe(tmp_path, tiny_model_dir)), "--floors", "0.5", "--out", str(tmp_path / "o.json")])
+    code = script().main([str(tiny_recipe(tmp_path, tiny_model_dir)), "--floors", "0.5", "--out",
+                          str(tmp_path / "o.json")])
     err = capsys.readouterr().err
     assert code == 2 and "--floors" in err and "--gates-from" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o.json").exists()
@@ -82,7 +88,8 @@ def test_at_snapkvs_window_the_pyramid_cell_is_left_empty_not_refused(tmp_path, 
     run = tmp_path / "run-s0"
     run.mkdir()
     for budget in (32, 40):
-        same = make_baseline("uniform").allocation(geometry, budget, model="tiny", scorer="snapkv", scorer_params={}, reserved=32)
+        same = make_baseline("uniform").allocation(geometry, budget, model="tiny", scorer="snapkv", scorer_params={},
+                                                   reserved=32)
         save_allocation(same, run / f"allocation-c{budget}.json")
     out = tmp_path / "scores.json"
     assert script().main([str(recipe_path), "--run", f"copy-s0={run}", "--out", str(out)]) == 0

@@ -23,7 +23,8 @@ def write(path: Path, per_method: dict) -> Path:
 
 
 def table(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "design_table.py"), *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "design_table.py"), *args], capture_output=True,
+                          text=True)
 
 
 def verdict_line(out: str, budget: str) -> str:
@@ -72,7 +73,8 @@ def test_a_row_significantly_worse_than_an_unsearched_one_is_not_a_win(tmp_path)
 
 def test_rows_named_from_run_folders_pair_one_method_of_each(tmp_path):
     for seed, count in enumerate((30, 31, 29)):
-        write(tmp_path / f"run-s{seed}" / "comparison.json", {"evolved": {40.0: solved(count)}, "uniform": {40.0: solved(5)}})
+        write(tmp_path / f"run-s{seed}" / "comparison.json",
+              {"evolved": {40.0: solved(count)}, "uniform": {40.0: solved(5)}})
     snap = write(tmp_path / "snap" / "comparison.json", {"evolved": {40.0: solved(8)}, "pyramid": {40.0: solved(6)}})
     runs = ",".join(str(tmp_path / f"run-s{seed}") for seed in range(3))
     done = table("--fixed", f"uniform-gates={tmp_path / 'run-s0'}:uniform", "--fixed", f"pyramid={snap}:pyramid",
@@ -127,7 +129,8 @@ def test_not_worse_fails_a_seed_significantly_below_a_row_and_holds_for_ties(tmp
     assert "lowest: s1 vs gates -0.250" in line and line.endswith(": fails")
     assert "not worse c = 40" not in out
     ties = write(tmp_path / "ties.json", {
-        "gates": {48.0: solved(36)}, "evo-s0": {48.0: solved(35)}, "evo-s1": {48.0: solved(36)}, "evo-s2": {48.0: solved(37)},
+        "gates": {48.0: solved(36)}, "evo-s0": {48.0: solved(35)}, "evo-s1": {48.0: solved(36)},
+                                          "evo-s2": {48.0: solved(37)},
     })
     line = not_worse_line(table("--scores", str(ties), "--not-worse", "48").stdout, "48")
     assert line.endswith("in 3/3 seeds (lowest: s0 vs gates -0.025, one-sided p 0.159): holds")

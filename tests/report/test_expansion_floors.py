@@ -18,7 +18,8 @@ def script():
 
 def test_the_fractions_run_from_proportional_to_the_global_top_k():
     fractions = script().fractions(40.0, 64.0)
-    assert fractions == pytest.approx({"prop": 1.0, "blend": 52 / 64, "topup": 40 / 64, "topup-half": 20 / 64, "global": 0.0})
+    assert fractions == pytest.approx({"prop": 1.0, "blend": 52 / 64, "topup": 40 / 64, "topup-half": 20 / 64,
+                                       "global": 0.0})
 
 
 def test_every_fraction_and_both_unsearched_rows_are_scored_and_zero_floors_are_the_global_gates(
@@ -35,10 +36,12 @@ def test_every_fraction_and_both_unsearched_rows_are_scored_and_zero_floors_are_
     monkeypatch.setattr(Experiment, "instances", lambda self, split: splits.append(split) or instances(self, split))
     out, work = tmp_path / "floors.json", tmp_path / "work"
     budget = 2 * TARGET
-    assert script().main([str(run), "--budgets", str(budget), "--search-n", "3", "--work", str(work), "--out", str(out)]) == 0
+    assert script().main([str(run), "--budgets", str(budget), "--search-n", "3", "--work", str(work), "--out",
+                          str(out)]) == 0
     scores = json.loads(out.read_text())
     labels = ("prop", "blend", "topup", "topup-half", "global")
-    assert set(scores) == {f"uniform@{budget}", f"gates@{budget}"} | {f"{run.name}|{budget}|{label}" for label in labels}
+    assert set(scores) == {f"uniform@{budget}", f"gates@{budget}"} | {f"{run.name}|{budget}|{label}"
+                                                                      for label in labels}
     assert all(0.0 <= accuracy <= 1.0 for _, accuracy in scores.values())
     # Floors of zero leave everything to the one global top-k: the unsearched gates row, exactly.
     assert scores[f"{run.name}|{budget}|global"] == scores[f"gates@{budget}"]

@@ -24,7 +24,8 @@ def test_every_rule_is_scored_on_the_search_split_and_the_pick_is_shipped(home, 
     search_run(run, recipe, progress=False)
     before = sorted(p.name for p in run.iterdir())
     out, ship = tmp_path / "rules.json", tmp_path / "ship"
-    assert script().main([str(run), "--budgets", f"{2 * TARGET},{3 * TARGET}", "--ship", str(ship), "--out", str(out)]) == 0
+    assert script().main([str(run), "--budgets", f"{2 * TARGET},{3 * TARGET}", "--ship", str(ship), "--out",
+                          str(out)]) == 0
     scores = json.loads(out.read_text())[run.name]
     assert set(scores) == {str(2 * TARGET), str(3 * TARGET)}
     for budget, entry in scores.items():

@@ -4,9 +4,12 @@ import numpy as np
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.report.plots import (
-    best_so_far, plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget,
+    best_so_far,
+    plot_fitness_history,
+    plot_head_budgets,
+    plot_layer_budgets,
+    plot_score_vs_budget,
 )
-
 from tests.report.conftest import GEOMETRY
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -61,7 +61,8 @@ def test_a_changed_number_in_the_markdown_fails_the_check_and_the_rebuild_restor
     original = page.read_text()
     body = original.split(f"<!-- table: {name} -->", 1)[1]
     changed_row = next(line for line in body.split("\n")[2:] if line.startswith("|") and re.search(r"\d", line))
-    page.write_text(original.replace(changed_row, re.sub(r"\d", lambda d: str((int(d[0]) + 1) % 10), changed_row, count=1), 1))
+    page.write_text(original.replace(changed_row,
+                                     re.sub(r"\d", lambda d: str((int(d[0]) + 1) % 10), changed_row, count=1), 1))
     assert script().main(["--check", "--results", str(results)]) == 1
     assert f"table '{name}' differs from its JSON" in capsys.readouterr().out
     assert script().main(["--results", str(results)]) == 0
@@ -93,7 +94,8 @@ def test_the_rebuild_writes_the_rows_and_says_the_data_was_not_kept(tmp_path):
 def test_a_table_whose_data_was_kept_has_no_data_not_kept_line_but_keeps_its_note(tmp_path):
     folder = small_page(tmp_path, [["40", "0.82"]])
     data = json.loads((folder / "data.json").read_text())
-    data["tables"]["held-out"].update(data_kept=True, note="n = 100 held-out prompts.", per_instance={"evolved": {"40": {"u0": 1.0}}})
+    data["tables"]["held-out"].update(data_kept=True, note="n = 100 held-out prompts.",
+                                      per_instance={"evolved": {"40": {"u0": 1.0}}})
     (folder / "data.json").write_text(json.dumps(data))
     assert script().main(["--results", str(folder.parent)]) == 0
     text = (folder / "README.md").read_text()

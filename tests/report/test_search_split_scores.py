@@ -26,7 +26,8 @@ def copies_of_uniform(tmp_path, recipe_path, budgets=(40, 60)):
     run = tmp_path / "run-s0"
     run.mkdir()
     for budget in budgets:
-        same = make_baseline("uniform").allocation(geometry, budget, model="tiny", scorer="snapkv", scorer_params={}, reserved=32)
+        same = make_baseline("uniform").allocation(geometry, budget, model="tiny", scorer="snapkv", scorer_params={},
+                                                   reserved=32)
         save_allocation(same, run / f"allocation-c{budget}.json")
     return run
 
@@ -52,13 +53,15 @@ def test_the_held_out_split_is_never_drawn(tmp_path, tiny_model_dir, monkeypatch
     monkeypatch.setattr(Experiment, "instances", lambda self, split: drawn.append(split) or original(self, split))
     recipe_path = tiny_recipe(tmp_path, tiny_model_dir)
     run = copies_of_uniform(tmp_path, recipe_path, budgets=(40,))
-    assert script().main([str(recipe_path), "--run", f"E-s0={run}", "--seed", "5", "--n", "2", "--out", str(tmp_path / "o.json")]) == 0
+    assert script().main([str(recipe_path), "--run", f"E-s0={run}", "--seed", "5", "--n", "2", "--out",
+                          str(tmp_path / "o.json")]) == 0
     assert drawn and not any(split.startswith("heldout") for split in drawn)
 
 
 def test_a_run_folder_without_profiles_is_one_line_and_exit_2(tmp_path, tiny_model_dir, capsys):
     (tmp_path / "empty").mkdir()
-    code = script().main([str(tiny_recipe(tmp_path, tiny_model_dir)), "--run", f"x-s0={tmp_path / 'empty'}", "--seed", "1",
+    code = script().main([str(tiny_recipe(tmp_path, tiny_model_dir)), "--run", f"x-s0={tmp_path / 'empty'}", "--seed",
+                          "1",
                           "--n", "2", "--out", str(tmp_path / "o.json")])
     err = capsys.readouterr().err
     assert code == 2 and "no allocation-c*.json" in err and len(err.strip().splitlines()) == 1

@@ -2,9 +2,9 @@
 
 import pytest
 
-from evolalloc.core.errors import UserError
-from evolalloc.core.allocation_file import save_allocation
 from evolalloc.config.run_folder import create_run_folder
+from evolalloc.core.allocation_file import save_allocation
+from evolalloc.core.errors import UserError
 from evolalloc.report.comparison import save_comparison
 from evolalloc.report.summary import show_run
 
@@ -34,7 +34,8 @@ def test_showing_a_folder_that_is_not_a_run_is_a_user_error(tmp_path):
         show_run(tmp_path)
 
 
-def test_show_takes_the_budgets_from_the_resolved_run_and_opens_each_profile_once(recipe, profiles, tmp_path, monkeypatch):
+def test_show_takes_the_budgets_from_the_resolved_run_and_opens_each_profile_once(recipe, profiles, tmp_path,
+                                                                                  monkeypatch):
     import evolalloc.report.summary as summary
     from evolalloc.config.resolved import resolve_run
 

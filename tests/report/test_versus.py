@@ -39,14 +39,15 @@ def test_versus_pairs_two_runs_on_their_instances_and_averages_several_a_runs(tm
     b = write_run(tmp_path / "random", {u: 0.0 for u in uids}, {u: 0.0 for u in uids})
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "versus.py"), str(a1), str(a2), "--versus", str(b)],
                          capture_output=True, text=True, check=True).stdout
-    line = next(l for l in out.splitlines() if "c =   128" in l)
+    line = next(row for row in out.splitlines() if "c =   128" in row)
     assert "A 0.750" in line and "B 0.000" in line and "A - B +0.750" in line and "(n = 20)" in line
 
 
 def test_versus_refuses_runs_scored_on_different_instances(tmp_path):
     a = write_run(tmp_path / "a", {"x": 1.0}, {"x": 0.0})
     b = write_run(tmp_path / "b", {"y": 1.0}, {"y": 0.0})
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "versus.py"), str(a), str(b)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "versus.py"), str(a), str(b)], capture_output=True,
+                          text=True)
     assert done.returncode == 2 and "different instances" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -66,12 +67,12 @@ def test_versus_pools_the_seeds_of_both_sides_before_pairing_instances(tmp_path)
     done = run_versus(*a, "--versus", *b)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    pooled = next(l for l in lines if "pooled:" in l)
+    pooled = next(row for row in lines if "pooled:" in row)
     assert "A 0.750" in pooled and "B 0.125" in pooled and "A - B +0.625" in pooled and "(n = 40)" in pooled
     assert pooled.endswith("A beats B")
-    pairs = [l.strip() for l in lines if " vs " in l]
+    pairs = [row.strip() for row in lines if " vs " in row]
     assert len(pairs) == 4  # every A seed against every B seed
-    a1_b1 = next(l for l in pairs if l.startswith("a1 vs b1"))
+    a1_b1 = next(row for row in pairs if row.startswith("a1 vs b1"))
     assert "A 0.500" in a1_b1 and "B 0.250" in a1_b1 and "A - B +0.250" in a1_b1
 
 
@@ -81,9 +82,9 @@ def test_versus_says_no_clear_winner_for_a_gain_below_the_margin_or_the_other_wa
     a = write_run(tmp_path / "a", {u: 0.52 for u in uids}, {u: 0.0 for u in uids})
     b = write_run(tmp_path / "b", {u: 0.5 for u in uids}, {u: 0.0 for u in uids})
     out = run_versus(a, b).stdout
-    assert next(l for l in out.splitlines() if "pooled:" in l).endswith("no clear winner")
+    assert next(row for row in out.splitlines() if "pooled:" in row).endswith("no clear winner")
     out = run_versus(b, "--versus", a, "--margin", "0.01").stdout
-    assert next(l for l in out.splitlines() if "pooled:" in l).endswith("B beats A")
+    assert next(row for row in out.splitlines() if "pooled:" in row).endswith("B beats A")
 
 
 def test_versus_refuses_a_b_side_scored_on_other_instances_naming_the_file(tmp_path):

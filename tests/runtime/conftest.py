@@ -115,10 +115,12 @@ def every_scorer(checkpoint_dir) -> list:
                        geometry=geometry_of(model.config).to_dict(), training={})
     from evolalloc.runtime.gates import GatesConfig, RetentionGates, save_gates
 
-    gates = save_gates(f"{checkpoint_dir}/tiny-gates.pt", RetentionGates(GatesConfig(num_layers=3, num_kv_heads=2, head_dim=16, hidden=8)),
+    gates = save_gates(f"{checkpoint_dir}/tiny-gates.pt",
+                       RetentionGates(GatesConfig(num_layers=3, num_kv_heads=2, head_dim=16, hidden=8)),
                        model=model_identity("tiny", model), geometry=geometry_of(model.config).to_dict(), training={})
     checkpoints = {"learned": str(path), "gates": str(gates)}
-    return [get_scorer(name, checkpoint=checkpoints[name]) if name in checkpoints else get_scorer(name) for name in list_scorers()]
+    return [get_scorer(name, checkpoint=checkpoints[name]) if name in checkpoints else get_scorer(name)
+            for name in list_scorers()]
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,8 @@ def anchored(seed: int = 3) -> RetentionGates:
 
 
 def write(llama, path, gates):
-    return save_gates(path, gates, model=model_identity("tiny", llama), geometry=geometry_of(llama.config).to_dict(), training={})
+    return save_gates(path, gates, model=model_identity("tiny", llama), geometry=geometry_of(llama.config).to_dict(),
+                      training={})
 
 
 def rankings(llama, checkpoint, prompt):
@@ -74,11 +75,13 @@ def test_the_anchored_setting_round_trips_and_older_files_load_as_before(llama, 
         gates.shared.weight.normal_(0, 1.0)
         gates.offset.normal_(0, 1.0)
     path = write(llama, tmp_path / "a.pt", gates)
-    assert torch.load(path, weights_only=True)["config"] == {"hidden": 8, "horizon": 32, "votes": VOTES, "anchored": True}
+    assert torch.load(path, weights_only=True)["config"] == {"hidden": 8, "horizon": 32, "votes": VOTES,
+                                                             "anchored": True}
     back = load_gates(path).network
     assert back.config.anchored and all(torch.equal(v, back.state_dict()[k]) for k, v in gates.state_dict().items())
     prompt = random_prompt(100, seed=7)
-    assert torch.equal(rankings(llama, path, prompt)[2], rankings(llama, write(llama, tmp_path / "b.pt", back), prompt)[2])
+    assert torch.equal(rankings(llama, path, prompt)[2],
+                       rankings(llama, write(llama, tmp_path / "b.pt", back), prompt)[2])
     plain = RetentionGates(GatesConfig(num_layers=3, num_kv_heads=2, head_dim=16, hidden=8, votes=VOTES))
     old = write(llama, tmp_path / "old.pt", plain)  # query-aware, not anchored: the file as before
     assert torch.load(old, weights_only=True)["config"] == {"hidden": 8, "horizon": 32, "votes": VOTES}

@@ -154,9 +154,11 @@ def test_a_multimodal_gemma3_checkpoint_runs_its_text_model_exactly():
 
     def build(attn):
         text = {**TINY, **GEMMA, "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}
-        vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14)
+        vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                      patch_size=14)
         torch.manual_seed(0)
-        model = T.Gemma3ForConditionalGeneration(T.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4)).eval()
+        model = T.Gemma3ForConditionalGeneration(T.Gemma3Config(text_config=text, vision_config=vision,
+                                                                mm_tokens_per_image=4)).eval()
         prepare_model(model, "gemma3-multimodal") if attn == "evolalloc" else model.set_attn_implementation(attn)
         return model
 

@@ -126,7 +126,8 @@ def test_a_bounded_record_frees_the_whole_prompt_without_the_cycle_collector(lla
         record = prefill(llama, random_prompt(length, seed=5), scorers)
         bounded = bound_record(record, B_MAX)
         del record
-        alive = [tuple(o.shape) for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.dim() >= 3 and length in o.shape]
+        alive = [tuple(o.shape) for o in gc.get_objects()
+                 if isinstance(o, torch.Tensor) and o.dim() >= 3 and length in o.shape]
     finally:
         gc.enable()
     assert bounded.bound == B_MAX and alive == []

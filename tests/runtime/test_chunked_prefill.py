@@ -88,10 +88,12 @@ def test_each_layer_is_handed_over_once_with_its_capture_complete(llama, chunk):
     done = []
     capture = PrefillCapture(CaptureSpec(window_queries=32, attention_sum=True),
                              on_layer_done=lambda layer: done.append((layer, capture.keys[layer].shape[1],
-                                                                      capture.window_attention[layer][:, 0].sum().item())))
+                                                                      capture.window_attention[layer][:,
+                                                                                                      0].sum().item())))
     prefill_forward(llama, ids, capture, chunk_size=chunk)
     assert [(layer, n) for layer, n, _ in done] == [(0, 300), (1, 300), (2, 300)]
-    assert all(mass == pytest.approx(4.0) for _, _, mass in done)  # the first window row of 4 query heads sums to 1 each
+    # the first window row of 4 query heads sums to 1 each
+    assert all(mass == pytest.approx(4.0) for _, _, mass in done)
 
 
 def test_by_default_short_prompts_take_one_forward_and_long_ones_default_chunks(llama, monkeypatch):
@@ -101,7 +103,8 @@ def test_by_default_short_prompts_take_one_forward_and_long_ones_default_chunks(
     monkeypatch.setattr(chunked, "DEFAULT_CHUNK_SIZE", 30)
     queries = []
     sdpa = F.scaled_dot_product_attention
-    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, *a, **k: queries.append(q.shape[2]) or sdpa(q, *a, **k))
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda q, *a, **k: queries.append(q.shape[2]) or sdpa(q, *a, **k))
     prefill(llama, random_prompt(100, seed=7), [])
     assert set(queries) == {100}
     queries.clear()

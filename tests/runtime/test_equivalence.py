@@ -18,7 +18,7 @@ def reference_generation(model, ids: torch.Tensor, steps: int):
         ids[None], max_new_tokens=steps, do_sample=False, output_logits=True,
         return_dict_in_generate=True, eos_token_id=None, pad_token_id=0,
     )
-    return out.sequences[0, ids.shape[0]:].tolist(), [l[0] for l in out.logits]
+    return out.sequences[0, ids.shape[0]:].tolist(), [step[0] for step in out.logits]
 
 
 @pytest.mark.parametrize("architecture", ["llama", "mistral", "qwen2"])

@@ -14,6 +14,7 @@ from evolalloc.runtime.adaptive.gate_floors import floors_of
 from evolalloc.runtime.compress import compress
 from evolalloc.runtime.scorers import get_scorer
 from tests.runtime.test_gate_prior import HEADS, LAYERS, LENGTH, gates, record  # noqa: F401 (fixtures: gates with a spread of scores, their prefill)
+
 BUDGETS = [
     [[40, 40], [40, 40], [40, 40]],
     [[30, 30], [90, 90], [30, 30]],

@@ -53,7 +53,8 @@ def test_the_global_topk_keeps_exactly_c_times_layers_times_heads_entries(llama,
 def test_horizon_score_is_the_log_of_the_summed_future_retention():
     log_beta = torch.log(torch.tensor([[0.9, 0.5]]))
     age = torch.tensor([3, 1])
-    expected = torch.log(torch.tensor([sum(0.9 ** (3 + k) for k in range(1, 5)), sum(0.5 ** (1 + k) for k in range(1, 5))]))
+    expected = torch.log(torch.tensor([sum(0.9 ** (3 + k) for k in range(1, 5)),
+                                       sum(0.5 ** (1 + k) for k in range(1, 5))]))
     assert torch.allclose(horizon_score(log_beta, age, 4)[0], expected, atol=1e-5)
 
 

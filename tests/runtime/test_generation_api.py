@@ -30,7 +30,8 @@ class CharTokenizer:
         return [3 + ord(c) % 125 for c in text]
 
     def decode(self, ids, skip_special_tokens=True):
-        return "".join(chr(97 + (int(i) - 3) % 26) for i in ids if not (skip_special_tokens and int(i) == self.eos_token_id))
+        return "".join(chr(97 + (int(i) - 3) % 26) for i in ids
+                       if not (skip_special_tokens and int(i) == self.eos_token_id))
 
 
 TOKENIZER = CharTokenizer()
@@ -60,7 +61,8 @@ def test_question_after_compression_matches_the_evaluation_path(model):
                              question_after_compression=True)
     for (context, question), tokens in zip(pairs, out.token_ids):
         record = prefill(model, TOKENIZER.encode(context), [scorer], question_ids=TOKENIZER.encode(question))
-        (reference,) = runtime_generate(model, [(record, np.full(3, 24))], scorer, DecodeSettings(max_new_tokens=5, eos_ids=(2,)))
+        (reference,) = runtime_generate(model, [(record, np.full(3, 24))], scorer,
+                                        DecodeSettings(max_new_tokens=5, eos_ids=(2,)))
         assert tokens == reference.token_ids
 
 
@@ -82,7 +84,8 @@ def test_the_model_keeps_its_attention_implementation():
 
 @pytest.mark.parametrize("sampling", [False, True])
 def test_batched_prompts_give_what_each_prompt_gives_alone(model, sampling):
-    options = dict(max_new_tokens=8, do_sample=sampling, temperature=0.9, top_p=0.9, seed=5, scorer=get_scorer("snapkv", window=8))
+    options = dict(max_new_tokens=8, do_sample=sampling, temperature=0.9, top_p=0.9, seed=5,
+                   scorer=get_scorer("snapkv", window=8))
     budgets = np.array([10, 20, 14])
     together = evolalloc.generate(model, TOKENIZER, PROMPTS, budgets, batch_size=3, **options)
     for i, prompt in enumerate(PROMPTS):
@@ -119,7 +122,8 @@ def test_budgets_beyond_the_prompt_are_clipped_and_the_result_says_so(model):
 
 def test_budgets_beyond_the_models_positions_are_clipped_and_said(model):
     geometry = geometry_of(model.config)
-    profile = Allocation(model="tiny", geometry=geometry, target=600, budgets=np.full((3, 2), 600), provenance={"method": "uniform"})
+    profile = Allocation(model="tiny", geometry=geometry, target=600, budgets=np.full((3, 2), 600),
+                         provenance={"method": "uniform"})
     out = evolalloc.generate(model, TOKENIZER, ["abc " * 10], profile, scorer="knorm", max_new_tokens=2)
     assert "positions clipped to 512" in out.notes[0]
 
@@ -127,7 +131,8 @@ def test_budgets_beyond_the_models_positions_are_clipped_and_said(model):
 def test_a_profile_for_another_geometry_is_refused_with_both_shapes(model):
     other = geometry_of(model.config)
     other = type(other)(**{**other.to_dict(), "num_layers": 30, "num_kv_heads": 3})
-    profile = Allocation(model="smollm2", geometry=other, target=64, budgets=np.full((30, 3), 64), provenance={"method": "uniform"})
+    profile = Allocation(model="smollm2", geometry=other, target=64, budgets=np.full((30, 3), 64),
+                         provenance={"method": "uniform"})
     with pytest.raises(UserError, match=r"made for 30 layers × 3 KV heads, this model has 3 × 2"):
         evolalloc.generate(model, TOKENIZER, "hello", profile)
 

@@ -23,7 +23,8 @@ def hf_tokens(model, prompts, budgets, scorer, steps):
 
 
 @pytest.mark.parametrize("architecture", ["llama", "mistral", "qwen2"])
-@pytest.mark.parametrize("scorer, budgets", [("knorm", np.array([[20, 12], [9, 30], [16, 16]])), ("window", np.array([14, 40, 9]))])
+@pytest.mark.parametrize("scorer, budgets",
+                         [("knorm", np.array([[20, 12], [9, 30], [16, 16]])), ("window", np.array([14, 40, 9]))])
 def test_model_generate_on_the_evicted_cache_gives_the_runtimes_tokens(architecture, scorer, budgets):
     model = tiny_model(architecture)
     ours = evolalloc.generate(model, TOKENIZER, PROMPTS, budgets, scorer=scorer, max_new_tokens=9)

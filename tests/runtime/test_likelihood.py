@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs, reference_logprobs_batch, reference_score
+from evolalloc.runtime.likelihood import (
+    best_reference_score,
+    reference_logprobs,
+    reference_logprobs_batch,
+    reference_score,
+)
 from evolalloc.runtime.prefill import prefill
 from evolalloc.runtime.scorers import get_scorer
 from tests.runtime.conftest import random_prompt, tiny_model

@@ -65,7 +65,8 @@ def test_the_prefill_records_the_window_the_query_aware_gates_read(llama, files)
     scorer = get_scorer("gates", checkpoint=str(files[8]))
     record = prefill(llama, random_prompt(90, seed=4), [scorer])
     scores = record.scores[scorer.key]  # in ranking order: the 4 sinks and 16 window tokens first (+inf)
-    assert scores.shape == (3, 2, 90) and torch.isinf(scores[:, :, :20]).all() and torch.isfinite(scores[:, :, 20:]).all()
+    assert scores.shape == (3, 2,
+                            90) and torch.isinf(scores[:, :, :20]).all() and torch.isfinite(scores[:, :, 20:]).all()
 
 
 def test_a_path_without_window_attention_refuses_query_aware_gates_in_one_line(files):

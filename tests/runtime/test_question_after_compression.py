@@ -32,7 +32,8 @@ def test_a_question_chunk_gives_the_same_logits_as_one_token_at_a_time(llama):
     scorer = get_scorer("knorm")
     record = prefill(llama, random_prompt(90, seed=7), [scorer], question_ids=random_prompt(6, seed=8))
     (chunked,) = generate(llama, [(record, BUDGETS)], scorer, DecodeSettings(max_new_tokens=1, keep_logits=True))
-    torch.testing.assert_close(chunked.logits[0], one_token_at_a_time(llama, record, BUDGETS, scorer), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(chunked.logits[0], one_token_at_a_time(llama, record, BUDGETS, scorer), rtol=1e-4,
+                               atol=1e-5)
 
 
 def test_questions_of_different_lengths_batch_like_one_at_a_time(llama):

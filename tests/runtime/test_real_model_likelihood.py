@@ -48,12 +48,14 @@ def test_with_the_full_cache_the_reference_gets_the_stock_models_probabilities(b
     stock = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ref)[:, None])[:, 0]
     torch.testing.assert_close(ours, stock, rtol=1e-5, atol=1e-5)
     evaluator = LocalEvaluator(bundled, task, instances[:1], SNAPKV, records=records[:1], mode="likelihood")
-    assert evaluator.evaluate([uniform(bundled, 4096)])[0].task_score == pytest.approx(float(stock.exp().mean()), abs=1e-5)
+    assert evaluator.evaluate([uniform(bundled, 4096)])[0].task_score == pytest.approx(float(stock.exp().mean()),
+                                                                                       abs=1e-5)
 
 
 def test_the_likelihood_score_falls_as_the_cache_shrinks(bundled, setup):
     task, instances, records = setup
     evaluator = LocalEvaluator(bundled, task, instances, SNAPKV, records=records, mode="likelihood")
-    tiny, mid, full = (r.task_score for r in evaluator.evaluate([uniform(bundled, b) for b in (SNAPKV.always_kept, 128, 4096)]))
+    tiny, mid, full = (r.task_score
+                       for r in evaluator.evaluate([uniform(bundled, b) for b in (SNAPKV.always_kept, 128, 4096)]))
     # The full cache answers these prompts; keeping only the observation window cannot.
     assert full > 0.9 and full > mid > tiny, (tiny, mid, full)

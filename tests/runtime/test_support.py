@@ -21,7 +21,8 @@ def test_every_architecture_of_the_exactness_tests_is_supported(architecture):
 
 
 def test_the_verdict_names_the_attention_features_it_found():
-    assert set(attention_support(tiny_config("gemma2")).features) >= {"sliding_window", "softcap", "query_pre_attn_scalar"}
+    assert set(attention_support(tiny_config("gemma2")).features) >= {"sliding_window", "softcap",
+                                                                      "query_pre_attn_scalar"}
     assert "qk_norm" in attention_support(tiny_config("qwen3")).features
     assert "rope_llama3" in attention_support(tiny_config("llama3-rope")).features
 

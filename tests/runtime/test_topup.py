@@ -23,12 +23,14 @@ SEARCHED = [
 def searched(llama, gates, budgets) -> Allocation:  # noqa: F811 (the fixture)
     budgets = np.asarray(budgets, dtype=np.int64)
     return Allocation(model="tiny", geometry=geometry_of(llama.config), scorer="gates", scorer_params=gates.params(),
-                      target=float(budgets.mean()), granularity="head", budgets=budgets, provenance={"method": "evolved"})
+                      target=float(budgets.mean()), granularity="head", budgets=budgets,
+                      provenance={"method": "evolved"})
 
 
 @pytest.mark.parametrize("budgets", SEARCHED)
 @pytest.mark.parametrize("extra", [0, 1, 8, 28])
-def test_topup_keeps_exactly_the_new_total_and_every_searched_budget(llama, gates, record, budgets, extra):  # noqa: F811
+def test_topup_keeps_exactly_the_new_total_and_every_searched_budget(llama, gates, record, budgets,
+                                                                     extra):  # noqa: F811
     profile = searched(llama, gates, budgets)
     target = profile.target + extra
     expanded = profile.expand(target, min_budget=gates.min_budget, rule="topup")

@@ -21,7 +21,8 @@ EXTRAS = [1, 4, 8, 16, 28]
 
 @pytest.mark.parametrize("budgets", SEARCHED)
 @pytest.mark.parametrize("extra", EXTRAS)
-def test_topup_half_keeps_exactly_the_new_total_and_half_of_every_searched_budget(llama, gates, record, budgets, extra):  # noqa: F811
+def test_topup_half_keeps_exactly_the_new_total_and_half_of_every_searched_budget(llama, gates, record, budgets,
+                                                                                  extra):  # noqa: F811
     profile = searched(llama, gates, budgets)
     target = profile.target + extra
     expanded = profile.expand(target, min_budget=gates.min_budget, rule="topup-half")

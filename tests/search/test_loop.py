@@ -62,8 +62,10 @@ def test_fitness_is_the_task_score_times_the_cache_bonus_of_the_group(tmp_path):
 
 def test_cache_score_keeps_a_greedy_task_near_the_target_budget(tmp_path):
     # More cache always helps this task a little; only the CacheScore penalty stops it.
-    with_penalty = run_search(tmp_path / "a", MoreCacheIsBetter(), small_config(tmp_path / "a", generations=6), progress=False)
-    without = run_search(tmp_path / "b", MoreCacheIsBetter(), small_config(tmp_path / "b", generations=6, lam=0.0), progress=False)
+    with_penalty = run_search(tmp_path / "a", MoreCacheIsBetter(), small_config(tmp_path / "a", generations=6),
+                              progress=False)
+    without = run_search(tmp_path / "b", MoreCacheIsBetter(), small_config(tmp_path / "b", generations=6, lam=0.0),
+                         progress=False)
     assert with_penalty.best_budgets.mean() < 1.15 * TARGET
     assert without.best_budgets.mean() > 1.3 * TARGET
 
@@ -78,7 +80,8 @@ def test_failed_and_nan_evaluations_are_fail_trials_and_the_search_goes_on(tmp_p
 
     told = []
     original_tell = PycmaOptimizer.tell
-    monkeypatch.setattr(PycmaOptimizer, "tell", lambda self, xs, losses: told.append(list(losses)) or original_tell(self, xs, losses))
+    monkeypatch.setattr(PycmaOptimizer, "tell",
+                        lambda self, xs, losses: told.append(list(losses)) or original_tell(self, xs, losses))
     result = run_search(tmp_path, ProfileEvaluator(fail=fail), small_config(tmp_path, generations=4), progress=False)
 
     failed = [r for r in result.history if not r.ok]
@@ -115,7 +118,8 @@ def test_the_study_is_an_ordinary_sqlite_optuna_study(tmp_path):
 
 @pytest.mark.parametrize("optimizer", ["optuna-cma", "optuna-tpe"])
 def test_optuna_backends_improve_on_the_fake_objective(tmp_path, optimizer):
-    result = run_search(tmp_path, ProfileEvaluator(), small_config(tmp_path, optimizer=optimizer, generations=5), progress=False)
+    result = run_search(tmp_path, ProfileEvaluator(), small_config(tmp_path, optimizer=optimizer, generations=5),
+                        progress=False)
     uniform = np.full((LAYERS, HEADS), int(TARGET))
     # TPE's first 10 trials are uniform over the whole box, so ask less than of CMA-ES.
     assert profile_error(result.best_budgets) < 0.9 * profile_error(uniform)
@@ -139,7 +143,8 @@ def test_bad_settings_are_user_errors_naming_the_field():
 
 
 def test_the_search_loop_does_not_import_torch():
-    code = "import sys, evolalloc.search, evolalloc.search.optimizers as o; o.optimizer_names(); print('torch' in sys.modules, 'transformers' in sys.modules)"
+    code = ("import sys, evolalloc.search, evolalloc.search.optimizers as o; "
+            "o.optimizer_names(); print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 

@@ -4,7 +4,6 @@ an uninterrupted run on SQLite."""
 from __future__ import annotations
 
 import optuna
-import pytest
 
 from evolalloc.core.allocation_file import load_allocation
 from tests.clitools import assert_refused, run_cli, snapshot
@@ -53,7 +52,10 @@ def test_a_run_on_postgresql_killed_and_resumed_equals_an_uninterrupted_run_on_s
     assert resumed.code == 0, resumed.stderr
 
     assert trials(postgres_url, "tiny") == trials(f"sqlite:///{tmp_path / 'straight' / 'tiny' / 'study.db'}", "tiny")
-    ours, theirs = load_allocation(run / "allocation-c8.json"), load_allocation(tmp_path / "straight" / "tiny" / "allocation-c8.json")
+    ours, theirs = (
+        load_allocation(run / "allocation-c8.json"),
+        load_allocation(tmp_path / "straight" / "tiny" / "allocation-c8.json"),
+    )
     assert (ours.budgets == theirs.budgets).all()
 
     # The study now exists on the server: a second run of the same name is refused up front.

@@ -75,7 +75,8 @@ def test_random_search_spends_exactly_the_evaluations_cma_es_spends_in_the_same_
 
 
 def test_a_killed_random_search_resumes_to_the_same_result(tmp_path):
-    straight = run_search(tmp_path / "a", ProfileEvaluator(), small_config(tmp_path / "a", optimizer="random"), progress=False)
+    straight = run_search(tmp_path / "a", ProfileEvaluator(), small_config(tmp_path / "a", optimizer="random"),
+                          progress=False)
     killed = ProfileEvaluator(kill_at_call=4)
     with pytest.raises(SimulatedKill):
         run_search(tmp_path / "b", killed, small_config(tmp_path / "b", optimizer="random"), progress=False)

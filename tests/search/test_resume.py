@@ -6,11 +6,11 @@ import dataclasses
 import json
 import os
 import pickle
-import evolalloc.core.fileio
 
 import numpy as np
 import pytest
 
+import evolalloc.core.fileio
 import evolalloc.search.loop as loop
 from evolalloc.core.errors import UserError
 from evolalloc.search import resume_search, run_search
@@ -23,7 +23,8 @@ CALLS = 6
 
 def uninterrupted(tmp_path, **settings):
     evaluator = ProfileEvaluator()
-    result = run_search(tmp_path / "straight", evaluator, small_config(tmp_path / "straight", **settings), progress=False)
+    result = run_search(tmp_path / "straight", evaluator, small_config(tmp_path / "straight", **settings),
+                        progress=False)
     return result, evaluator
 
 

@@ -5,7 +5,8 @@ from searchspaces import SearchSpace, get_search_space, list_search_spaces, regi
 
 
 def test_the_spaces_are_registered():
-    assert list_search_spaces() == ["depth_knots", "gate_floors", "gate_prior", "gate_prior_heads", "head_groups", "layer_groups"]
+    assert list_search_spaces() == ["depth_knots", "gate_floors", "gate_prior", "gate_prior_heads", "head_groups",
+                                    "layer_groups"]
 
 
 def test_an_unknown_name_lists_the_valid_ones_and_suggests_the_closest():
@@ -37,14 +38,15 @@ def test_get_search_space_passes_every_option_through():
 
 
 def test_the_package_imports_only_the_registry_from_evolalloc():
-    import sys
     import subprocess
+    import sys
 
     code = ("import sys, searchspaces; print(any(m.split('.')[0] == 'evolalloc'"
             " and m not in ('evolalloc', 'evolalloc.registry') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-    assert set(searchspaces.__all__) >= {"SearchSpace", "get_search_space", "list_search_spaces", "register_search_space"}
+    assert set(searchspaces.__all__) >= {"SearchSpace", "get_search_space", "list_search_spaces",
+                                         "register_search_space"}
 
 
 def test_each_space_declares_its_granularity():
@@ -65,7 +67,8 @@ def test_a_space_takes_only_the_settings_it_declares():
 
     floors = get_search_space("gate_floors", num_layers=4, num_kv_heads=2, target=32, floor_fraction=0.25)
     assert floors.adapter_params == {"floor_fraction": 0.25} and floors.exact_total
-    assert get_search_space("gate_floors", num_layers=4, num_kv_heads=2, target=32).adapter_params == {"floor_fraction": 0.5}
+    assert get_search_space("gate_floors", num_layers=4, num_kv_heads=2,
+                            target=32).adapter_params == {"floor_fraction": 0.5}
     with pytest.raises(ValueError, match="floor_fraction"):
         get_search_space("layer_groups", num_layers=4, num_kv_heads=2, target=32, floor_fraction=0.25)
     with pytest.raises(ValueError, match="floor_fraction"):

@@ -41,7 +41,8 @@ class ServiceProcess(ServeProcess):
                 if job["status"] in states:
                     return job
                 time.sleep(0.5)
-        raise AssertionError(f"job {job_id} still {job['status']} after {timeout} s; log: {self.log.read_text()[-3000:]}")
+        raise AssertionError(f"job {job_id} still {job['status']} after "
+                             f"{timeout} s; log: {self.log.read_text()[-3000:]}")
 
 
 def tiny_recipe_text(model_dir: Path, name: str, **changes) -> str:

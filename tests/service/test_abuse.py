@@ -130,7 +130,8 @@ def test_yaml_aliases_are_refused_before_they_expand(service):
     ("application/yaml", "task: {name: passkey, params: {x: " + "[" * 5000 + "]" * 5000 + "}}\nbudget: {target: 64}\n"),
     ("application/json", '{"task": {"name": "passkey", "params": {"x": ' + "[" * 100000 + "]" * 100000 + "}}}"),
     ("application/json", '{"task": {"name": "passkey", "params": {"x": ' + "[" * 50 + "]" * 50 + "}}}"),
-    ("application/yaml", "task: {name: passkey, params: {x: [" + ", ".join(["1"] * 30000) + "]}}\nbudget: {target: 64}\n"),
+    ("application/yaml",
+     "task: {name: passkey, params: {x: [" + ", ".join(["1"] * 30000) + "]}}\nbudget: {target: 64}\n"),
 ])
 def test_a_deep_or_huge_document_is_a_4xx_not_a_500(service, kind, body):
     client = Client(service.url)

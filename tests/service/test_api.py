@@ -33,7 +33,8 @@ def queue_only(tmp_path_factory):
 def a_profile(target=32, budgets=(40, 36, 28, 24)) -> Allocation:
     rows = np.repeat(np.array(budgets)[:, None], 2, axis=1)
     return Allocation(model="tiny", geometry=GEOMETRY, scorer="snapkv", scorer_params={"window": 8}, target=target,
-                      granularity="layer", budgets=rows, provenance={"method": "evolved", "task": "passkey", "fitness": 0.5})
+                      granularity="layer", budgets=rows,
+                      provenance={"method": "evolved", "task": "passkey", "fitness": 0.5})
 
 
 def run_folders(service: ServiceProcess) -> list[str]:
@@ -106,13 +107,15 @@ def test_an_uploaded_profile_is_registered_expanded_and_exported(queue_only):
         created = http.post("/profiles", content=document, headers={"Content-Type": "application/json"})
         assert created.status_code == 201, created.text
         profile = created.json()
-        assert (profile["target"], profile["granularity"], profile["task"], profile["source"]) == (32, "layer", "passkey", "upload")
+        assert (profile["target"], profile["granularity"], profile["task"], profile["source"]) == (32, "layer",
+                                                                                                   "passkey", "upload")
         same = http.post("/profiles", content=document)
         assert same.status_code == 200 and same.json()["id"] == profile["id"]
 
         fetched = http.get(f"/profiles/{profile['id']}")
         assert fetched.text == document and fetched.headers["etag"] == f'"{profile["content_hash"]}"'
-        assert http.get(f"/profiles/{profile['id']}", headers={"If-None-Match": fetched.headers["etag"]}).status_code == 304
+        assert http.get(f"/profiles/{profile['id']}",
+                        headers={"If-None-Match": fetched.headers["etag"]}).status_code == 304
 
         expanded = parse_allocation(http.get(f"/profiles/{profile['id']}", params={"budget": 64}).text)
         assert expanded.total == 64 * 4 * 2
@@ -124,7 +127,9 @@ def test_an_uploaded_profile_is_registered_expanded_and_exported(queue_only):
         unknown = http.get(f"/profiles/{profile['id']}", params={"format": "kvpres"})
         assert unknown.status_code == 422 and "did you mean 'kvpress'" in unknown.json()["error"]
 
-        assert [p["id"] for p in http.get("/profiles", params={"scorer": "snapkv", "granularity": "layer"}).json()["profiles"]] == [profile["id"]]
+        assert [p["id"]
+                for p in http.get("/profiles", params={"scorer": "snapkv",
+                                                       "granularity": "layer"}).json()["profiles"]] == [profile["id"]]
         assert http.get("/profiles", params={"task": "gsm8k"}).json()["profiles"] == []
 
 
@@ -166,7 +171,8 @@ def test_the_openapi_schema_describes_the_api(queue_only):
 
 def test_the_http_process_never_imports_torch(queue_only, tiny_model_dir):
     with queue_only.client() as http:  # exercise the routes that validate and read
-        assert http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "torchless"), params={"name": "torchless"}).status_code == 201
+        assert http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "torchless"),
+                         params={"name": "torchless"}).status_code == 201
         http.get("/jobs")
         http.get("/profiles")
     maps = Path(f"/proc/{queue_only.process.pid}/maps").read_text()
@@ -187,9 +193,11 @@ def test_the_cli_client_submits_lists_and_pulls(queue_only, tmp_path, tiny_model
                                capture_output=True, text=True, cwd=REPO, timeout=120)
     assert submitted.returncode == 0, submitted.stderr
     assert "(from-cli): queued" in submitted.stdout
-    listed = subprocess.run([*env_cmd, "jobs", "--service", queue_only.url], capture_output=True, text=True, cwd=REPO, timeout=120)
+    listed = subprocess.run([*env_cmd, "jobs", "--service", queue_only.url], capture_output=True, text=True, cwd=REPO,
+                            timeout=120)
     assert "from-cli" in listed.stdout and "queued" in listed.stdout
-    bad = subprocess.run([*env_cmd, "profiles", "pull", "999", "--service", queue_only.url], capture_output=True, text=True,
+    bad = subprocess.run([*env_cmd, "profiles", "pull", "999", "--service", queue_only.url], capture_output=True,
+                         text=True,
                          cwd=REPO, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip() == "error: service: no profile 999"
 
@@ -207,7 +215,11 @@ def test_the_cli_client_sends_a_recipe_merged_over_its_base(queue_only, tmp_path
 def test_writes_need_the_token_when_one_is_set(service_factory, tiny_model_dir):
     service = service_factory(max_jobs=0, token=TOKEN)
     body = tiny_recipe_text(tiny_model_dir, "guarded")
-    with service.client() as anonymous, service.client("wrong-token-wrong-token") as wrong, service.client(TOKEN) as right:
+    with (
+        service.client() as anonymous,
+        service.client("wrong-token-wrong-token") as wrong,
+        service.client(TOKEN) as right,
+    ):
         assert anonymous.get("/jobs").status_code == 200  # reads stay open
         for client in (anonymous, wrong):
             response = client.post("/jobs", content=body)
@@ -218,7 +230,8 @@ def test_writes_need_the_token_when_one_is_set(service_factory, tiny_model_dir):
 
 
 def test_a_public_address_without_a_token_refuses_to_start(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "evolalloc", "serve", "--host", "0.0.0.0", "--runs-dir", str(tmp_path / "runs")],
+    done = subprocess.run([sys.executable, "-m", "evolalloc", "serve", "--host", "0.0.0.0", "--runs-dir",
+                           str(tmp_path / "runs")],
                           capture_output=True, text=True, cwd=REPO, timeout=120,
                           env={k: v for k, v in __import__("os").environ.items() if k != "EVOLALLOC_SERVICE_TOKEN"})
     assert done.returncode == 2
@@ -227,7 +240,8 @@ def test_a_public_address_without_a_token_refuses_to_start(tmp_path):
 
 
 def test_a_second_service_on_the_same_runs_dir_refuses_to_start(queue_only):
-    done = subprocess.run([sys.executable, "-m", "evolalloc", "serve", "--port", "1", "--runs-dir", str(queue_only.runs_dir)],
+    done = subprocess.run([sys.executable, "-m", "evolalloc", "serve", "--port", "1", "--runs-dir",
+                           str(queue_only.runs_dir)],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 2 and "another evolalloc service is using this runs dir" in done.stderr
 

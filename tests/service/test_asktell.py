@@ -64,12 +64,14 @@ def assert_same_as_local(client: Client, study_id: int, local) -> dict:
     assert study["status"] == "finished"
     assert study["best"]["budgets"] == local.best_budgets.tolist()
     assert study["best"]["fitness"] == local.best_fitness
-    trials = {(t["group"], t["generation"], t["candidate"]): (t["budgets"], t["fitness"]) for t in client.study_trials(study_id)}
+    trials = {(t["group"], t["generation"], t["candidate"]): (t["budgets"], t["fitness"])
+              for t in client.study_trials(study_id)}
     assert trials == {r.key: (r.budgets, r.fitness) for r in local.history}
     return study
 
 
-def test_eight_concurrent_clients_finish_a_study_with_each_candidate_evaluated_once_and_the_local_result(service, local):
+def test_eight_concurrent_clients_finish_a_study_with_each_candidate_evaluated_once_and_the_local_result(service,
+                                                                                                         local):
     client = Client(service.url)
     study = client.create_study({**STUDY, "name": "eight"})
     seen = run_clients(service.url, study["id"], 8)
@@ -164,7 +166,8 @@ def snapshot(client: Client, study_id: int):
     ("{trial}/complete", {"client_id": "a", "task_score": "0.5"}, 422, "task_score"),
     ("{trial}/complete", {"client_id": "a", "task_score": True}, 422, "task_score"),
     ("{trial}/complete", {"client_id": "a", "task_score": None}, 422, "task_score"),
-    ("{trial}/complete", {"client_id": "a", "task_score": 0.5, "budgets": [[32, 32]] * 4}, 422, "8 layers x 2 KV heads"),
+    ("{trial}/complete", {"client_id": "a", "task_score": 0.5, "budgets": [[32, 32]] * 4}, 422,
+     "8 layers x 2 KV heads"),
     ("{trial}/complete", {"client_id": "a", "task_score": 0.5, "budgets": [[1, 1]] * 8}, 409, "not trial"),
     ("{trial}/complete", {"client_id": "a", "task_score": 0.5, "extra": 1}, 422, "extra"),
     ("{trial}/fail", {"client_id": "a"}, 422, "error"),
@@ -251,7 +254,8 @@ def test_studies_never_import_torch_in_the_http_process_and_are_in_the_openapi_s
     from .test_api import _maps_of_a_torch_process
 
     client = Client(service.url)
-    study = client.create_study({"model": {"spec": str(tiny_model_dir)}, "target": 24, "search_space": {"group_size": 2},
+    study = client.create_study({"model": {"spec": str(tiny_model_dir)}, "target": 24,
+                                 "search_space": {"group_size": 2},
                                  "optimizer": {"generations": 1}})
     run_clients(service.url, study["id"], 2, evaluate=lambda b: 1.0 - abs(float(b.mean()) - 24) / 100)
     finished = client.study(study["id"])  # suggested, completed, told, profile registered

@@ -32,7 +32,8 @@ def study_body(config, spec: str) -> dict:
                              "min_budget": config.min_budget},
             "optimizer": {"name": config.optimizer, "generations": config.generations, "seed": config.seed,
                           "sigma0": config.sigma0},
-            "lam": config.lam, "gamma": config.gamma, "cache_scope": config.cache_scope, "budget_rule": config.budget_rule}
+            "lam": config.lam, "gamma": config.gamma, "cache_scope": config.cache_scope,
+            "budget_rule": config.budget_rule}
 
 
 def test_the_worker_command_finishes_a_study_with_the_local_searchs_scores(tmp_path, tiny_model_dir):

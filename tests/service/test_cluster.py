@@ -30,7 +30,8 @@ pytestmark = pytest.mark.skipif(not os.path.exists(RAY), reason="needs the ray c
 def ray_head():
     temp_dir = tempfile.mkdtemp(prefix="evolalloc-ray-", dir="/tmp")  # Ray's socket paths must stay short
     port = free_port()
-    command = [RAY, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
+    command = [RAY, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus",
+               "2",
                "--object-store-memory", str(200 * 1024**2), "--include-dashboard", "false", "--disable-usage-stats",
                "--temp-dir", temp_dir, "--dashboard-port", str(free_port()),
                "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
@@ -66,7 +67,8 @@ def _listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_a_job_on_a_ray_cluster_finds_what_the_local_engine_finds(ray_head, two_jobs, tiny_model_dir, tmp_path, monkeypatch):
+def test_a_job_on_a_ray_cluster_finds_what_the_local_engine_finds(ray_head, two_jobs, tiny_model_dir, tmp_path,
+                                                                  monkeypatch):
     local_service, _, _ = two_jobs  # its job "first" ran this recipe on the local engine
     monkeypatch.setenv("RAY_ADDRESS", ray_head)  # what `--ray-address auto` joins, as on a node of the cluster
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
@@ -88,10 +90,14 @@ def test_a_job_on_a_ray_cluster_finds_what_the_local_engine_finds(ray_head, two_
     for name in ("allocation-c24.json", "allocation-c48.json"):
         ray_doc, local_doc = (json.loads((run / name).read_text()) for run in (on_ray, local))
         assert ray_doc["budgets"] == local_doc["budgets"]
-    assert json.loads((on_ray / "comparison.json").read_text())["rows"] == json.loads((local / "comparison.json").read_text())["rows"]
+    assert (
+        json.loads((on_ray / "comparison.json").read_text())["rows"]
+        == json.loads((local / "comparison.json").read_text())["rows"]
+    )
 
 
 def trials(run: Path) -> list:
     study = optuna.load_study(study_name="first", storage=f"sqlite:///{run / 'study.db'}")
-    return sorted((t.user_attrs["group"], t.user_attrs["generation"], t.user_attrs["candidate"], t.user_attrs["budgets"],
+    return sorted((t.user_attrs["group"], t.user_attrs["generation"], t.user_attrs["candidate"],
+                   t.user_attrs["budgets"],
                    t.user_attrs["task_score"], t.value) for t in study.trials)

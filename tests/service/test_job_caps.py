@@ -32,7 +32,8 @@ def service(tmp_path_factory):  # its model root is the session's temp folder, w
 
 
 def submit(service, model, extra: str = ""):
-    recipe = f"name: caps\nmodel: {{spec: {model}}}\ntask: {{name: passkey, context_tokens: 1000}}\nbudget: {{target: 64}}\n{extra}"
+    recipe = (f"name: caps\nmodel: {{spec: {model}}}\ntask: {{name: passkey, "
+              f"context_tokens: 1000}}\nbudget: {{target: 64}}\n{extra}")
     return Client(service.url).http.post("/jobs", content=recipe, headers={"Content-Type": "application/yaml"})
 
 
@@ -40,7 +41,8 @@ def submit(service, model, extra: str = ""):
     (2048, 64, "", "model.spec", "131072 cells"),  # 2048 x 64 > 65 536
     (1024, 32, "optimizer: {popsize: 40}\n", "optimizer.popsize", "40 candidates x 32768 cells"),
 ])
-def test_a_job_whose_model_is_too_big_to_search_is_refused_at_submission(tmp_path, service, layers, heads, extra, field, phrase):
+def test_a_job_whose_model_is_too_big_to_search_is_refused_at_submission(tmp_path, service, layers, heads, extra, field,
+                                                                         phrase):
     model = config_only_model(tmp_path / "big", layers, heads)
     response = submit(service, model, extra)
     assert response.status_code == 422, response.text

@@ -34,14 +34,16 @@ def test_a_finished_job_reports_its_progress_and_registers_its_profiles(two_jobs
         assert sorted(p["target"] for p in profiles if p["job_id"] == first["id"]) == [24, 48]
         target = next(p for p in profiles if p["job_id"] == first["id"] and p["target"] == 24)
         assert target["id"] in job["profiles"]
-        assert (target["model"], target["task"], target["scorer"], target["granularity"]) == (job["model"], "passkey", "snapkv", "layer")
+        assert (target["model"], target["task"], target["scorer"], target["granularity"]) == (job["model"], "passkey",
+                                                                                              "snapkv", "layer")
         assert {row["method"] for row in target["comparison"]} == {"evolved", "uniform"}
 
         fetched = http.get(f"/profiles/{target['id']}").text
         on_disk = load_allocation(service.runs_dir / "first" / "allocation-c24.json")
         assert np.array_equal(parse_allocation(fetched).budgets, on_disk.budgets)
         expanded = parse_allocation(http.get(f"/profiles/{target['id']}", params={"budget": 96}).text)
-        assert expanded.total == 96 * 4 * 2 and np.array_equal(expanded.budgets, on_disk.expand(96, min_budget=8).budgets)
+        assert expanded.total == 96 * 4 * 2 and np.array_equal(expanded.budgets,
+                                                               on_disk.expand(96, min_budget=8).budgets)
         kvpress = http.get(f"/profiles/{target['id']}", params={"format": "kvpress", "budget": 48}).json()
         assert kvpress["target"] == 48 and len(kvpress["budgets"]) == 4
 
@@ -55,12 +57,14 @@ def test_the_cli_pulls_a_profile_expanded_and_exported(two_jobs, tmp_path):
     profile_id = next(p["id"] for p in service.client().get("/profiles").json()["profiles"] if p["target"] == 24)
     out = tmp_path / "pulled.json"
     done = subprocess.run([sys.executable, "-m", "evolalloc", "profiles", "pull", str(profile_id), "--budget", "96",
-                           "--service", service.url, "-o", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
+                           "--service", service.url, "-o", str(out)], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     assert load_allocation(out).total == 96 * 4 * 2
 
 
-def test_a_service_killed_mid_search_resumes_the_job_without_losing_or_repeating_an_evaluation(service_factory, tiny_model_dir):
+def test_a_service_killed_mid_search_resumes_the_job_without_losing_or_repeating_an_evaluation(service_factory,
+                                                                                               tiny_model_dir):
     service = service_factory(max_jobs=1)
     recipe = tiny_recipe_text(tiny_model_dir, "survivor", optimizer={"name": "cma", "generations_per_group": 2},
                               task={"name": "passkey", "context_tokens": 200, "search": {"n": 4}, "heldout": {"n": 2}})
@@ -105,7 +109,8 @@ def test_a_worker_never_runs_a_job_whose_lock_another_worker_holds(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)
         command = [sys.executable, "-m", "evolalloc.service.worker", "--recipe-file", str(tmp_path / "r.yaml"),
                    "--runs-dir", str(tmp_path / "runs"), "--name", "x", "--attempt", "2", "--parent", str(os.getpid()),
-                   "--lock", str(lock), "--error-file", str(tmp_path / "error"), "--result-file", str(tmp_path / "result")]
+                   "--lock", str(lock), "--error-file", str(tmp_path / "error"), "--result-file",
+                   str(tmp_path / "result")]
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120,
                               env={**os.environ, "EVOLALLOC_WORKER_LOCK_WAIT": "1"})
     assert done.returncode == 75

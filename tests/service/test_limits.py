@@ -28,7 +28,8 @@ def default_service(tmp_path_factory):
 
 
 def submit(http: httpx.Client, model, name: str, **changes) -> httpx.Response:
-    return http.post("/jobs", content=tiny_recipe_text(model, name, **changes), headers={"Content-Type": "application/yaml"})
+    return http.post("/jobs", content=tiny_recipe_text(model, name, **changes),
+                     headers={"Content-Type": "application/yaml"})
 
 
 def tiny_task(**splits) -> dict:
@@ -43,7 +44,8 @@ def tiny_task(**splits) -> dict:
      "task.search.curate.draw", "1000000", "2000"),
     ({"optimizer": {"name": "cma", "generations_per_group": 1_000_000_000}}, "optimizer.generations_per_group",
      "12000000000 evaluations", "100"),
-    ({"optimizer": {"name": "cma", "generations_per_group": 9}}, "optimizer.generations_per_group", "108 evaluations", "100"),
+    ({"optimizer": {"name": "cma", "generations_per_group": 9}}, "optimizer.generations_per_group", "108 evaluations",
+     "100"),
     ({"scorer": {"name": "gates", "train": {"steps": 10**7}}}, "scorer.train.steps", "10000000", "20000"),
     ({"budget": {"target": 24, "expansions": list(range(25, 125))}}, "budget.expansions", "101 budgets", "64"),
     ({"engine": {"kind": "local", "workers": 100_000}}, "engine.workers", "100000 workers", "32"),
@@ -102,7 +104,8 @@ def test_the_queue_is_bounded_a_429_with_retry_after_and_cancelling_makes_room(s
     ({"task": tiny_task(heldout={"n": 1_000_000_000})}, "task.heldout.n"),
     ({"optimizer": {"name": "cma", "generations_per_group": 1_000_000_000}}, "optimizer.generations_per_group"),
 ])
-def test_the_issues_oversized_recipes_are_refused_by_the_default_limits(default_service, tiny_model_dir, changes, field):
+def test_the_issues_oversized_recipes_are_refused_by_the_default_limits(default_service, tiny_model_dir, changes,
+                                                                        field):
     with default_service.client() as http:
         response = submit(http, tiny_model_dir, "probe", **changes)
         assert response.status_code == 422 and response.json()["field"] == field, response.text

@@ -34,7 +34,8 @@ def browser():
     webdriver = pytest.importorskip("selenium.webdriver")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1000"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1280,1000"):
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
     yield driver
@@ -68,7 +69,8 @@ def test_the_page_lists_jobs_live_and_draws_a_jobs_charts(browser, two_jobs, tin
 
     # A job submitted through the API while the page is open appears without a reload.
     with service.client() as http:
-        late = http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "late"), params={"name": "late-arrival"}).json()
+        late = http.post("/jobs", content=tiny_recipe_text(tiny_model_dir, "late"),
+                         params={"name": "late-arrival"}).json()
         try:
             wait(browser, lambda d: "late-arrival" in d.find_element(By.ID, "jobs").text, timeout=15)
         finally:

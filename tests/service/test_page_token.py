@@ -20,17 +20,20 @@ def test_the_page_sends_the_read_token_typed_into_its_field(tmp_path, browser): 
 
     token_file = tmp_path / "read-token"
     token_file.write_text(READ_TOKEN + "\n")
-    service = ServiceProcess(tmp_path / "runs", max_jobs=0, token=TOKEN, extra=("--read-token-file", str(token_file))).start()
+    service = ServiceProcess(tmp_path / "runs", max_jobs=0, token=TOKEN,
+                             extra=("--read-token-file", str(token_file))).start()
     try:
         with service.client(TOKEN) as writer:
-            created = writer.post("/profiles", content=allocation_to_json(a_profile()), headers={"Content-Type": "application/json"})
+            created = writer.post("/profiles", content=allocation_to_json(a_profile()),
+                                  headers={"Content-Type": "application/json"})
             assert created.status_code == 201, created.text
         browser.get(service.url + "/")
         browser.execute_script("sessionStorage.clear()")
         browser.refresh()
         # Without the token: the reads are refused, the page says so and shows the field.
         wait(browser, lambda d: "Authorization" in d.find_element(By.ID, "status").text)
-        field = wait(browser, lambda d: d.find_element(By.ID, "token") if d.find_element(By.ID, "token").is_displayed() else None)
+        field = wait(browser, lambda d: d.find_element(By.ID, "token") if d.find_element(By.ID, "token").is_displayed()
+                     else None)
         field.send_keys(READ_TOKEN)
         browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
         wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#profiles a[href*='format=kvpress']"))

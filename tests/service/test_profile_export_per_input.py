@@ -14,12 +14,14 @@ from .test_api import GEOMETRY
 
 
 def test_a_gates_profile_is_served_as_json_and_refused_as_kvpress(tmp_path):
-    gates = Allocation(model="tiny", geometry=GEOMETRY, scorer="gates", scorer_params={}, target=32, granularity="layer",
+    gates = Allocation(model="tiny", geometry=GEOMETRY, scorer="gates", scorer_params={}, target=32,
+                       granularity="layer",
                        budgets=np.full((4, 2), 32), provenance={"method": "gates", "task": "passkey"})
     service = ServiceProcess(tmp_path / "runs", max_jobs=0).start()
     try:
         with service.client() as http:
-            created = http.post("/profiles", content=allocation_to_json(gates), headers={"Content-Type": "application/json"})
+            created = http.post("/profiles", content=allocation_to_json(gates),
+                                headers={"Content-Type": "application/json"})
             assert created.status_code == 201, created.text
             profile_id = created.json()["id"]
             assert http.get(f"/profiles/{profile_id}").json()["provenance"]["method"] == "gates"

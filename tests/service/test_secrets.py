@@ -80,6 +80,7 @@ def test_redaction_covers_nested_values_and_log_tracebacks():
     try:
         raise RuntimeError(f"cannot reach redis://:{SECRET}@cache:6379/0")
     except RuntimeError:
-        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, exc_info=__import__("sys").exc_info())
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None,
+                                   exc_info=__import__("sys").exc_info())
     line = RedactingFormatter("%(message)s").format(record)
     assert "redis://:***@cache" in line and SECRET not in line

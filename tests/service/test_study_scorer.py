@@ -28,7 +28,8 @@ def test_a_study_served_by_the_worker_with_gates_records_the_checkpoint_in_its_p
     checkpoint = tmp_path / "gates.pt"
     save_tiny_gates(checkpoint, tiny_model_dir)
     recipe_file = tmp_path / "gates.yaml"
-    recipe_file.write_text(tiny_recipe_text(tiny_model_dir, "gates", scorer={"name": "gates", "params": {"checkpoint": str(checkpoint)}},
+    recipe_file.write_text(tiny_recipe_text(tiny_model_dir, "gates",
+                                            scorer={"name": "gates", "params": {"checkpoint": str(checkpoint)}},
                                             budget={"target": 24, "expansions": []},
                                             optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3}))
     service = ServiceProcess(tmp_path / "runs", max_jobs=0).start()
@@ -62,7 +63,8 @@ def study_service(tmp_path):
 def start_study(service, **body):
     client = Client(service.url)
     study = client.create_study({"geometry": {"num_layers": 2, "num_kv_heads": 1}, "target": 24,
-                                 "search_space": {"group_size": 2}, "optimizer": {"generations": 1, "popsize": 3}, **body})
+                                 "search_space": {"group_size": 2}, "optimizer": {"generations": 1, "popsize": 3},
+                                 **body})
     return client, study
 
 

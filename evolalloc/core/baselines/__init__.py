@@ -17,7 +17,16 @@ a method without importing the baselines that build allocations.
 from __future__ import annotations
 
 from evolalloc.core.baselines.base import Baseline, register_baseline
-from evolalloc.core.methods import BASELINES, EVOLVED, baseline_names, default_baselines, make_baseline, methods, ordered
+from evolalloc.core.methods import (
+           BASELINES,
+           EVOLVED,
+           baseline_names,
+           default_baselines,
+           make_baseline,
+           methods,
+           ordered,
+)
 
-__all__ = ["BASELINES", "EVOLVED", "Baseline", "baseline_names", "default_baselines", "make_baseline", "methods", "ordered",
+__all__ = ["BASELINES", "EVOLVED", "Baseline", "baseline_names", "default_baselines", "make_baseline", "methods",
+           "ordered",
            "register_baseline"]

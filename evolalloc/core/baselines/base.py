@@ -66,7 +66,8 @@ class Baseline:
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def budgets(self, geometry: ModelGeometry, target: float, *, reserved: int = 0, granularity: str = "layer") -> np.ndarray:
+    def budgets(self, geometry: ModelGeometry, target: float, *, reserved: int = 0,
+                granularity: str = "layer") -> np.ndarray:
         """int64 budgets ``[num_layers, num_kv_heads]`` whose total is exactly ``c * L * H``.
 
         ``reserved``: tokens the run's scorer always keeps (its sinks and observation window),
@@ -103,7 +104,8 @@ class Baseline:
             return Allocation(
                 model=base.model, geometry=base.geometry, scorer=base.scorer, scorer_params=dict(base.scorer_params),
                 target=base.target, granularity=base.granularity, budgets=base.budgets.copy(),
-                provenance={**base.provenance, **(provenance or {}), "method": self.name, **self.provenance(reserved=reserved)},
+                provenance={**base.provenance, **(provenance or {}), "method": self.name,
+                            **self.provenance(reserved=reserved)},
             )
         if target < self.min_target:
             raise ValueError(f"baseline {self.name!r} needs a target >= {self.min_target:g}, got {target:g}")

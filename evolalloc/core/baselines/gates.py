@@ -9,6 +9,7 @@ always-kept tokens. Needs a checkpoint from ``evolalloc gates train`` (default: 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from evolalloc.core.baselines import register_baseline
 from evolalloc.core.baselines.uniform import Uniform
 from evolalloc.core.paths import CHECKPOINT_ALWAYS_KEPT, resolve_checkpoint
@@ -22,14 +23,16 @@ class GlobalGates(Uniform):
     default = False
     in_budget_plot = False  # its real budgets are per instance; `evolalloc gates eval` plots their mean
     checkpoint: str = ""  # "": the gates scorer's default checkpoint (core.paths)
-    sinks: int = CHECKPOINT_ALWAYS_KEPT["sinks"]  # the gates scorer's always-kept tokens (a run's own, e.g. anchored gates' 0 and 32)
+    # the gates scorer's always-kept tokens (a run's own, e.g. anchored gates' 0 and 32)
+    sinks: int = CHECKPOINT_ALWAYS_KEPT["sinks"]
     window: int = CHECKPOINT_ALWAYS_KEPT["window"]
 
     @property
     def scorer(self):
         params = {"checkpoint": str(resolve_checkpoint("gates", self.checkpoint))}
         # Only when not the scorer's defaults, so the allocation files of default gates stay as they were.
-        params.update({k: v for k, v in (("sinks", self.sinks), ("window", self.window)) if v != CHECKPOINT_ALWAYS_KEPT[k]})
+        params.update({k: v for k, v in (("sinks", self.sinks), ("window", self.window))
+                       if v != CHECKPOINT_ALWAYS_KEPT[k]})
         return ("gates", params)
 
     @property

@@ -49,7 +49,8 @@ class UtilityCurves:
     def __post_init__(self):
         self.utility = np.asarray(self.utility, dtype=np.float64)
         if self.utility.ndim != 3 or self.utility.shape[2] < 2:
-            raise ValueError(f"utility curves must be [layers, kv_heads, B + 1] with B >= 1, got shape {self.utility.shape}")
+            raise ValueError("utility curves must be [layers, kv_heads, B + "
+                             f"1] with B >= 1, got shape {self.utility.shape}")
         if not np.all(np.isfinite(self.utility)):
             raise ValueError("utility curves hold a non-finite value")
         if not 0 <= self.floor <= self.max_budget:
@@ -61,13 +62,15 @@ class UtilityCurves:
 
     def budgets(self, total: int) -> np.ndarray:
         """int64 ``[num_layers, num_kv_heads]`` summing to ``total``: the hull greedy (``greedy_budgets``)."""
-        return greedy_budgets(self.utility.reshape(-1, self.utility.shape[2]), total, self.floor).reshape(self.utility.shape[:2])
+        return greedy_budgets(self.utility.reshape(-1, self.utility.shape[2]), total,
+                              self.floor).reshape(self.utility.shape[:2])
 
     def save(self, path: str | Path) -> Path:
         from evolalloc.core.fileio import write_atomic
 
         buffer = io.BytesIO()
-        np.savez(buffer, utility=self.utility, floor=np.int64(self.floor), meta=np.array(json.dumps(self.meta, sort_keys=True)))
+        np.savez(buffer, utility=self.utility, floor=np.int64(self.floor),
+                 meta=np.array(json.dumps(self.meta, sort_keys=True)))
         return write_atomic(Path(path), buffer.getvalue())
 
     @staticmethod
@@ -126,7 +129,8 @@ def greedy_budgets(curves: np.ndarray, total: int, floor: int = 0) -> np.ndarray
     if not 0 <= floor <= top:
         raise ValueError(f"floor {floor} is outside the curves' budgets 0..{top}")
     if not units * floor <= total <= units * top:
-        raise ValueError(f"a total of {total} tokens over {units} units needs {units * floor} <= total <= {units * top} "
+        raise ValueError(f"a total of {total} tokens over {units} units "
+                         f"needs {units * floor} <= total <= {units * top} "
                          f"(each unit keeps between {floor} and {top})")
     budgets = np.full(units, floor, dtype=np.int64)
     segments = []  # (-slope, unit, start, length)
@@ -165,7 +169,8 @@ class LUKV(Baseline):
                              "them within a run (recipe baselines, compare, or evaluate)")
         shape = (geometry.num_layers, geometry.num_kv_heads)
         if self.curves.utility.shape[:2] != shape:
-            raise ValueError(f"the LU-KV curves are for {self.curves.utility.shape[:2]} (layers, KV heads), the model has {shape}")
+            raise ValueError(f"the LU-KV curves are for {self.curves.utility.shape[:2]} "
+                             f"(layers, KV heads), the model has {shape}")
         total = round(float(target) * shape[0] * shape[1])
         budgets = self.curves.budgets(total)
         if granularity == "layer":

@@ -23,7 +23,8 @@ def uniform_budgets(num_layers: int, num_kv_heads: int, target: float, granulari
     if granularity == "layer":
         per_layer = complete_budgets(np.ones(num_layers, dtype=np.int64), round(target * num_layers), 0)
         return np.repeat(per_layer[:, None], num_kv_heads, axis=1)
-    flat = complete_budgets(np.ones(num_layers * num_kv_heads, dtype=np.int64), round(target * num_layers * num_kv_heads), 0)
+    flat = complete_budgets(np.ones(num_layers * num_kv_heads, dtype=np.int64),
+                            round(target * num_layers * num_kv_heads), 0)
     return flat.reshape(num_layers, num_kv_heads)
 
 

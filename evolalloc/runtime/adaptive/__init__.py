@@ -17,8 +17,8 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 import numpy as np
-from evolalloc.registry import BadParametersError, Registry
 
+from evolalloc.registry import BadParametersError, Registry
 from evolalloc.runtime.scorers import Scorer
 
 

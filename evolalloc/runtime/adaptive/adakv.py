@@ -28,7 +28,8 @@ class AdaKV(BudgetAdapter):
 
     def __post_init__(self):
         if not 0 <= self.alpha <= 1:
-            raise ValueError(f"adakv alpha (the per-head floor, a fraction of the budget) must be in [0, 1], got {self.alpha}")
+            raise ValueError("adakv alpha (the per-head floor, a fraction of "
+                             f"the budget) must be in [0, 1], got {self.alpha}")
 
     def adapt(self, record, budgets, scorer):
         scores = record_scores(record, scorer)

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from searchspaces.gate_floors import ADAPTER, DEFAULT_FLOOR_FRACTION, SCORER, check_floor_fraction
 
 from evolalloc.runtime.adaptive import BudgetAdapter, record_scores, register_adapter, top_with_floor
+from searchspaces.gate_floors import ADAPTER, DEFAULT_FLOOR_FRACTION, SCORER, check_floor_fraction
 
 
 def floors_of(budgets, floor_fraction: float, min_budget: int) -> np.ndarray:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from searchspaces.gate_prior import ADAPTER, SCORER, prior_of
 
 from evolalloc.runtime.adaptive import BudgetAdapter, record_scores, register_adapter, top_with_floor
+from searchspaces.gate_prior import ADAPTER, SCORER, prior_of
 
 
 @register_adapter(ADAPTER)

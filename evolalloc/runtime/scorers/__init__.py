@@ -8,7 +8,6 @@ registry imports the package's files the first time a name is asked for (``evola
 from __future__ import annotations
 
 from evolalloc.registry import BadParametersError, Registry, UnknownNameError
-
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
 SCORERS: Registry[type[Scorer]] = Registry("scorer", base=Scorer, package=__name__)

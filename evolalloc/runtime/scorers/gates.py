@@ -15,6 +15,7 @@ or ``scorer.train`` in a recipe.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import torch
 
 from evolalloc.runtime.capture import CaptureSpec
@@ -61,13 +62,16 @@ class Gates(CheckpointScorer):
         config = gates.config
         heads, length, dim = stats.keys.shape
         if heads != config.num_kv_heads or dim != config.head_dim or stats.layer_idx >= config.num_layers:
-            raise ValueError(f"gates {self.checkpoint!r} were trained for {config.num_layers} layers x {config.num_kv_heads} "
-                             f"KV heads x head_dim {dim}; got layer {stats.layer_idx} with {heads} KV heads x head_dim {dim}")
+            raise ValueError(f"gates {self.checkpoint!r} were trained for "
+                             f"{config.num_layers} layers x {config.num_kv_heads} "
+                             f"KV heads x head_dim {dim}; got layer {stats.layer_idx} "
+                             f"with {heads} KV heads x head_dim {dim}")
         votes = None
         if config.votes:
             window = stats.window_attention
             if window is None or window.shape[1] < min(config.votes, length):
-                raise ValueError(f"gates {self.checkpoint!r} are query-aware (votes={config.votes}: they read the attention of "
+                raise ValueError(f"gates {self.checkpoint!r} are query-aware "
+                                 f"(votes={config.votes}: they read the attention of "
                                  f"the prompt's last {config.votes} queries), and this path records "
                                  f"{'none' if window is None else window.shape[1]}; use query-free gates here")
             per_query_head = window[:, -config.votes :, :].float().sum(dim=1)  # [Hq, L]
@@ -78,6 +82,7 @@ class Gates(CheckpointScorer):
                 anchor = anchor_of(snap_votes(per_query_head, heads))  # [Hkv, L]
                 return gates.anchored_score(gates.features(stats.keys, stats.values, votes), anchor,
                                             gates.layer_heads(stats.layer_idx))
-            log_beta = gates.log_retention(gates.features(stats.keys, stats.values, votes), gates.layer_heads(stats.layer_idx))
+            log_beta = gates.log_retention(gates.features(stats.keys, stats.values, votes),
+                                           gates.layer_heads(stats.layer_idx))
             age = length - torch.arange(length, device=stats.keys.device)
             return horizon_score(log_beta, age, self.horizon or config.horizon)

@@ -12,6 +12,7 @@ Train one with ``evolalloc scorer train``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import torch
 
 from evolalloc.runtime.scorers import register_scorer
@@ -37,7 +38,8 @@ class Learned(CheckpointScorer):
         config = policy.config
         if heads != config.num_kv_heads or dim != config.head_dim or stats.layer_idx >= config.num_layers:
             raise ValueError(
-                f"policy {self.checkpoint!r} was trained for {config.num_layers} layers x {config.num_kv_heads} KV heads "
+                f"policy {self.checkpoint!r} was trained for "
+                f"{config.num_layers} layers x {config.num_kv_heads} KV heads "
                 f"x head_dim {config.head_dim}; got layer {stats.layer_idx} with {heads} KV heads x head_dim {dim}"
             )
         features = policy.features(stats.keys, stats.values)  # [Hkv, L, 2D + 1]

@@ -31,7 +31,8 @@ class Window(Scorer):
 
     def __post_init__(self):
         if self.sinks or self.window:
-            raise ValueError("the window scorer keeps the last budget tokens only (TensorRT-LLM's cyclic cache): no sinks, no window parameter")
+            raise ValueError("the window scorer keeps the last budget tokens only "
+                             "(TensorRT-LLM's cyclic cache): no sinks, no window parameter")
 
     def score(self, stats: LayerStats) -> torch.Tensor:
         recency = torch.arange(stats.length, device=stats.keys.device, dtype=torch.float32)

@@ -11,4 +11,5 @@ from evolalloc.search.optimizers.base import (
     register_optimizer,
 )
 
-__all__ = ["OPTIMIZERS", "AskTellOptimizer", "check_optimizer_name", "check_optimizer_options", "get_optimizer", "optimizer_names", "register_optimizer"]
+__all__ = ["OPTIMIZERS", "AskTellOptimizer", "check_optimizer_name", "check_optimizer_options", "get_optimizer",
+           "optimizer_names", "register_optimizer"]

@@ -17,10 +17,10 @@ from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
 import numpy as np
-from evolalloc.registry import Registry, UnknownNameError
 
 from evolalloc.core.errors import UserError
 from evolalloc.core.ranges import range_problem
+from evolalloc.registry import Registry, UnknownNameError
 
 # CMA-ES needs a population of 3 at least; every back-end shares the interface, so the rule is here
 # (the recipe schema takes it from here).

@@ -87,7 +87,8 @@ class OptunaOptimizer(AskTellOptimizer):
         """The seeded sampler that proposes the candidates."""
 
     def x0_params(self) -> dict[str, float]:
-        return {name: float(np.clip(v, lo, hi)) for name, v, lo, hi in zip(self.param_names, self.x0, self.lower, self.upper)}
+        return {name: float(np.clip(v, lo, hi))
+                for name, v, lo, hi in zip(self.param_names, self.x0, self.lower, self.upper)}
 
     def ask(self) -> list[np.ndarray]:
         if self._pending:

@@ -1,0 +1,71 @@
+"""``benchmarks/recipe_path.py`` counts room entries on a walk: its counting, on a made-up walk."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_tool():
+    """``benchmarks/recipe_path.py`` imported as a module (the folder is not a package)."""
+    spec = importlib.util.spec_from_file_location("recipe_path", ROOT / "benchmarks" / "recipe_path.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+tool = load_tool()
+Call = tool.Call
+RUN = "evolalloc.pipeline.run"
+
+# search -> load_recipe (config) -> run_prepared -> resume_search, which calls back into run.py
+# -> finish -> ship -> expand (another room) and a run.py helper -> compare -> two engine calls in a
+# row, and one call below the depth the tests cut at.
+WALK = [
+    Call(0, "evolalloc.cli.search_cmds", "search", None),
+    Call(1, "evolalloc.config.recipe", "load_recipe", "evolalloc.cli.search_cmds"),
+    Call(2, "evolalloc.config.recipe_reading", "read_yaml_file", "evolalloc.config.recipe"),
+    Call(2, "evolalloc.config.recipe", "recipe_from_dict", "evolalloc.config.recipe"),
+    Call(1, RUN, "run_prepared", "evolalloc.cli.search_cmds"),
+    Call(2, "evolalloc.search.loop", "resume_search", RUN),
+    Call(3, RUN, "allocate", "evolalloc.search.loop"),
+    Call(2, RUN, "finish", RUN),
+    Call(3, RUN, "ship", RUN),
+    Call(4, "evolalloc.pipeline.expansion", "expand_profile", RUN),
+    Call(4, RUN, "allocation_name", RUN),
+    Call(3, RUN, "compare", RUN),
+    Call(4, "evolalloc.engine.local", "evaluate", RUN),
+    Call(4, "evolalloc.engine.local", "evaluate", RUN),
+    Call(5, "evolalloc.runtime.decode", "decode_batch", "evolalloc.engine.local"),
+]
+
+
+def test_a_room_is_entered_by_calls_from_another_module_and_consecutive_entries_are_one_stay():
+    counts = tool.stays_per_module(WALK, depth=4)
+    # run.py: entered by search, and again by the search's call back; calls within it are no entry
+    assert counts[RUN] == 2
+    assert counts["evolalloc.engine.local"] == 1  # two entries in a row: one stay
+    assert counts["evolalloc.config.recipe"] == 1  # recipe_from_dict is called from recipe.py itself
+    assert "evolalloc.runtime.decode" not in counts  # below the depth
+    assert set(counts) == {m.module for m in WALK if m.depth <= 4}
+
+
+def test_the_depth_cuts_the_walk_before_it_is_counted():
+    assert tool.stays_per_module(WALK, depth=5)["evolalloc.runtime.decode"] == 1
+    assert tool.stays_per_module(WALK, depth=2)[RUN] == 1  # the call back is at depth 3
+
+
+def test_each_step_enters_run_py_once_plus_each_call_back_into_it():
+    assert tool.step_entries(WALK, depth=4) == [("search", 2), ("ship", 1), ("compare", 1)]
+    assert tool.step_entries(WALK, depth=2) == [("search", 1)]
+
+
+def test_the_tree_marks_the_calls_that_enter_a_room_and_counts_repeats():
+    lines = tool.tree_lines(WALK, depth=4)
+    assert lines[0] == "> cli/search_cmds.py: search"
+    assert lines[3] == "      config/recipe.py: recipe_from_dict"
+    assert lines[-1] == "        > engine/local.py: evaluate  (x2)"
