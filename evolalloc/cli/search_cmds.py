@@ -282,17 +282,15 @@ def _recipe(recipe_path, run_dir, overrides):
 
 def _baseline_list(text: str) -> list[str]:
     """``--baselines`` as a list of registered methods (``UserError`` with did-you-mean otherwise)."""
-    from evolalloc.core.baselines import BASELINES
+    from evolalloc.core.baselines import make_baseline
     from evolalloc.core.errors import UserError
-    from evolalloc.registry import UnknownNameError
 
     names = [name.strip() for name in text.split(",") if name.strip()]
     for name in names:
         try:
-            BASELINES.check_name(name)
-        except UnknownNameError as err:
+            problem = make_baseline(name).problem()
+        except ValueError as err:  # an unknown method, with did-you-mean
             raise UserError(str(err), field="--baselines") from None
-        problem = BASELINES.create(name).problem()
         if problem:
             raise UserError(problem, field="--baselines")
     if len(set(names)) != len(names):

@@ -8,7 +8,7 @@ gates: ``Baseline.adapter``); a searched profile whose budgets an adapter reads 
 
 from __future__ import annotations
 
-from evolalloc.core.methods import allocation_adapter  # the rule's home: exporters read it too, without torch
+from evolalloc.core.composition import allocation_adapter  # the rule's home: exporters read it too, without torch
 from evolalloc.runtime.adaptive import Adapted, get_adapter
 from evolalloc.runtime.scorers import Scorer, get_scorer
 
