@@ -288,9 +288,15 @@ def _baseline_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     for name in names:
         try:
-            problem = make_baseline(name).problem()
+            method = make_baseline(name)
         except ValueError as err:  # an unknown method, with did-you-mean
             raise UserError(str(err), field="--baselines") from None
+        from evolalloc.runtime.adaptive import ADAPTERS
+
+        if method.adapter is not None and method.adapter[0] not in ADAPTERS.load_all():
+            raise UserError(f"{name}: unknown adapter {method.adapter[0]!r}; known: "
+                            f"{', '.join(sorted(ADAPTERS.load_all()))}", field="--baselines")
+        problem = method.problem()
         if problem:
             raise UserError(problem, field="--baselines")
     if len(set(names)) != len(names):

@@ -11,7 +11,7 @@ from evolalloc.config.recipe_type import Recipe
 from evolalloc.config.schema import TRAINABLE_SCORERS, TaskSection
 from evolalloc.config.section_builder import FieldProblem, unknown_key
 from evolalloc.core.baselines import EVOLVED, make_baseline
-from evolalloc.core.composition import CompositionProblem, from_mapping, label_of, parse_label
+from evolalloc.core.composition import CompositionProblem, from_mapping, is_method, label_of, parse_label
 from evolalloc.core.record_settings import parse_size
 from evolalloc.core.topup import TOPUP_RULES, topup_problem
 from evolalloc.registry import UnknownNameError
@@ -125,12 +125,14 @@ def _check_adapters(recipe: Recipe) -> None:
 
 def method_labels(data):
     """The parsed recipe with each ``baselines`` mapping (``{allocation: ..., scorer: ..., adapter: ...}``)
-    replaced by its method's label (``core/composition.py``): a mapping equal to an alias is that alias,
+    (and each name, ``uniform+cake``) replaced by its method's one label (``core/composition.py``): a
+    mapping equal to an alias is that alias,
     so its rows, comparison.json keys and files are the alias's."""
     if not (isinstance(data, dict) and isinstance(data.get("baselines"), list)):
         return data
-    return {**data, "baselines": [label_of(_composition(f"baselines[{i}]", entry)) if isinstance(entry, dict)
-                                  else entry for i, entry in enumerate(data["baselines"])]}
+    return {**data, "baselines": [label_of(_composition(f"baselines[{i}]", entry))
+                                  if isinstance(entry, dict) or is_method(entry) else entry  # a bad name: checked later
+                                  for i, entry in enumerate(data["baselines"])]}
 
 
 def _check_curve(recipe: Recipe) -> None:

@@ -10,7 +10,8 @@ declares one, else the run's); ``adapter`` moves the budgets per input when a ro
 Every method has one label, its name in tables, comparison.json and ``provenance.method``: the
 alias's when the composition is one of ``ALIASES`` (the names recipes and files used before
 methods were composed), else the rule's name alone, else ``rule[-scorer][+adapter]``
-(``pyramid+cake``). ``parse_label`` reads any label back, so a label is enough to rebuild its method.
+(``pyramid+cake``). ``parse_label`` reads any label back, so a label is enough to rebuild its method
+(it also reads ``uniform+cake``, whose one label is the alias ``cake``: a recipe says it either way).
 Pieces are named at their default settings.
 """
 
@@ -87,7 +88,7 @@ def parse_label(name: str) -> Composition:
     base, _, adapter = name.partition("+")
     rule, _, scorer = base.partition("-")
     composition = Composition(rule, scorer or None, adapter or None)
-    if label_of(composition) != name or not (scorer or adapter):
+    if not (scorer or adapter):
         raise CompositionProblem("", unknown_method(name))
     check(composition)
     return composition
