@@ -43,7 +43,7 @@ class Exporter:
     name: str = ""
     suffix: str = ".json"
     #: The format holds one fixed budget per (layer, head) for every input. An allocation whose method
-    #: picks budgets per input (``core.methods.allocation_adapter``) is refused: see ``check_static``.
+    #: picks budgets per input (``core.composition.allocation_adapter``) is refused: see ``check_static``.
     static: bool = True
 
     def check(self, allocation: Allocation) -> None:
