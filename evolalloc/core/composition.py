@@ -118,7 +118,10 @@ def check(composition: Composition) -> None:
         if composition.scorer is not None:
             raise CompositionProblem("scorer", "the evolved allocation ranks with the searched profile's scorer")
         return
-    declared = BASELINES.get(rule)()
+    try:
+        declared = BASELINES.get(rule)()  # its declared scorer and adapter are properties
+    except TypeError:  # a rule that needs parameters to exist (none built in): checked when built
+        return
     if composition.scorer is not None and declared.scorer is not None:
         raise CompositionProblem("scorer", f"rule {rule!r} ranks with its own scorer ({declared.scorer[0]})")
     if composition.adapter is not None and declared.adapter is not None:
