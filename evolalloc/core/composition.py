@@ -124,6 +124,8 @@ def check(composition: Composition) -> None:
         return
     if composition.scorer is not None and declared.scorer is not None:
         raise CompositionProblem("scorer", f"rule {rule!r} ranks with its own scorer ({declared.scorer[0]})")
+    if composition.scorer is not None and declared.profiled:
+        raise CompositionProblem("scorer", f"rule {rule!r} allocates from curves profiled with the run's scorer")
     if composition.adapter is not None and declared.adapter is not None:
         raise CompositionProblem("adapter", f"rule {rule!r} has its own adapter ({declared.adapter[0]})")
 

@@ -51,6 +51,7 @@ def test_a_new_combination_gets_a_label_that_rebuilds_it_without_a_class():
     ({"allocation": "streaming", "scorer": "snapkv"}, "scorer"),  # streaming ranks with its own
     ({"allocation": "gates", "adapter": "adakv"}, "adapter"),  # the gates' global top-k is theirs
     ({"allocation": "evolved", "scorer": "snapkv"}, "scorer"),
+    ({"allocation": "lukv", "scorer": "snapkv"}, "scorer"),  # its curves are the run scorer's
     ({"allocation": 3}, "allocation"),
 ])
 def test_a_bad_mapping_names_its_field(entry, field):
