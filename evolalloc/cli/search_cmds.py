@@ -281,20 +281,25 @@ def _recipe(recipe_path, run_dir, overrides):
 
 
 def _baseline_list(text: str) -> list[str]:
-    """``--baselines`` as a list of registered methods (``UserError`` with did-you-mean otherwise)."""
-    from evolalloc.core.baselines import BASELINES
+    """``--baselines`` as a list of method labels: names or compositions' labels (``pyramid+cake``);
+    ``UserError`` with did-you-mean otherwise."""
+    from evolalloc.core.baselines import make_baseline
     from evolalloc.core.errors import UserError
-    from evolalloc.registry import UnknownNameError
+    from evolalloc.runtime.adaptive import ADAPTERS
 
-    names = [name.strip() for name in text.split(",") if name.strip()]
+    names, labels = [name.strip() for name in text.split(",") if name.strip()], []
     for name in names:
         try:
-            BASELINES.check_name(name)
-        except UnknownNameError as err:
+            method = make_baseline(name)
+        except ValueError as err:  # an unknown method, with did-you-mean
             raise UserError(str(err), field="--baselines") from None
-        problem = BASELINES.create(name).problem()
+        if method.adapter is not None and method.adapter[0] not in ADAPTERS.load_all():
+            raise UserError(f"{name}: unknown adapter {method.adapter[0]!r}; known: "
+                            f"{', '.join(sorted(ADAPTERS.load_all()))}", field="--baselines")
+        problem = method.problem()
         if problem:
             raise UserError(problem, field="--baselines")
-    if len(set(names)) != len(names):
+        labels.append(method.name)  # its one label: uniform+cake is cake
+    if len(set(labels)) != len(labels):
         raise UserError("a method is listed twice", field="--baselines")
-    return names
+    return labels

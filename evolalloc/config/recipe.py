@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evolalloc.config.recipe_base import BASE_KEY, Layer, read_with_bases
-from evolalloc.config.recipe_checks import NO_TASK, check_recipe, check_registered_names
+from evolalloc.config.recipe_checks import NO_TASK, check_recipe, check_registered_names, method_labels
 from evolalloc.config.recipe_reading import OVERRIDE_SOURCE, apply_overrides, read_yaml_file, source_of
 from evolalloc.config.recipe_type import Recipe
 from evolalloc.config.section_builder import FieldProblem, build_section
@@ -72,7 +72,7 @@ def recipe_from_dict(
                                          "send the merged recipe instead (a run folder's recipe.yaml)")
         if isinstance(data, dict) and data.get("task") is None and data.get("tasks") is None:
             raise FieldProblem("task.name", NO_TASK)  # the first thing a recipe must say
-        recipe = build_section(Recipe, data)
+        recipe = build_section(Recipe, method_labels(data))
         _resolve(recipe, default_name)
         check_recipe(recipe)
         if check_names:

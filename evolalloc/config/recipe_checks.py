@@ -10,7 +10,8 @@ import re
 from evolalloc.config.recipe_type import Recipe
 from evolalloc.config.schema import TRAINABLE_SCORERS, TaskSection
 from evolalloc.config.section_builder import FieldProblem, unknown_key
-from evolalloc.core.baselines import BASELINES, EVOLVED, make_baseline
+from evolalloc.core.baselines import EVOLVED, make_baseline
+from evolalloc.core.composition import CompositionProblem, from_mapping, is_method, label_of, parse_label
 from evolalloc.core.record_settings import parse_size
 from evolalloc.core.topup import TOPUP_RULES, topup_problem
 from evolalloc.registry import UnknownNameError
@@ -64,7 +65,7 @@ def check_recipe(recipe: Recipe) -> None:
     if bounds is not None and not (0 <= bounds[0] < bounds[1]):
         raise FieldProblem("search_space.ratio_bounds", f"must be [lo, hi] with 0 <= lo < hi, got {bounds}")
     for i, name in enumerate(recipe.baselines):
-        _check_registered(f"baselines[{i}]", BASELINES, name)
+        _composition(f"baselines[{i}]", name)
         if name in recipe.baselines[:i]:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
         problem = make_baseline(name).problem()  # e.g. gates without a trained checkpoint
@@ -96,11 +97,42 @@ def check_recipe(recipe: Recipe) -> None:
         raise FieldProblem("search_space.floor_fraction", f"only the gate_floors search space takes it, not "
                                                           f"{recipe.search_space.name!r}")
     for i, name in enumerate(recipe.baselines):
-        if space.adapter is not None and BASELINES.get(name).adapts == EVOLVED:  # e.g. evolved+adakv on the hybrid
+        if space.adapter is not None and parse_label(name).allocation == EVOLVED:  # e.g. evolved+adakv on the hybrid
             raise FieldProblem(f"baselines[{i}]",
                                f"{name!r} adapts the searched budgets, but {recipe.search_space.name!r}'s "
                                                   "budgets are read by its own adapter "
                                                   f"({space.adapter}), not as budgets")
+
+
+def _composition(path: str, entry):
+    """The composition ``entry`` (a label or a mapping) at ``path`` names, or ``FieldProblem`` naming the piece."""
+    try:
+        return from_mapping(entry) if isinstance(entry, dict) else parse_label(entry)
+    except CompositionProblem as problem:
+        raise FieldProblem(f"{path}.{problem.field}" if problem.field else path, str(problem)) from None
+
+
+def _check_adapters(recipe: Recipe) -> None:
+    """Each baseline's adapter (``baselines[i].adapter``) is a registered runtime budget adapter."""
+    from evolalloc.runtime.adaptive import ADAPTERS
+
+    for i, name in enumerate(recipe.baselines):
+        adapter = parse_label(name).adapter
+        if adapter is not None and adapter not in ADAPTERS.load_all():
+            raise FieldProblem(f"baselines[{i}].adapter", f"unknown adapter {adapter!r}; known: "
+                                                          f"{', '.join(sorted(ADAPTERS.load_all()))}")
+
+
+def method_labels(data):
+    """The parsed recipe with each ``baselines`` mapping (``{allocation: ..., scorer: ..., adapter: ...}``)
+    (and each name, ``uniform+cake``) replaced by its method's one label (``core/composition.py``): a
+    mapping equal to an alias is that alias,
+    so its rows, comparison.json keys and files are the alias's."""
+    if not (isinstance(data, dict) and isinstance(data.get("baselines"), list)):
+        return data
+    return {**data, "baselines": [label_of(_composition(f"baselines[{i}]", entry))
+                                  if isinstance(entry, dict) or is_method(entry) else entry  # a bad name: checked later
+                                  for i, entry in enumerate(data["baselines"])]}
 
 
 def _check_curve(recipe: Recipe) -> None:
@@ -255,6 +287,7 @@ def check_registered_names(recipe: Recipe) -> None:
     from evolalloc.runtime.scorers import SCORERS, get_scorer
 
     _check_registered("scorer.name", SCORERS, recipe.scorer.name)
+    _check_adapters(recipe)
     try:
         scorer = get_scorer(recipe.scorer.name, **recipe.scorer.params)
     except ValueError as err:

@@ -301,9 +301,9 @@ class RecipeData:
     optimizer: OptimizerSection = _rule(help="the optimizer and EvolKV's objective", factory=OptimizerSection)
     engine: EngineSection = _rule(help="where candidates are evaluated", factory=EngineSection)
     storage: str | None = _rule(None, help="Optuna storage URL; null = sqlite:///<run>/study.db")
-    baselines: list[str] = _rule(help="baselines `compare` evaluates; default: every registered one but the "
-                                      "input-adaptive methods (uniform+adakv, "
-                                      "pyramid+adakv, evolved+adakv, cake, gates)",
+    baselines: list[str] = _rule(help="methods `compare` evaluates, each a name (uniform, pyramid+adakv...) or a "
+                                      "composition {allocation: RULE, scorer: SCORER, adapter: ADAPTER}; "
+                                      "default: uniform, pyramid, streaming",
                                  factory=lambda: default_baselines())
     seed: int = _rule(0, min=0, help="default for every seed left null")
 

@@ -19,8 +19,8 @@ from datetime import datetime, timezone
 import numpy as np
 
 from evolalloc import __version__
+from evolalloc.core.composition import is_method, methods
 from evolalloc.core.geometry import ModelGeometry
-from evolalloc.core.methods import methods
 from evolalloc.core.topup import TOPUP, TOPUP_HALF, TOPUP_RULES, topup_provenance
 from searchspaces.completion import NO_CAP, complete_budgets
 
@@ -76,7 +76,7 @@ class Allocation:
 
     ``granularity == "layer"`` means every KV head of a layer has the same budget (EvolKV);
     ``"head"`` lets them differ. ``provenance`` is free-form but always holds ``method``
-    (``evolved`` or a registered baseline, see ``evolalloc.core.baselines.methods()``),
+    (``evolved`` or a method's label, see ``evolalloc.core.composition``),
     ``evolalloc_version`` and ``created_at``; a search adds task, fitness,
     task_score, cache_score, lam, gamma, group_size, population, sigma0, seed, evaluations,
     optimizer and optimizer_version.
@@ -110,9 +110,9 @@ class Allocation:
             raise ValueError("model and scorer must be non-empty names")
         self.scorer_params = dict(self.scorer_params)
         self.provenance = dict(self.provenance)
-        known = methods()
-        if self.provenance.get("method") not in known:
-            raise ValueError(f"provenance['method'] must be one of {known}, got {self.provenance.get('method')!r}")
+        if not is_method(self.provenance.get("method")):  # a known name or a composition's label
+            raise ValueError(f"provenance['method'] must be one of {methods()} or a composition's label, "
+                             f"got {self.provenance.get('method')!r}")
         self.provenance.setdefault("evolalloc_version", __version__)
         self.provenance.setdefault("created_at", _now())
 

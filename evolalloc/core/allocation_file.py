@@ -24,10 +24,10 @@ import jsonschema
 import numpy as np
 
 from evolalloc.core.allocation import FORMAT, FORMAT_VERSION, READABLE_VERSIONS, Allocation
+from evolalloc.core.composition import is_method, methods
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.core.geometry import ModelGeometry
-from evolalloc.core.methods import methods
 from searchspaces.gate_prior import ADAPTER as GATE_PRIOR
 from searchspaces.gate_prior import PRIOR_DECIMALS, recorded_prior
 
@@ -42,12 +42,12 @@ def _schema_text() -> str:
     return resources.files("evolalloc.core").joinpath("schema/allocation.schema.json").read_text(encoding="utf-8")
 
 
-def schema() -> dict:
+def schema(also: tuple[str, ...] = ()) -> dict:
     """The JSON Schema of an allocation file, its ``provenance.method`` enum filled in from the
-    baseline registry (``evolved`` + every registered baseline), so a new baseline file is a
-    valid method without editing the schema."""
+    baseline registry (``evolved`` + every registered rule and alias), so a new baseline file is a
+    valid method without editing the schema. ``also``: composed methods' labels to accept too."""
     data = json.loads(_schema_text())
-    data["$defs"]["provenance"]["properties"]["method"]["enum"] = list(methods())
+    data["$defs"]["provenance"]["properties"]["method"]["enum"] = [*methods(), *also]
     return data
 
 
@@ -188,7 +188,10 @@ def _position(error: jsonschema.ValidationError) -> tuple:
 
 def _first_error(data: dict) -> jsonschema.ValidationError | None:
     """The one violation to report: the first in the file (shallow fields before deep ones)."""
-    errors = list(jsonschema.Draft202012Validator(schema()).iter_errors(data))
+    provenance = data.get("provenance") if isinstance(data, dict) else None
+    method = provenance.get("method") if isinstance(provenance, dict) else None
+    composed = (method,) if isinstance(method, str) and method not in methods() and is_method(method) else ()
+    errors = list(jsonschema.Draft202012Validator(schema(composed)).iter_errors(data))
     if not errors:
         return None
     return min(errors, key=lambda e: (len(e.absolute_path), _position(e)))

@@ -43,7 +43,7 @@ class Exporter:
     name: str = ""
     suffix: str = ".json"
     #: The format holds one fixed budget per (layer, head) for every input. An allocation whose method
-    #: picks budgets per input (``core.methods.allocation_adapter``) is refused: see ``check_static``.
+    #: picks budgets per input (``core.composition.allocation_adapter``) is refused: see ``check_static``.
     static: bool = True
 
     def check(self, allocation: Allocation) -> None:
@@ -62,13 +62,13 @@ def check_static(exporter: Exporter, allocation: Allocation, source: str | None 
     CAKE's per-prompt shares, the hybrid's prior under the gates' top-k. Decided (issue 21): refuse
     rather than write the stored budgets, which are only the total (gates) or a prior (hybrid) and
     would run as another, untested method; the json file keeps the adapter and runs as evaluated."""
-    from evolalloc.core.methods import BASELINES, allocation_adapter
+    from evolalloc.core.composition import allocation_adapter, is_method
 
     adapter = allocation_adapter(allocation)
     if not exporter.static or adapter is None:
         return
     method = allocation.provenance.get("method")
-    field = "$.provenance.method" if method in BASELINES.load_all() else "$.provenance.adapter"
+    field = "$.provenance.method" if method != "evolved" and is_method(method) else "$.provenance.adapter"
     what = f"method {method!r}" if field.endswith("method") else f"this profile (adapter {adapter[0]!r})"
     raise UserError(f"cannot export to {exporter.name}: {what} picks its budgets per input with the {adapter[0]!r} "
                     f"adapter, which a {exporter.name} file (one fixed budget per head) cannot hold; ship the json "

@@ -50,11 +50,11 @@ def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout"
     """
     from evolalloc.config.run_folder import CURATION_FILE
     from evolalloc.core.allocation_file import load_allocation
-    from evolalloc.core.baselines import BASELINES
+    from evolalloc.core.composition import is_method
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.report.stats import bootstrap_mean
 
-    methods = BASELINES.load_all()
+    methods = [name for name in names if name != "evolved" and is_method(name)]  # the rest are files
     # The split is prefilled once with every ranking the named methods need (gates, streaming...).
     recipe.baselines = list(dict.fromkeys([*recipe.baselines, *(name for name in names if name in methods)]))
     curation = run_dir / CURATION_FILE if run_dir else None

@@ -126,7 +126,7 @@ def _global_gates(experiment: Experiment, scorer: Scorer, budgets: list[int], re
     allocations = [method.allocation(experiment.geometry, c, model=experiment.recipe.model.spec, scorer=scorer.name,
                                      scorer_params=scorer.params(), reserved=scorer.always_kept) for c in usable]
     row = GATES + GLOBAL
-    if floor_fraction is not None:  # the uniform budgets read as floors + a total (core.methods.allocation_adapter)
+    if floor_fraction is not None:  # the uniform budgets read as floors + a total (core.composition.allocation_adapter)
         blend = {"method": "uniform", "adapter": FLOORS, "adapter_params": {"floor_fraction": floor_fraction}}
         allocations = [replace(a, provenance={**a.provenance, **blend}) for a in allocations]
         row = f"{GATES}-floors{floor_fraction:g}"

@@ -26,7 +26,7 @@ from evolalloc.config.run_folder import (
 )
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import load_allocation, save_allocation
-from evolalloc.core.baselines import BASELINES, EVOLVED
+from evolalloc.core.baselines import EVOLVED, make_baseline
 from evolalloc.core.phases import announce
 from evolalloc.pipeline.experiment import Experiment
 
@@ -117,7 +117,7 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
     methods: dict[str, dict[float, Allocation]] = {"evolved": profiles}
     for name in run.baselines:
         # A method that adapts the searched profile (evolved+adakv) starts from it at each budget.
-        base = profiles if BASELINES.get(name).adapts == EVOLVED else {}
+        base = profiles if make_baseline(name).adapts == EVOLVED else {}
         methods[name] = {budget: experiment.baseline(name, budget, base=base.get(budget)) for budget in profiles}
     # The held-out records need keep only what these allocations read (issue 22: memory).
     experiment.bound_split(HELDOUT, [a for per_budget in methods.values() for a in per_budget.values()])
@@ -180,8 +180,9 @@ def report(run_dir: Path, experiment: Experiment, result, rows, methods, wall_se
 
     resolved = experiment.resolved
     target = float(resolved.target)
-    profiles = {name: per_budget[target] for name, per_budget in methods.items()
-                if name == EVOLVED or BASELINES.get(name).in_budget_plot}
+    from evolalloc.report.method_style import in_budget_plot
+
+    profiles = {name: per_budget[target] for name, per_budget in methods.items() if in_budget_plot(name)}
     plots = {
         "Budgets per layer at the target": plot_layer_budgets(profiles, run_dir / PLOT_LAYER_BUDGETS).name,
         "Best fitness over evaluations": plot_fitness_history(result.history, run_dir / PLOT_FITNESS).name,
@@ -210,7 +211,7 @@ def finish(run_dir: Path, experiment: Experiment, result, config: SearchConfig,
     if profiles is None:
         profiles = ship(run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
     experiment.run_dir = experiment.run_dir or run_dir
-    if any(BASELINES.get(name).profiled for name in experiment.resolved.baselines):
+    if any(make_baseline(name).profiled for name in experiment.resolved.baselines):
         experiment.lukv_curves()  # profiled on the search records, so before they are released
     experiment.release("search")  # its prefill records are not needed for the held-out comparison
     rows, methods = compare(run_dir, experiment, profiles)

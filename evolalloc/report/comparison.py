@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from evolalloc.core.baselines import EVOLVED, ordered
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
+from evolalloc.core.methods import EVOLVED
+from evolalloc.report.method_style import ordered
 from evolalloc.report.stats import RESAMPLES, Interval, PairedTest, align, bootstrap_mean, paired_test
 
 REFERENCE = EVOLVED
@@ -66,7 +67,7 @@ def compare_scores(
     budgets = sorted({float(b) for per_budget in scores.values() for b in per_budget})
     for budget in budgets:
         ref = _at(scores.get(reference, {}), budget)
-        for method in ordered(scores):  # evolved, then the baselines in the order they declare
+        for method in ordered(scores):  # evolved, then the baselines in report order
             mine = _at(scores[method], budget)
             if mine is None:
                 continue

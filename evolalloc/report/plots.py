@@ -23,19 +23,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from evolalloc.core.allocation import Allocation  # noqa: E402
-from evolalloc.core.baselines import BASELINES, EVOLVED  # noqa: E402
+from evolalloc.core.methods import EVOLVED  # noqa: E402
 from evolalloc.report.comparison import OVERALL, ComparisonRow, tasks_of  # noqa: E402
+from evolalloc.report.method_style import method_color  # noqa: E402
 
-# One colour per method in every plot, so a reader learns them once: evolved's here, each
-# baseline's as it declares it (None: matplotlib's next colour).
-EVOLVED_COLOR = "#d62728"
+# One colour per method in every plot, so a reader learns them once (report/method_style.py).
+EVOLVED_COLOR = method_color(EVOLVED)
 DPI = 120
-
-
-def method_color(method: str) -> str | None:
-    if method == EVOLVED:
-        return EVOLVED_COLOR
-    return BASELINES.get(method).color if method in BASELINES else None
 
 
 def _save(fig, path: str | Path) -> Path:

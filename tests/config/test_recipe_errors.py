@@ -2,7 +2,7 @@
 
 import pytest
 
-from evolalloc.config.recipe import load_recipe
+from evolalloc.config.recipe import load_recipe, recipe_from_dict
 from evolalloc.core.errors import UserError
 
 GOOD = """\
@@ -206,3 +206,14 @@ def test_an_override_of_a_listed_task_names_the_override(tmp_path, override, fie
         load_recipe(path, [override], check_names=False)
     assert info.value.source == f"--set {override}"
     assert info.value.field == field and phrase in str(info.value)
+
+
+def test_a_baseline_mapping_is_its_alias_and_a_bad_one_names_the_field(tmp_path):
+    base = {"name": "m", "task": {"name": "passkey"}, "budget": {"target": 64}}
+    recipe = recipe_from_dict({**base, "baselines": ["uniform", {"allocation": "uniform", "adapter": "adakv"},
+                                                     {"allocation": "pyramid", "adapter": "cake"}]})
+    assert recipe.baselines == ["uniform", "uniform+adakv", "pyramid+cake"]
+    with pytest.raises(UserError, match=r"baselines\[2\]\.adapter: unknown adapter 'x'; known: adakv"):
+        recipe_from_dict({**base, "baselines": ["uniform", "pyramid", {"allocation": "uniform", "adapter": "x"}]})
+    with pytest.raises(UserError, match=r"baselines\[0\]\.allocation: unknown allocation rule 'unifrom'"):
+        recipe_from_dict({**base, "baselines": [{"allocation": "unifrom"}]})

@@ -68,9 +68,16 @@ def test_the_method_enum_is_evolved_and_every_registered_baseline_and_the_file_l
 
     assert schema()["$defs"]["provenance"]["properties"]["method"]["enum"] == list(methods())
     on_disk = json.loads(_schema_text())["$defs"]["provenance"]["properties"]["method"]["enum"]
-    assert on_disk == ["evolved", "uniform", "pyramid", "streaming", "uniform-snapkv", "pyramid-snapkv",
-                       "evolved+adakv",
-                       "uniform+adakv", "pyramid+adakv", "cake", "gates", "lukv"] == list(methods())
+    assert on_disk == ["evolved", "cake", "evolved+adakv", "gates", "lukv", "pyramid", "pyramid+adakv",
+                       "pyramid-snapkv", "streaming", "uniform", "uniform+adakv", "uniform-snapkv"] == list(methods())
+
+
+def test_a_file_of_a_new_composition_round_trips_under_its_label(tmp_path):
+    profile = make_baseline("pyramid+cake").allocation(TINY, 10)
+    save_allocation(profile, tmp_path / "p.json")
+    loaded = load_allocation(tmp_path / "p.json")
+    assert loaded.provenance["method"] == "pyramid+cake"
+    assert loaded.provenance["composition"] == {"allocation": "pyramid", "scorer": None, "adapter": "cake"}
 
 
 def test_save_replaces_the_file_and_leaves_no_temp_file(tmp_path):

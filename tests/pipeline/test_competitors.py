@@ -88,6 +88,12 @@ def test_compare_baselines_option_refuses_an_unknown_method_in_one_line(tmp_path
     assert "pyramid+adakv" in result.stderr and "--baselines" in result.stderr
 
 
+def test_compare_baselines_option_takes_compositions_under_their_one_label():
+    from evolalloc.cli.search_cmds import _baseline_list
+
+    assert _baseline_list("uniform, uniform+cake ,pyramid+cake") == ["uniform", "cake", "pyramid+cake"]
+
+
 def test_a_recipe_naming_gates_without_a_checkpoint_is_refused_saying_how_to_train_one(tmp_path, monkeypatch):
     import pytest
 

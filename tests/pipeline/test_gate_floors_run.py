@@ -11,8 +11,8 @@ import yaml
 
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import load_allocation, save_allocation
+from evolalloc.core.composition import allocation_adapter
 from evolalloc.core.errors import UserError
-from evolalloc.core.methods import allocation_adapter
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.runtime.adaptive import Adapted
 from tests.clitools import run_cli

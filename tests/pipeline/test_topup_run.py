@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from evolalloc.core.allocation_file import load_allocation
+from evolalloc.core.composition import allocation_adapter
 from evolalloc.core.errors import UserError
-from evolalloc.core.methods import allocation_adapter
 from tests.clitools import run_cli
 from tests.pipeline.test_hybrid import TARGET, home, hybrid_recipe  # noqa: F401 (home: a fixture)
 

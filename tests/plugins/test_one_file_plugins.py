@@ -40,7 +40,7 @@ def recipe(model_dir, engine):
 
 def test_a_one_file_baseline_and_engine_run_through_compare_like_the_built_in_ones(toy_plugins, tiny_model_dir,
                                                                                    tmp_path):
-    # by declared order (the input-adaptive methods are registered too, but opt-in)
+    # the core defaults, then any other default rule (the input-adaptive methods are compositions, opt-in)
     assert default_baselines() == ["uniform", "pyramid", "streaming", "toy_inverted_pyramid"]
     toy = recipe(tiny_model_dir, {"kind": "toy_serial", "options": {"batch_size": 2}})
     with Experiment(toy, progress=False) as experiment:

@@ -15,8 +15,6 @@ from evolalloc.core.baselines.pyramid import pyramid_layer_budgets
 @register_baseline("toy_inverted_pyramid")
 @dataclass
 class InvertedPyramid(Baseline):
-    order = 50
-    color = "#8c564b"
     beta: float = 4
 
     @property

@@ -18,28 +18,20 @@ class Baseline:
 
     Declarations (class attributes, read without building anything):
         granularity: "layer" (every KV head of a layer alike) or "head".
-        order: place in comparison tables and plots (smaller first; evolved is always first).
-        color: the plots' colour for it (``None``: matplotlib's next one).
-        in_budget_plot: drawn on "budgets per layer" (False when its budgets are another
-            baseline's, as streaming's are uniform's).
-        default: in a recipe's default ``baselines`` (False for the input-adaptive methods:
-            each one is another held-out evaluation, and ``gates`` needs a trained checkpoint).
-        adapts: the method whose budgets this one starts from instead of computing its own
-            (``"evolved"`` for ``evolved+adakv``: ``allocation`` then needs ``base=``).
+        default: in a recipe's default ``baselines`` (False for the rules that need more than a
+            name: ``gates`` a trained checkpoint, ``lukv`` its profiled curves).
         profiled: built by the run with what it profiles on the search split (``lukv``'s
             ``UtilityCurves``, ``pipeline/lukv.py``), not from its name alone.
-    The ``adapter`` property names a runtime budget adapter (``evolalloc.runtime.adaptive``)
-    that turns the budgets into per-instance ones when a row is compressed (AdaKV, CAKE).
+    A rule may declare a ``scorer`` of its own (streaming's) and an ``adapter`` (a runtime budget
+    adapter, ``evolalloc.runtime.adaptive``: the global gates' top-k). Other pairings are compositions
+    (``core/composition.py``, built by ``core/baselines/composed.py``); where a method sits in tables
+    and plots is the report's (``report/method_style.py``).
     Dataclass fields are the baseline's parameters (pyramid's ``beta``, streaming's ``sinks``).
     """
 
     name: ClassVar[str] = ""
     granularity: ClassVar[str] = "layer"
-    order: ClassVar[int] = 100
-    color: ClassVar[str | None] = None
-    in_budget_plot: ClassVar[bool] = True
     default: ClassVar[bool] = True
-    adapts: ClassVar[str | None] = None
     profiled: ClassVar[bool] = False
 
     @property
@@ -56,6 +48,11 @@ class Baseline:
     def min_target(self) -> float:
         """The smallest target ``c`` this baseline can hold."""
         return 1
+
+    def least_target(self, reserved: int) -> float:
+        """The smallest target this rule can hold above ``reserved`` always-kept tokens (a composition's
+        scorer's): the budget must hold them."""
+        return max(self.min_target, reserved)
 
     def problem(self) -> str | None:
         """Why this baseline cannot run on this machine (a missing checkpoint...), or ``None``.
@@ -91,22 +88,10 @@ class Baseline:
         reserved: int = 0,
         granularity: str | None = None,
         provenance: dict | None = None,
-        base: Allocation | None = None,
+        method: str | None = None,
     ) -> Allocation:
-        """This baseline at ``target`` as an ``Allocation`` (its own scorer wins over ``scorer``).
-
-        ``base``: the allocation a baseline that ``adapts`` another method starts from (its
-        budgets, granularity and scorer are kept; only the method changes).
-        """
-        if self.adapts is not None:
-            if base is None:
-                raise ValueError(f"{self.name!r} adapts a {self.adapts} allocation at each budget; there is none here")
-            return Allocation(
-                model=base.model, geometry=base.geometry, scorer=base.scorer, scorer_params=dict(base.scorer_params),
-                target=base.target, granularity=base.granularity, budgets=base.budgets.copy(),
-                provenance={**base.provenance, **(provenance or {}), "method": self.name,
-                            **self.provenance(reserved=reserved)},
-            )
+        """This baseline at ``target`` as an ``Allocation`` (its own scorer wins over ``scorer``);
+        ``method``: the label its provenance names (a composition's; default the rule's name)."""
         if target < self.min_target:
             raise ValueError(f"baseline {self.name!r} needs a target >= {self.min_target:g}, got {target:g}")
         if self.scorer is not None:
@@ -117,7 +102,7 @@ class Baseline:
             target=target, granularity=granularity,
             budgets=fit_to_windows(self.budgets(geometry, target, reserved=reserved, granularity=granularity),
                                    geometry, granularity),
-            provenance={**(provenance or {}), "method": self.name, **self.provenance(reserved=reserved)},
+            provenance={**(provenance or {}), "method": method or self.name, **self.provenance(reserved=reserved)},
         )
 
 

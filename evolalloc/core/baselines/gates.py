@@ -18,10 +18,7 @@ from evolalloc.core.paths import CHECKPOINT_ALWAYS_KEPT, resolve_checkpoint
 @register_baseline("gates")
 @dataclass
 class GlobalGates(Uniform):
-    order = 14
-    color = "#7f7f7f"
     default = False
-    in_budget_plot = False  # its real budgets are per instance; `evolalloc gates eval` plots their mean
     checkpoint: str = ""  # "": the gates scorer's default checkpoint (core.paths)
     # the gates scorer's always-kept tokens (a run's own, e.g. anchored gates' 0 and 32)
     sinks: int = CHECKPOINT_ALWAYS_KEPT["sinks"]

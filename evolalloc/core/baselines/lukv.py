@@ -157,8 +157,6 @@ class LUKV(Baseline):
     LU-KV allocates per KV head. The target's total ``c * L * H`` is split by ``greedy_budgets``."""
 
     granularity = "head"
-    order = 15
-    color = "#8c564b"
     default = False  # it profiles the search split first: a run asks for it by name
     profiled = True  # Experiment.baseline builds it with the run's UtilityCurves
     curves: UtilityCurves | None = None

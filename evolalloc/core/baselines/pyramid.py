@@ -54,13 +54,14 @@ class Pyramid(Baseline):
     """``reserved`` (the run scorer's always-kept tokens) sits under the pyramid: PyramidKV's
     observation window is kept on top of its pyramid, not carved out of it."""
 
-    order = 2
-    color = "#2ca02c"
     beta: float = 20
 
     def budgets(self, geometry, target, *, reserved=0, granularity="layer"):
         per_layer = pyramid_layer_budgets(geometry.num_layers, target, self.beta, reserved)
         return np.repeat(per_layer[:, None], geometry.num_kv_heads, axis=1)
+
+    def least_target(self, reserved):
+        return max(self.min_target, reserved + 1)  # a share above the always-kept tokens
 
     def provenance(self, *, reserved=0):
         return {"beta": self.beta, "reserved": reserved}

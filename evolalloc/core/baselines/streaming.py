@@ -17,9 +17,6 @@ from evolalloc.core.baselines.uniform import uniform_budgets
 @register_baseline("streaming")
 @dataclass
 class Streaming(Baseline):
-    order = 3
-    color = "#9467bd"
-    in_budget_plot = False  # its budgets are uniform's; only the kept tokens differ
     sinks: int = 4
 
     @property

@@ -31,8 +31,6 @@ def uniform_budgets(num_layers: int, num_kv_heads: int, target: float, granulari
 @register_baseline("uniform")
 @dataclass
 class Uniform(Baseline):
-    order = 1
-    color = "#1f77b4"
 
     def budgets(self, geometry, target, *, reserved=0, granularity="layer"):
         return uniform_budgets(geometry.num_layers, geometry.num_kv_heads, target, granularity)

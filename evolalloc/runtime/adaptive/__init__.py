@@ -8,7 +8,8 @@ prefill measured. That needs the record, so it happens in the runtime, just befo
 an ordinary scorer with the same ``key``, so the records it prefilled serve adapted methods too.
 
 An adapter is one small file in this package: a ``@register_adapter("name")`` dataclass subclass of
-``BudgetAdapter`` implementing ``adapt``. Baselines name them (``Baseline.adapter``), by name only.
+``BudgetAdapter`` implementing ``adapt``. A method names one in its composition
+(``{allocation: uniform, adapter: adakv}``, ``core/composition.py``), by name only, at its defaults.
 """
 
 from __future__ import annotations

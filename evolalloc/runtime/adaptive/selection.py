@@ -1,14 +1,14 @@
 """The scorer an allocation selects tokens with: its own, wrapped in the budget adapter it names.
 
 One place for the rule, used by every path that runs an allocation (``evaluate``, ``compare``,
-``generate``): an input-adaptive method's adapter comes from its baseline (AdaKV, CAKE, the global
-gates: ``Baseline.adapter``); a searched profile whose budgets an adapter reads (the hybrid,
+``generate``): an input-adaptive method's adapter comes from its composition (AdaKV, CAKE, the global
+gates: ``core.composition.allocation_adapter``); a searched profile whose budgets an adapter reads (the hybrid,
 ``searchspaces.gate_prior``) names it in ``provenance.adapter``.
 """
 
 from __future__ import annotations
 
-from evolalloc.core.methods import allocation_adapter  # the rule's home: exporters read it too, without torch
+from evolalloc.core.composition import allocation_adapter  # the rule's home: exporters read it too, without torch
 from evolalloc.runtime.adaptive import Adapted, get_adapter
 from evolalloc.runtime.scorers import Scorer, get_scorer
 

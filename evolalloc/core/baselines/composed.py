@@ -1,0 +1,134 @@
+"""A method built from its composition (``core/composition.py``): a registered allocation rule (or
+the evolved profile's budgets), a scorer and a per-input adapter, put together here, once.
+
+``make_baseline(label)`` is how every caller gets a method: a rule alone (``uniform``), an alias
+(``uniform+adakv``, ``pyramid-snapkv``, ``cake``) or any other label (``pyramid+cake``). The
+allocation it builds records its composition in ``provenance["composition"]``.
+"""
+
+from __future__ import annotations
+
+from evolalloc.core.allocation import Allocation
+from evolalloc.core.composition import (
+           SCORER_ALWAYS_KEPT,
+           Composition,
+           CompositionProblem,
+           check,
+           label_of,
+           parse_label,
+)
+from evolalloc.core.methods import BASELINES, EVOLVED
+
+
+class Composed:
+    """One method: ``rule`` (a ``Baseline``; ``None`` for the evolved profile's budgets) with the
+    composition's scorer and adapter. Reads like a ``Baseline`` (``scorer``, ``adapter``,
+    ``min_target``, ``problem``, ``allocation``); the rule's parameters read through (``beta``, ``sinks``)."""
+
+    def __init__(self, composition: Composition, rule=None, name: str | None = None):
+        self.composition, self.rule = composition, rule
+        self.name = name or label_of(composition)
+
+    def __getattr__(self, attribute: str):
+        rule = self.__dict__.get("rule")
+        if rule is None or attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return getattr(rule, attribute)  # the rule's parameters and declarations
+
+    def __repr__(self) -> str:
+        return f"Composed({self.name!r}, {self.composition}, {self.rule!r})"
+
+    @property
+    def adapts(self) -> str | None:
+        """``"evolved"`` when the budgets are the searched profile's (``allocation`` then needs ``base=``)."""
+        return EVOLVED if self.rule is None else None
+
+    @property
+    def profiled(self) -> bool:
+        return self.rule is not None and self.rule.profiled
+
+    @property
+    def granularity(self) -> str:
+        return self.rule.granularity if self.rule is not None else "layer"
+
+    @property
+    def scorer(self) -> tuple[str, dict] | None:
+        """``(name, params)`` of the scorer the method ranks with, or ``None`` for the run's."""
+        if self.composition.scorer is not None:
+            return (self.composition.scorer, {})
+        return self.rule.scorer if self.rule is not None else None
+
+    @property
+    def adapter(self) -> tuple[str, dict] | None:
+        if self.composition.adapter is not None:
+            return (self.composition.adapter, {})  # at the adapter's defaults (the runtime's)
+        return self.rule.adapter if self.rule is not None else None
+
+    def reserved(self, run_reserved: int) -> int:
+        """The always-kept tokens the rule shapes its budgets above: the composition's scorer's, else the run's."""
+        return SCORER_ALWAYS_KEPT[self.composition.scorer] if self.composition.scorer else run_reserved
+
+    @property
+    def min_target(self) -> float:
+        if self.rule is None:
+            return 1
+        if self.composition.scorer is not None:
+            return self.rule.least_target(self.reserved(0))
+        return self.rule.min_target
+
+    def problem(self) -> str | None:
+        return self.rule.problem() if self.rule is not None else None
+
+    def params(self) -> dict:
+        return self.rule.params() if self.rule is not None else {}
+
+    def recorded(self) -> dict:
+        """The composition as ``provenance["composition"]`` records it: every piece that decides the row
+        (a rule's own scorer and adapter too; ``scorer: null`` = the run's)."""
+        return {"allocation": self.composition.allocation,
+                "scorer": self.scorer[0] if self.scorer is not None else None,
+                "adapter": self.adapter[0] if self.adapter is not None else None}
+
+    def allocation(self, geometry, target: float, *, model: str = "unknown", scorer: str = "snapkv",
+                   scorer_params: dict | None = None, reserved: int = 0, granularity: str | None = None,
+                   provenance: dict | None = None, base: Allocation | None = None) -> Allocation:
+        """This method at ``target`` as an ``Allocation`` (its scorer wins over ``scorer``; ``reserved``:
+        the run scorer's always-kept tokens). ``base``: the evolved profile a method on the evolved
+        budgets starts from (its budgets, granularity and scorer are kept; the method changes)."""
+        extra = {"base": self.composition.allocation} if self.composition.adapter else {}
+        if self.rule is None:
+            if base is None:
+                raise ValueError(f"{self.name!r} adapts a {EVOLVED} allocation at each budget; there is none here")
+            return Allocation(
+                model=base.model, geometry=base.geometry, scorer=base.scorer, scorer_params=dict(base.scorer_params),
+                target=base.target, granularity=base.granularity, budgets=base.budgets.copy(),
+                provenance={**base.provenance, **(provenance or {}), "method": self.name, **extra,
+                            "composition": self.recorded()},
+            )
+        if self.composition.scorer is not None:
+            scorer, scorer_params = self.scorer
+            if target < self.min_target:
+                raise ValueError(f"method {self.name!r} needs a target >= {self.min_target:g}, got {target:g}")
+        allocation = self.rule.allocation(geometry, target, model=model, scorer=scorer, scorer_params=scorer_params,
+                                          reserved=self.reserved(reserved), granularity=granularity,
+                                          provenance=provenance, method=self.name)
+        allocation.provenance.update({**extra, "composition": self.recorded()})
+        return allocation
+
+
+def make_baseline(name: str | Composition, **params) -> Composed:
+    """The method ``name`` labels (or the ``Composition`` itself), its rule built with ``params``;
+    ``ValueError`` naming what is unknown (with did-you-mean)."""
+    if isinstance(name, Composition):
+        check(name)
+        composition = name
+    else:
+        try:
+            composition = parse_label(name)
+        except CompositionProblem as problem:
+            raise ValueError(str(problem)) from None
+    rule = None if composition.allocation == EVOLVED else BASELINES.create(composition.allocation, **params)
+    return Composed(composition, rule)
+
+
+__all__ = ["Composed", "make_baseline"]

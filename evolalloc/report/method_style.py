@@ -1,0 +1,67 @@
+"""How each method is presented: its place in tables and plots, its colour, and whether it is drawn
+on "budgets per layer". Presentation only: keyed by the method's label (``core/composition.py``);
+``core`` knows nothing of it.
+
+A method with no entry (a new composition, a plugin's rule) comes after the listed ones, by name,
+in matplotlib's next colour; it is drawn on the budgets plot only when its budgets are its rule's
+own (no adapter moves them per input, no scorer of its own shapes them like another row's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from evolalloc.core.composition import CompositionProblem, parse_label
+from evolalloc.core.methods import EVOLVED
+
+
+@dataclass(frozen=True)
+class Style:
+    order: int  # smaller first; evolved is always first
+    color: str | None  # None: matplotlib's next one
+    in_budget_plot: bool = True  # False when the budgets drawn would be another row's (or per input)
+
+
+STYLES: dict[str, Style] = {
+    EVOLVED: Style(0, "#d62728"),
+    "uniform": Style(1, "#1f77b4"),
+    "pyramid": Style(2, "#2ca02c"),
+    "streaming": Style(3, "#9467bd", in_budget_plot=False),  # its budgets are uniform's; only the kept tokens differ
+    "uniform-snapkv": Style(6, "#17becf", in_budget_plot=False),  # its budgets are uniform's
+    "pyramid-snapkv": Style(7, "#bcbd22"),
+    "evolved+adakv": Style(10, "#e377c2", in_budget_plot=False),  # static budgets are its base's
+    "uniform+adakv": Style(11, "#17becf", in_budget_plot=False),
+    "pyramid+adakv": Style(12, "#bcbd22", in_budget_plot=False),
+    "cake": Style(13, "#8c564b", in_budget_plot=False),  # per-instance budgets are in the records
+    "gates": Style(14, "#7f7f7f", in_budget_plot=False),  # real budgets are per instance (`evolalloc gates eval`)
+    "lukv": Style(15, "#8c564b"),
+}
+UNLISTED_ORDER = 100
+
+
+def style(method: str) -> Style:
+    """``method``'s style: its entry, else the default for an unlisted method (module docstring)."""
+    if method in STYLES:
+        return STYLES[method]
+    try:
+        composition = parse_label(method)
+    except CompositionProblem:
+        return Style(UNLISTED_ORDER, None, in_budget_plot=False)
+    return Style(UNLISTED_ORDER, None, in_budget_plot=composition.adapter is None and composition.scorer is None)
+
+
+def method_color(method: str) -> str | None:
+    return style(method).color
+
+
+def in_budget_plot(method: str) -> bool:
+    return style(method).in_budget_plot
+
+
+def ordered(names: Iterable[str]) -> list[str]:
+    """``names`` in table order: evolved, the listed methods by their order, then the rest by name."""
+    return sorted(names, key=lambda name: (0 if name == EVOLVED else 1, style(name).order, name))
+
+
+__all__ = ["STYLES", "Style", "in_budget_plot", "method_color", "ordered", "style"]
