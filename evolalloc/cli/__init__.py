@@ -34,6 +34,9 @@ _register()
 
 def run() -> None:
     """Console entry point: user errors become one clear line and exit status 2."""
+    from evolalloc.core.process_clock import mark_command_start
+
+    mark_command_start()  # before the commands import torch: a run's wall time counts those seconds
     from evolalloc.core.errors import UserError
 
     _quiet_libraries()

@@ -33,6 +33,7 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only,
     continues it.
     """
     from evolalloc.config.recipe import load_recipe
+    from evolalloc.core.process_clock import take_command_start
     from evolalloc.pipeline.run import run_prepared
     from evolalloc.pipeline.start import prepare_run
     from evolalloc.report.summary import show_run
@@ -54,7 +55,8 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only,
         click.echo((folder / SUMMARY_MD).read_text())
         click.echo(f"summary: {folder / SUMMARY_MD}")
         return
-    prepared = prepare_run(loaded, runs_dir, name, progress=progress)  # writes nothing unless the run can start
+    # The session's clock starts when the command did (imports included), not when the run is prepared.
+    prepared = prepare_run(loaded, runs_dir, name, progress=progress, started=take_command_start())
     click.echo(f"run folder: {prepared.run_dir}")
     run_prepared(prepared, progress=progress)
     click.echo(show_run(prepared.run_dir, prepared.experiment.resolved))
@@ -82,13 +84,14 @@ def _seeds(first: str | None, more: tuple[int, ...]) -> list[int] | None:
 @progress_option
 def resume(run, progress):
     """Continue a killed run at the generation it was in (finished evaluations are re-used)."""
+    from evolalloc.core.process_clock import take_command_start
     from evolalloc.pipeline.run import resume_run, run_finished
     from evolalloc.report.summary import show_run
 
     if run_finished(run):  # said at once: nothing is loaded
         click.echo(f"{run} is finished (profiles, comparison and report are all there): nothing to resume")
     else:
-        resume_run(run, progress=progress)
+        resume_run(run, progress=progress, started=take_command_start())
     click.echo(show_run(run))
 
 

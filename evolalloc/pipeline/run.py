@@ -264,7 +264,7 @@ class _OnFirstUse:
         return self._evaluator.evaluate(budgets)
 
 
-def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
+def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = None) -> Path:
     """Continue a killed run where it stopped, then finish it; returns the report's path.
 
     Only what is missing is done again: a finished run (``run_finished``) is returned at once,
@@ -275,7 +275,7 @@ def resume_run(run_dir: Path, *, progress: bool = True) -> Path:
     missing = missing_outputs(run_dir, load_resolved(run_dir))
     if not missing:
         return run_dir / REPORT_FILE
-    started = time.time()
+    started = time.time() if started is None else started  # the command's start, if given
     quiet_optuna()
     recipe = load_run_recipe(run_dir)
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:

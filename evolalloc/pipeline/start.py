@@ -81,7 +81,7 @@ def check_context_fits(recipe) -> None:
 
 
 def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *,
-                progress: bool = True) -> PreparedRun:
+                progress: bool = True, started: float | None = None) -> PreparedRun:
     """Check everything a run needs, then create ``runs_dir/<name>`` with its recipe, study and checkpoint.
 
     Raises ``UserError`` (and writes nothing) for any bad input: a taken or bad run name, a missing
@@ -94,7 +94,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     from evolalloc.search.loop import start_search
     from evolalloc.search.store import check_study_name_free
 
-    started = time.time()
+    started = time.time() if started is None else started  # the command's start (process_clock), if given
     run_folder_path(recipe, runs_dir, name)  # cheap: refuse a taken name before loading anything
     quiet_optuna()  # the study is created below; Optuna's INFO line about it is noise
     if name and name != recipe.name:

@@ -1,7 +1,8 @@
 """A run's wall time: every session that worked on it, from its start to its end, added up.
 
-A run may take several sessions: ``search`` starts it (its checks, model load and curation count:
-the clock starts when ``prepare_run`` is called), a kill stops it, ``resume`` continues it. Each
+A run may take several sessions: ``search`` starts it (its imports, checks, model load and curation
+count: the clock starts when the ``evolalloc`` command began, ``core/process_clock.py``, or when
+``prepare_run`` is called from Python), a kill stops it, ``resume`` continues it. Each
 session is one line of the run folder's ``sessions.json`` (``{"started": epoch s, "ended": epoch s}``),
 written when it begins, so a session that is killed is still there. A killed session never wrote its
 end: it is taken as the newest file the run folder holds when the next session begins (the last
