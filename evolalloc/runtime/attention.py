@@ -39,7 +39,7 @@ import contextvars
 import torch
 import torch.nn.functional as F
 
-from evolalloc.runtime.masked_sdpa import masked_attention
+from evolalloc.runtime.masked_sdpa import masked_attention, per_query_head
 from evolalloc.runtime.sliding import (
     contiguous_key_positions,
     evicted_key_positions,
@@ -103,8 +103,8 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
     if softcap:
         if mask is None and q_len > 1:
             mask = causal_mask(q_len, k_len, query.device)
-        if mask is not None and mask.dim() == 4 and mask.shape[1] > 1 and n_rep > 1:
-            mask = mask.repeat_interleave(n_rep, dim=1)  # per query head
+        if mask is not None:
+            mask = per_query_head(mask, n_rep)
         out = softcapped_attention(query, key, value, mask, scaling, softcap)
     elif mask is None:
         # Full prefill (or plain use): let SDPA pick its fused causal kernel.

@@ -49,9 +49,16 @@ def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         return out.reshape(batch, q_heads, 1, dim)
     # Several query tokens (a prefill chunk, a question fed over the evicted cache), or the CPU: SDPA's own choice.
     # There cuDNN won on the H200 (8k prefill 11760 tokens/s with it, 5937 without), its shapes recurring.
-    if mask.dim() == 4 and mask.shape[1] > 1 and n_rep > 1:
-        mask = mask.repeat_interleave(n_rep, dim=1)  # each query token needs its own causal row
+    mask = per_query_head(mask, n_rep)
     return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=n_rep > 1)
+
+
+def per_query_head(mask: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """A per-KV-head mask ``[B, Hkv, q, S]`` repeated to ``[B, Hkv * n_rep, q, S]`` (query head ``h``
+    reads KV head ``h // n_rep``); a mask shared by every head (dim 1 of size 1) is returned as it is."""
+    if mask.dim() == 4 and mask.shape[1] > 1 and n_rep > 1:
+        return mask.repeat_interleave(n_rep, dim=1)
+    return mask
 
 
 def _sdpa_without_cudnn(query, key, value, mask, scaling) -> torch.Tensor:
