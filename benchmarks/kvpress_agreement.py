@@ -50,6 +50,22 @@ def make_profile(args) -> None:
           file=sys.stderr)
 
 
+def kvpress_exact(args) -> None:
+    """The same budgets ranked as kvpress's SnapKVPress ranks (average pooling over the prefix
+    only, no sinks), its window and kernel kept: what evolalloc's side runs to check kvpress's
+    mechanics exactly on a profile shipped with evolalloc's own SnapKV settings."""
+    from dataclasses import replace
+
+    from evolalloc.core.allocation_file import load_allocation, save_allocation
+
+    profile = load_allocation(args.allocation)
+    if profile.scorer != "snapkv":
+        raise SystemExit(f"error: {args.allocation}: scorer {profile.scorer!r}: kvpress's SnapKVPress only")
+    params = {**profile.scorer_params, "sinks": 0, "pooling": "avg", "pool_window": False}
+    save_allocation(replace(profile, scorer_params=params), args.out)
+    print(f"kvpress-exact: {args.allocation} with scorer params {params} -> {args.out}", file=sys.stderr)
+
+
 def evolalloc_side(args) -> None:
     import torch
 
@@ -186,6 +202,9 @@ def main() -> None:
     m.add_argument("--model", default="bundled:smollm2-135m-instruct")
     m.add_argument("--target", type=float, default=128)
     m.add_argument("--out", required=True)
+    x = sub.add_parser("kvpress-exact")
+    x.add_argument("--allocation", required=True)
+    x.add_argument("--out", required=True)
     a = sub.add_parser("evolalloc-side")
     a.add_argument("--allocation", required=True)
     a.add_argument("--prompts", required=True)
@@ -203,8 +222,8 @@ def main() -> None:
     c.add_argument("kvpress_results")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    {"make-profile": make_profile, "evolalloc-side": evolalloc_side, "kvpress-side": kvpress_side,
-     "compare": compare}[args.step](args)
+    {"make-profile": make_profile, "kvpress-exact": kvpress_exact, "evolalloc-side": evolalloc_side,
+     "kvpress-side": kvpress_side, "compare": compare}[args.step](args)
 
 
 if __name__ == "__main__":

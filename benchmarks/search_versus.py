@@ -109,7 +109,12 @@ def run(args) -> int:
             todo.append((vname, seed, recipe))
     quiet_optuna()
     timings: dict[str, tuple[int, float]] = {}
-    with Experiment(base, progress=progress) as experiment:
+    # Run again after a kill: the last run folder made is where the shared records spilled and the
+    # curations were written (record_curations below); reading them there re-uses both instead of
+    # curating and prefilling every split again.
+    made = [args.runs_dir / recipe.name for _, _, recipe in runs if (args.runs_dir / recipe.name).exists()]
+    curation = made[-1] / CURATION_FILE if made else None
+    with Experiment(base, progress=progress, curation_file=curation) as experiment:
         searched = []
         if any(not (args.runs_dir / recipe.name).exists() for _, _, recipe in todo) and not base.multi_task:
             experiment.records("search")  # the shared prefill, outside every run's search time

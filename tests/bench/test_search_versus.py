@@ -102,3 +102,43 @@ def test_rule_search_expansions_are_scored_on_one_search_prefill_for_every_run(t
         shipped = load_allocation(runs / f"x-random-s{seed}" / "allocation-c32.json")
         assert set(shipped.provenance["expansion_search_scores"]) == {"proportional", "additive"}
         assert (runs / f"x-random-s{seed}" / "comparison.json").exists()
+
+
+def test_run_again_after_a_kill_in_the_comparison_the_held_out_records_are_read_back_not_prefilled(
+        tmp_path, tiny_model_dir, monkeypatch):
+    """Killed after the shared held-out prefill (every record spilled to the last run folder's
+    ``records/``): the second call finds them there instead of prefilling the split again."""
+    import pytest
+
+    import evolalloc.pipeline.run as run_module
+    from evolalloc.runtime.record_store import RecordKeeper
+    from tests.report.test_design_scores import benchmark_script
+
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=[],
+                         engine={"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "0B",
+                                 "keep_records": True})
+    runs = tmp_path / "runs"
+    argv = [str(recipe), "--runs-dir", str(runs), "--prefix", "k", "--seeds", "0", "1", "--no-progress",
+            "--set", "optimizer.generations_per_group=1", "--variant", "random", "optimizer.name=random"]
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("killed in the comparison")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(run_module, "finish", killed)
+        with pytest.raises(RuntimeError, match="killed"):
+            benchmark_script("search_versus").main(argv)
+    assert len(list((runs / "k-random-s1" / "records").iterdir())) >= 3  # the held-out split, spilled
+
+    found = []
+    original = RecordKeeper.reuse
+
+    def counting(self, *args, **kwargs):
+        record = original(self, *args, **kwargs)
+        found.append(record is not None)
+        return record
+
+    monkeypatch.setattr(RecordKeeper, "reuse", counting)
+    assert benchmark_script("search_versus").main(argv) == 0
+    assert found and all(found)  # every record asked for was read back from the first call's files
+    assert (runs / "k-random-s0" / "comparison.json").exists() and (runs / "k-random-s1" / "comparison.json").exists()
