@@ -15,7 +15,7 @@
 set -euo pipefail
 OUT="${OUT:-runs/kvpress-shipped}"
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/agreement_setup.sh"  # PY, N, CONTEXT_TOKENS, HERE, KVPY, MODEL_DIR
-: "${PROFILE:?set PROFILE to a shipped allocation-c*.json}" "${TASK:?set TASK to the study's task name}"
+: "${PROFILE:?set PROFILE to a shipped allocation-c*.json}" "${TASK:?set TASK to the task name of the study}"
 MAX_NEW="${MAX_NEW_TOKENS:-12}"
 
 # shellcheck disable=SC2086  # DUMP is a list of options
