@@ -112,7 +112,10 @@ class Composed:
         allocation = self.rule.allocation(geometry, target, model=model, scorer=scorer, scorer_params=scorer_params,
                                           reserved=self.reserved(reserved), granularity=granularity,
                                           provenance=provenance, method=self.name)
-        allocation.provenance.update({**extra, "composition": self.recorded()})
+        recorded = self.recorded()
+        if self.rule.scorer is not None:  # the rule's own scorer, spelled as the allocation spells it
+            recorded["scorer"] = allocation.scorer
+        allocation.provenance.update({**extra, "composition": recorded})
         return allocation
 
 
