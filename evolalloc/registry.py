@@ -51,12 +51,14 @@ class RegistryError(ValueError):
 
 
 class UnknownNameError(RegistryError, LookupError):
-    """A name nobody registered. The message has the closest name and the valid ones."""
+    """A name nobody registered. The message has the closest name and the valid ones (``aliases``: old
+    names, ``{old: current}``, matched too and suggested by their current name)."""
 
-    def __init__(self, kind: str, name: object, valid: list[str]):
+    def __init__(self, kind: str, name: object, valid: list[str], aliases: Mapping[str, str] | None = None):
         self.kind, self.name, self.valid = kind, name, list(valid)
-        close = difflib.get_close_matches(str(name), self.valid, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        aliases = dict(aliases or {})
+        close = difflib.get_close_matches(str(name), [*self.valid, *aliases], n=1)
+        hint = f" (did you mean {aliases.get(close[0], close[0])!r}?)" if close else ""
         listing = ", ".join(self.valid) or "(none registered)"
         super().__init__(f"unknown {kind} {name!r}{hint}; valid names: {listing}")
 
@@ -141,7 +143,7 @@ class Registry(Generic[T]):
     def remove(self, name: str) -> None:
         """Forget ``name`` (a test's temporary plugin); unknown names are an ``UnknownNameError``."""
         if name not in self._entries and name not in self._lazy:
-            raise self.unknown_error(self.kind, name, self.names())
+            raise self.unknown_error(self.kind, name, self.names(), self._aliases)
         self._entries.pop(name, None)
         self._info.pop(name, None)
         self._lazy.pop(name, None)
@@ -179,7 +181,7 @@ class Registry(Generic[T]):
         if isinstance(name, str) and name not in self._entries and name not in self._lazy:
             self.discover()  # a plugin file no lazy line names
         if not isinstance(name, str) or (name not in self._entries and name not in self._lazy):
-            raise self.unknown_error(self.kind, name, self.names())
+            raise self.unknown_error(self.kind, name, self.names(), self._aliases)
         self._load(name)
         return self._entries[name]
 
@@ -190,7 +192,7 @@ class Registry(Generic[T]):
             return
         self.discover()
         if not isinstance(name, str) or name not in self:
-            raise self.unknown_error(self.kind, name, self.names())
+            raise self.unknown_error(self.kind, name, self.names(), self._aliases)
 
     def info(self, name: str) -> dict[str, Any]:
         """The metadata given at registration (loads a lazy entry)."""

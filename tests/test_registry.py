@@ -189,12 +189,14 @@ def test_an_old_name_finds_the_renamed_entry_and_only_the_new_name_is_listed():
     assert things.names() == ["retention-gates"] and RetentionGates.name == "retention-gates"
 
 
-def test_an_unknown_name_lists_the_current_names_not_the_old_ones():
+def test_an_unknown_name_lists_the_current_names_and_a_typo_of_an_old_one_suggests_its_new_name():
     things = Registry("search space", aliases={"gate_prior": "score_prior"})
     things.add("score_prior", object())
+    things.add("layer_groups", object())
     with pytest.raises(UnknownNameError) as err:
-        things.get("prior")
-    assert str(err.value).endswith("valid names: score_prior")
+        things.get("gate_prio")
+    assert "did you mean 'score_prior'" in str(err.value)
+    assert str(err.value).endswith("valid names: layer_groups, score_prior")
 
 
 def test_a_new_entry_may_not_take_an_old_name():

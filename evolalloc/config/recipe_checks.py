@@ -119,7 +119,7 @@ def _check_adapters(recipe: Recipe) -> None:
 
     for i, name in enumerate(recipe.baselines):
         adapter = parse_label(name).adapter
-        if adapter is not None and adapter not in ADAPTERS.load_all():
+        if adapter is not None and adapter not in ADAPTERS.load_all() and adapter not in ADAPTERS:  # or an old name
             raise FieldProblem(f"baselines[{i}].adapter", f"unknown adapter {adapter!r}; known: "
                                                           f"{', '.join(sorted(ADAPTERS.load_all()))}")
 

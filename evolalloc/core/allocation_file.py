@@ -26,6 +26,7 @@ import numpy as np
 from evolalloc.core.allocation import FORMAT, FORMAT_VERSION, READABLE_VERSIONS, Allocation
 from evolalloc.core.composition import is_method, methods
 from evolalloc.core.errors import UserError
+from evolalloc.core.methods import BASELINES
 from evolalloc.core.fileio import write_atomic
 from evolalloc.core.geometry import ModelGeometry
 from searchspaces.registry import canonical_adapter
@@ -46,9 +47,10 @@ def _schema_text() -> str:
 def schema(also: tuple[str, ...] = ()) -> dict:
     """The JSON Schema of an allocation file, its ``provenance.method`` enum filled in from the
     baseline registry (``evolved`` + every registered rule and alias), so a new baseline file is a
-    valid method without editing the schema. ``also``: composed methods' labels to accept too."""
+    valid method without editing the schema. ``also``: composed methods' labels to accept too. A rule's
+    old name is accepted too (an old file says ``gates``)."""
     data = json.loads(_schema_text())
-    data["$defs"]["provenance"]["properties"]["method"]["enum"] = [*methods(), *also]
+    data["$defs"]["provenance"]["properties"]["method"]["enum"] = [*methods(), *BASELINES.aliases(), *also]
     return data
 
 

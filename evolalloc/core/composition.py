@@ -105,8 +105,8 @@ def unknown_method(name: str) -> str:
     import difflib
 
     known = [*rule_names(), *ALIASES]
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    close = difflib.get_close_matches(name, [*known, *BASELINES.aliases()], n=1)  # an old name's typo too
+    hint = f" (did you mean {BASELINES.canonical(close[0])!r}?)" if close else ""
     return (f"unknown method {name!r}{hint}; known: {', '.join(known)}, or a composition "
             "{allocation: RULE, scorer: SCORER, adapter: ADAPTER}")
 
@@ -176,9 +176,9 @@ def allocation_adapter(allocation) -> tuple[str, dict] | None:
 
 
 def methods() -> tuple[str, ...]:
-    """The methods an allocation file names without composing: ``evolved``, the rules (by their current
-    and their old names: an old file says ``gates``), the aliases."""
-    return (EVOLVED, *sorted([*BASELINES.load_all(), *BASELINES.aliases(), *ALIASES]))
+    """The methods an allocation file names without composing: ``evolved``, the rules, the aliases (current
+    names; a rule's old name, ``gates``, is still a method: ``is_method``)."""
+    return (EVOLVED, *sorted([*BASELINES.load_all(), *ALIASES]))
 
 
 def is_method(name: Any) -> bool:

@@ -16,7 +16,7 @@ from evolalloc.runtime.model import geometry_of
 from evolalloc.runtime.policy import model_identity
 from evolalloc.runtime.prefill import prefill
 from evolalloc.runtime.scorers import get_scorer
-from searchspaces.gate_prior import prior_of
+from searchspaces.score_prior import prior_of
 from tests.runtime.conftest import random_prompt
 
 LAYERS, HEADS, LENGTH = 3, 2, 120

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from evolalloc.runtime.adaptive import Adapted, get_adapter, top_with_floor
-from evolalloc.runtime.adaptive.gate_floors import floors_of
+from evolalloc.runtime.adaptive.floors_under_global_topk import floors_of
 from evolalloc.runtime.compress import compress
 from evolalloc.runtime.scorers import get_scorer
 from tests.runtime.test_gate_prior import HEADS, LAYERS, LENGTH, gates, record  # noqa: F401 (fixtures: gates with a spread of scores, their prefill)
