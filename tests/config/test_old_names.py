@@ -70,3 +70,14 @@ def test_an_old_allocation_file_of_the_gates_method_loads(tmp_path):
                      provenance={"method": "gates"})
     save_allocation(old, tmp_path / "gates.json")
     assert allocation_adapter(load_allocation(tmp_path / "gates.json")) == ("global", {})
+
+
+def test_a_top_up_names_its_adapter_in_the_spelling_of_the_profile_it_expands():
+    from evolalloc.core.topup import topup_provenance
+
+    def profile(scorer):
+        return Allocation(model="m", geometry=GEOMETRY, scorer=scorer, target=20, budgets=np.full((3, 2), 20),
+                          provenance={"method": "evolved"})
+
+    assert topup_provenance(profile("gates"), 40)["adapter"] == "gate_floors"
+    assert topup_provenance(profile("retention-gates"), 40)["adapter"] == "floors_under_global_topk"

@@ -13,7 +13,7 @@ from evolalloc.runtime.adaptive import Adapted, get_adapter, top_with_floor
 from evolalloc.runtime.adaptive.floors_under_global_topk import floors_of
 from evolalloc.runtime.compress import compress
 from evolalloc.runtime.scorers import get_scorer
-from tests.runtime.test_gate_prior import HEADS, LAYERS, LENGTH, gates, record  # noqa: F401 (fixtures: gates with a spread of scores, their prefill)
+from tests.runtime.test_score_prior import HEADS, LAYERS, LENGTH, gates, record  # noqa: F401 (fixtures: gates with a spread of scores, their prefill)
 
 BUDGETS = [
     [[40, 40], [40, 40], [40, 40]],
