@@ -26,9 +26,9 @@ import numpy as np
 from evolalloc.core.allocation import FORMAT, FORMAT_VERSION, READABLE_VERSIONS, Allocation
 from evolalloc.core.composition import is_method, methods
 from evolalloc.core.errors import UserError
-from evolalloc.core.methods import BASELINES
 from evolalloc.core.fileio import write_atomic
 from evolalloc.core.geometry import ModelGeometry
+from evolalloc.core.methods import BASELINES
 from searchspaces.registry import canonical_adapter
 from searchspaces.score_prior import ADAPTER as SCORE_PRIOR
 from searchspaces.score_prior import PRIOR_DECIMALS, recorded_prior
