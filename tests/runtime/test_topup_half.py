@@ -1,7 +1,8 @@
 """Expansion rule ``topup-half`` on a real prefill: the expanded profile, read by
 ``floors_under_global_topk`` at ``floor_fraction = c / (2 c')``, keeps exactly ``c' * L * H``
 entries, every head at least half its searched budget, never fewer in a head as ``c'`` grows (one
-input), the same counts every time, and at ``c' == c`` the searched profile itself. Rule ``search`` does not try it (earlier picks stand)."""
+input), the same counts every time, and at ``c' == c`` the searched profile itself. Rule ``search``
+does not try it (earlier picks stand)."""
 
 from __future__ import annotations
 
