@@ -9,7 +9,8 @@ candidates, which are search instances too; curation itself needs the trained sc
 (every task keeps at least one): the training mixture is the recipe's tasks and weights. The
 held-out split is never asked for, so no held-out instance can reach the traces.
 
-Where: ``<cache>/trained/<scorer>/<key>/`` (``core.paths.cache_dir``, moved by EVOLALLOC_CACHE),
+Where: ``<cache>/trained/<kind>/<key>/`` (``core.paths.cache_dir``, moved by EVOLALLOC_CACHE;
+``kind`` the scorer's checkpoint kind, ``gates`` for ``retention-gates`` and its old name alike),
 ``key`` the sha256 of the training settings, the model (type, weight fingerprint, geometry) and
 every chosen instance's text (prompt and references). A second run with the same key re-uses the
 checkpoint without tracing or training; a killed one continues (``learned.in_run``).

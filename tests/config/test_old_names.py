@@ -81,3 +81,16 @@ def test_a_top_up_names_its_adapter_in_the_spelling_of_the_profile_it_expands():
 
     assert topup_provenance(profile("gates"), 40)["adapter"] == "gate_floors"
     assert topup_provenance(profile("retention-gates"), 40)["adapter"] == "floors_under_global_topk"
+
+
+def test_a_recipe_training_retention_gates_shares_the_trained_checkpoint_of_one_that_says_gates():
+    from types import SimpleNamespace
+
+    from evolalloc.pipeline.scorer_training import settings_of
+
+    def settings(name):
+        recipe = load_recipe(HYBRID, overrides=[f"scorer.name={name}"])
+        return settings_of(SimpleNamespace(recipe=recipe, resolved=recipe.resolved))
+
+    old, new = settings("gates"), settings("retention-gates")
+    assert old == new and old.scorer == "gates"  # the checkpoint kind: the old runs' key, and so their cache
