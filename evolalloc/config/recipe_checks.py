@@ -72,7 +72,7 @@ def check_recipe(recipe: Recipe) -> None:
         problem = make_baseline(name).problem()  # e.g. global-topk without a trained checkpoint
         declared = make_baseline(name).scorer
         # else it reads the run's (Experiment.make_baseline)
-        if problem and not (declared and declared[0] == canonical_scorer(recipe.scorer.name)):
+        if problem and not (declared and canonical_scorer(declared[0]) == canonical_scorer(recipe.scorer.name)):
             raise FieldProblem(f"baselines[{i}]", problem)
         least = make_baseline(name).min_target  # e.g. streaming's sink tokens
         if target < least:

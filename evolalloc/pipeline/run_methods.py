@@ -19,7 +19,8 @@ def baseline_method(name: str, run_scorer: Scorer):
     whose scorer is retention-gates) reads the run's checkpoint, so both rows use the same weights."""
     baseline = make_baseline(name)
     declared = baseline.scorer
-    if declared is not None and declared[0] == SCORERS.canonical(run_scorer.name) and "checkpoint" in declared[1]:
+    same = declared is not None and SCORERS.canonical(declared[0]) == SCORERS.canonical(run_scorer.name)
+    if same and "checkpoint" in declared[1]:
         params = run_scorer.params()
         # The run's always-kept tokens too, for a method that has them (global-topk: sinks, window).
         kept = {k: params[k] for k in ("sinks", "window") if k in params and hasattr(baseline, k)}

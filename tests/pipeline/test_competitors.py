@@ -63,17 +63,16 @@ def test_compare_runs_global_topk_from_the_default_checkpoint_by_its_old_name_to
     torch.manual_seed(0)
     save_gates(tmp_path / ".cache/evolalloc/gates/gates.pt", RetentionGates(GatesConfig(4, 2, 16, hidden=4)),
                model=model_identity("tiny", loaded.model), geometry=loaded.geometry.to_dict(), training={})
-    run = recipe(tiny_model_dir, ["uniform", "gates"])  # global-topk by its old name: its rows keep that label
+    run = recipe(tiny_model_dir, ["uniform", "gates"])  # global-topk by its old name: its rows are written as before
     with Experiment(run, progress=False) as experiment:
-        # its records hold the retention gates' ranking and scores
-        assert "retention-gates" in [s.name for s in experiment.scorers]
+        assert "gates" in [s.name for s in experiment.scorers]  # its records hold the gates' ranking and scores
         evolved = {24.0: Allocation(model="m", geometry=experiment.geometry, scorer="snapkv",
                                     scorer_params={"window": 8},
                                     target=24, budgets=np.full((4, 2), 24), provenance={"method": "evolved"})}
         (tmp_path / "run").mkdir()
         rows, chosen = compare(tmp_path / "run", experiment, evolved)
         gates = chosen["gates"][24.0]
-        assert gates.scorer == "retention-gates" and gates.total == 24 * 4 * 2  # the method's own scorer
+        assert gates.scorer == "gates" and gates.total == 24 * 4 * 2
         record = experiment.records("heldout")[0]
         budgets = experiment.scorer_for(gates).adapt(record, gates.budgets)
         assert budgets.sum() == 24 * 4 * 2
