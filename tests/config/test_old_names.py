@@ -94,3 +94,16 @@ def test_a_recipe_training_retention_gates_shares_the_trained_checkpoint_of_one_
 
     old, new = settings("gates"), settings("retention-gates")
     assert old == new and old.scorer == "gates"  # the checkpoint kind: the old runs' key, and so their cache
+
+
+def test_the_gates_scorer_is_retention_gates_under_its_old_name():
+    from evolalloc.runtime.adaptive import Adapted, get_adapter
+    from evolalloc.runtime.scorers import SCORERS, get_scorer, list_scorers
+
+    assert SCORERS.get("gates") is SCORERS.get("retention-gates")
+    assert "retention-gates" in list_scorers() and "gates" not in list_scorers()
+    old, new = get_scorer("gates"), get_scorer("retention-gates")
+    assert type(old) is type(new) and old.params() == new.params()
+    assert (old.name, new.name) == ("gates", "retention-gates")  # each writes what its recipe said
+    for scorer in (old, new):  # the adapters that need the gates' calibrated scores take either spelling
+        Adapted(scorer, get_adapter("score_prior"))
