@@ -18,7 +18,8 @@ budget of the runs' profiles:
 - ``uniform-gates``: uniform budgets over the trained gates' per-head rankings;
 - ``gates``: the gates' one global top-k (the same checkpoint);
 - ``uniform-floors`` (with ``--floors F``): the floors blend over uniform budgets, unsearched: every
-  head keeps ``F`` of ``c`` (``runtime.adaptive.gate_floors``), the rest by the same global top-k;
+  head keeps ``F`` of ``c`` (adapter ``floors_under_global_topk``, once ``gate_floors``), the rest by
+  the same global top-k;
 - each ``--run LABEL=RUN``: that run's ``allocation-c*.json`` files, each with its own scorer (and
   adapter: a ``topup`` expansion is scored with ``gate_floors``, its c profile statically).
 
