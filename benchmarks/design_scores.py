@@ -18,7 +18,8 @@ budget of the runs' profiles:
 - ``uniform-gates``: uniform budgets over the trained gates' per-head rankings;
 - ``gates``: the gates' one global top-k (the same checkpoint);
 - ``uniform-floors`` (with ``--floors F``): the floors blend over uniform budgets, unsearched: every
-  head keeps ``F`` of ``c`` (``runtime.adaptive.gate_floors``), the rest by the same global top-k;
+  head keeps ``F`` of ``c`` (adapter ``floors_under_global_topk``, once ``gate_floors``), the rest by
+  the same global top-k;
 - each ``--run LABEL=RUN``: that run's ``allocation-c*.json`` files, each with its own scorer (and
   adapter: a ``topup`` expansion is scored with ``gate_floors``, its c profile statically).
 
@@ -39,6 +40,7 @@ from evolalloc.config.run_folder import profile_files
 from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.core.errors import UserError
+from evolalloc.core.scorer_names import RETENTION_GATES, canonical_scorer
 from evolalloc.pipeline.run import by_scorer
 from evolalloc.report.comparison import compare_scores, save_comparison
 from evolalloc.runtime.scorers import get_scorer
@@ -108,11 +110,13 @@ def score(args):
     if args.gates_from is not None:
         source = next(iter(run_profiles({"gates": args.gates_from})["gates"].values()))
         gates = load_allocation(source)
-        if gates.scorer != "gates":
-            raise UserError(f"its profiles rank with {gates.scorer}, not gates", source=str(source), field="scorer")
+        if canonical_scorer(gates.scorer) != RETENTION_GATES:
+            raise UserError(f"its profiles rank with {gates.scorer}, not {RETENTION_GATES}", source=str(source),
+                            field="scorer")
         gates_params = {k: v for k, v in gates.scorer_params.items()}
-        # The experiment's own scorer becomes those gates (no training step: the checkpoint exists).
-        recipe.scorer.name, recipe.scorer.params, recipe.scorer.train = "gates", dict(gates_params), None
+        # The experiment's own scorer becomes those gates (no training step: the checkpoint exists), spelled
+        # as the profiles spell it (retention-gates, or gates), so both rank once.
+        recipe.scorer.name, recipe.scorer.params, recipe.scorer.train = gates.scorer, dict(gates_params), None
         recipe.baselines = ["uniform", "gates"]
     else:
         recipe.scorer.name, recipe.scorer.params, recipe.scorer.train = SNAPKV, {}, None

@@ -26,6 +26,11 @@ imports torch or Ray.
 ``lazy`` line names: asking for a name nobody registered (or ``load_all()``) first imports every
 public module of ``pkg.plugins`` once. So adding a plugin is one new file; a ``lazy`` line only
 makes the name listed before anything is imported.
+
+**Old names.** ``Registry(kind, aliases={"old": "new"})``: a name an entry was known by before it was
+renamed still finds it (``get``, ``check_name``, ``in``, ``create``), so old recipes and files keep
+loading; ``names()``, listings and errors give only the current names. ``canonical("old")`` is
+``"new"``: compare names through it, never as written.
 """
 
 from __future__ import annotations
@@ -46,12 +51,14 @@ class RegistryError(ValueError):
 
 
 class UnknownNameError(RegistryError, LookupError):
-    """A name nobody registered. The message has the closest name and the valid ones."""
+    """A name nobody registered. The message has the closest name and the valid ones (``aliases``: old
+    names, ``{old: current}``, matched too and suggested by their current name)."""
 
-    def __init__(self, kind: str, name: object, valid: list[str]):
+    def __init__(self, kind: str, name: object, valid: list[str], aliases: Mapping[str, str] | None = None):
         self.kind, self.name, self.valid = kind, name, list(valid)
-        close = difflib.get_close_matches(str(name), self.valid, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        aliases = dict(aliases or {})
+        close = difflib.get_close_matches(str(name), [*self.valid, *aliases], n=1)
+        hint = f" (did you mean {aliases.get(close[0], close[0])!r}?)" if close else ""
         listing = ", ".join(self.valid) or "(none registered)"
         super().__init__(f"unknown {kind} {name!r}{hint}; valid names: {listing}")
 
@@ -82,7 +89,8 @@ class Registry(Generic[T]):
     """
 
     def __init__(self, kind: str, *, base: type | None = None, lazy: Mapping[str, str] | None = None,
-                 package: str | None = None, unknown_error: type[UnknownNameError] | None = None):
+                 package: str | None = None, unknown_error: type[UnknownNameError] | None = None,
+                 aliases: Mapping[str, str] | None = None):
         self.kind = kind
         self.base = base
         self.package = package
@@ -91,6 +99,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
         self._info: dict[str, dict[str, Any]] = {}
         self._lazy: dict[str, str] = dict(lazy or {})
+        self._aliases: dict[str, str] = dict(aliases or {})  # old name -> current name
         self._discovered = package is None
 
     # -- registering ------------------------------------------------------------------------
@@ -111,6 +120,8 @@ class Registry(Generic[T]):
                 raise TypeError(f"a {self.kind} needs a non-empty string name, got {key!r} for {obj!r}")
             if self.base is not None and not (isinstance(obj, type) and issubclass(obj, self.base)):
                 raise TypeError(f"{self.kind} {key!r} must be a subclass of {self.base.__name__}, got {obj!r}")
+            if key in self._aliases:
+                raise DuplicateNameError(f"{self.kind} {key!r} is the old name of {self._aliases[key]!r}")
             existing = self._entries.get(key)
             if existing is not None and not _same_definition(existing, obj):
                 raise DuplicateNameError(
@@ -132,7 +143,7 @@ class Registry(Generic[T]):
     def remove(self, name: str) -> None:
         """Forget ``name`` (a test's temporary plugin); unknown names are an ``UnknownNameError``."""
         if name not in self._entries and name not in self._lazy:
-            raise self.unknown_error(self.kind, name, self.names())
+            raise self.unknown_error(self.kind, name, self.names(), self._aliases)
         self._entries.pop(name, None)
         self._info.pop(name, None)
         self._lazy.pop(name, None)
@@ -156,30 +167,40 @@ class Registry(Generic[T]):
             if not module.name.startswith("_"):
                 importlib.import_module(f"{self.package}.{module.name}")
 
+    def canonical(self, name: str) -> str:
+        """The current name of ``name``: itself, unless it is an old name (nothing is checked)."""
+        return self._aliases.get(name, name) if isinstance(name, str) else name
+
+    def aliases(self) -> dict[str, str]:
+        """``{old name: current name}``."""
+        return dict(self._aliases)
+
     def get(self, name: str) -> T:
-        """The entry called ``name``; ``UnknownNameError`` (with did-you-mean) if there is none."""
+        """The entry called ``name`` (or once called it); ``UnknownNameError`` (with did-you-mean) if none."""
+        name = self.canonical(name)
         if isinstance(name, str) and name not in self._entries and name not in self._lazy:
             self.discover()  # a plugin file no lazy line names
         if not isinstance(name, str) or (name not in self._entries and name not in self._lazy):
-            raise self.unknown_error(self.kind, name, self.names())
+            raise self.unknown_error(self.kind, name, self.names(), self._aliases)
         self._load(name)
         return self._entries[name]
 
     def check_name(self, name: str) -> None:
         """``UnknownNameError`` unless ``name`` is known; a lazy entry is not imported."""
+        name = self.canonical(name)
         if isinstance(name, str) and name in self:
             return
         self.discover()
         if not isinstance(name, str) or name not in self:
-            raise self.unknown_error(self.kind, name, self.names())
+            raise self.unknown_error(self.kind, name, self.names(), self._aliases)
 
     def info(self, name: str) -> dict[str, Any]:
         """The metadata given at registration (loads a lazy entry)."""
         self.get(name)
-        return dict(self._info[name])
+        return dict(self._info[self.canonical(name)])
 
     def names(self) -> list[str]:
-        """Every registered or lazily known name, sorted; nothing is imported."""
+        """Every registered or lazily known name, sorted (current names only); nothing is imported."""
         return sorted(set(self._entries) | set(self._lazy))
 
     def load_all(self) -> dict[str, T]:
@@ -188,6 +209,7 @@ class Registry(Generic[T]):
         return {name: self.get(name) for name in self.names()}
 
     def __contains__(self, name: object) -> bool:
+        name = self.canonical(name)
         return name in self._entries or name in self._lazy
 
     def __iter__(self) -> Iterator[str]:

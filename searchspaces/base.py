@@ -54,7 +54,7 @@ class SearchSpace:
     name: str = ""
     granularity: str = ""
     #: A budget adapter (``evolalloc.runtime.adaptive``) that reads the decoded budgets per input
-    #: (the hybrid's ``gate_prior``), or ``None``: the budgets are the kept tokens per unit.
+    #: (the hybrid's ``score_prior``), or ``None``: the budgets are the kept tokens per unit.
     adapter: str | None = None
     #: The scorers this space's budgets mean something for (``None``: any scorer).
     scorers: tuple[str, ...] | None = None
@@ -66,7 +66,8 @@ class SearchSpace:
     @property
     def adapter_params(self) -> dict:
         """The ``adapter``'s parameters a profile of this space records (``provenance.adapter_params``):
-        the space's own settings (``params``), which are its adapter's (``gate_floors``' ``floor_fraction``)."""
+        the space's own settings (``params``), which are its adapter's (``floors_under_global_topk``'
+        ``floor_fraction``)."""
         return {name: getattr(self, name) for name in self.params} if self.adapter else {}
 
     def __init__(

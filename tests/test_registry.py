@@ -170,3 +170,36 @@ def test_a_decorator_written_without_its_name_is_refused_naming_the_idiom():
         register_scorer(Nameless)
     with pytest.raises(TypeError, match=r'register_\.\.\.\("name"\)'):
         register_baseline(Nameless)
+
+
+def test_an_old_name_finds_the_renamed_entry_and_only_the_new_name_is_listed():
+    things = Registry("scorer", aliases={"gates": "retention-gates"})
+
+    @things.register("retention-gates", query_free=True)
+    class RetentionGates:
+        def __init__(self, horizon: int = 0):
+            self.horizon = horizon
+
+    assert things.get("gates") is things.get("retention-gates") is RetentionGates
+    assert "gates" in things and things.canonical("gates") == "retention-gates"
+    assert things.canonical("snapkv") == "snapkv"  # a name that was never renamed is itself
+    assert things.info("gates") == {"query_free": True}
+    assert things.create("gates", horizon=3).horizon == 3
+    things.check_name("gates")
+    assert things.names() == ["retention-gates"] and RetentionGates.name == "retention-gates"
+
+
+def test_an_unknown_name_lists_the_current_names_and_a_typo_of_an_old_one_suggests_its_new_name():
+    things = Registry("search space", aliases={"gate_prior": "score_prior"})
+    things.add("score_prior", object())
+    things.add("layer_groups", object())
+    with pytest.raises(UnknownNameError) as err:
+        things.get("gate_prio")
+    assert "did you mean 'score_prior'" in str(err.value)
+    assert str(err.value).endswith("valid names: layer_groups, score_prior")
+
+
+def test_a_new_entry_may_not_take_an_old_name():
+    things = Registry("thing", aliases={"old": "new"})
+    with pytest.raises(DuplicateNameError, match="old name of 'new'"):
+        things.add("old", object())

@@ -273,12 +273,12 @@ def bench_scale_cmd(model_spec, task_name, scorer_name, contexts, instances, cou
 
 def _check_names(task_name: str, scorer_name: str) -> None:
     """Unknown task or scorer names are refused before any cell starts (cheap checks first)."""
-    from evolalloc.runtime.scorers import list_scorers
+    from evolalloc.runtime.scorers import SCORERS, list_scorers
     from fitness import list_tasks
 
     if task_name not in list_tasks():
         raise UserError(f"unknown task {task_name!r}; choose one of {', '.join(sorted(list_tasks()))}", field="--task")
-    if scorer_name not in list_scorers():
+    if scorer_name not in SCORERS:  # an old name too
         raise UserError(f"unknown scorer {scorer_name!r}; choose one of {', '.join(sorted(list_scorers()))}",
                         field="--scorer")
 

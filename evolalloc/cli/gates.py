@@ -1,6 +1,8 @@
-"""``evolalloc gates``: train the global retention gates (paper 001) on traces, evaluate them held out.
+"""``evolalloc gates``: train the retention gates (paper 001) on traces, evaluate them held out.
 
-Traces are the learned scorer's (``evolalloc scorer trace``); the checkpoint habits are its too.
+The checkpoint is what the ``retention-gates`` scorer (once ``gates``) and the ``global-topk``
+method (one top-k over every head by those scores) read. Traces are the learned scorer's
+(``evolalloc scorer trace``); the checkpoint habits are its too.
 """
 
 from __future__ import annotations
@@ -14,18 +16,19 @@ from evolalloc.cli import main
 from evolalloc.cli.options import seed_option
 from evolalloc.cli.scorer import _MODEL, _THREADS, _csv, _eval_inputs, _setup, _traces, _train_to_checkpoint
 from evolalloc.core.errors import UserError
+from evolalloc.core.scorer_names import RETENTION_GATES
 
 
 @main.group()
 def gates() -> None:
-    """Global retention gates (one budget over all layers and heads): train -> eval."""
+    """Retention gates, the checkpoint of the retention-gates scorer and the global-topk method: train -> eval."""
 
 
 @gates.command("train")
 @click.argument("traces_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False),
               help="Checkpoint to write; default: gates/gates.pt under the cache directory ($EVOLALLOC_CACHE), "
-                   "the one the `gates` scorer and method read when no checkpoint is named.")
+                   "the one the retention-gates scorer and the global-topk method read when no checkpoint is named.")
 @click.option("--steps", default=600, show_default=True)
 @click.option("--lr", default=3e-3, show_default=True)
 @click.option("--hidden", default=32, show_default=True, help="Units of each head's gate before the shared projection.")
@@ -78,7 +81,7 @@ def train_cmd(traces_dir, out_path, steps, lr, hidden, horizon, capacities, pena
               help="Allocation files (e.g. a run's allocation-c128.json) drawn next to the implied budgets.")
 @_THREADS
 def eval_cmd(checkpoint, traces_dir, out_dir, model_spec, scorers, learned_checkpoint, budgets, profiles, threads):
-    """Held-out eviction cost of the global gates vs per-head budgets, the learned scorer and heuristics."""
+    """Held-out eviction cost of global-topk vs per-head budgets, the learned scorer and heuristics."""
     _setup(threads)
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.learned.evaluate import heldout_costs, render_tables
@@ -92,7 +95,7 @@ def eval_cmd(checkpoint, traces_dir, out_dir, model_spec, scorers, learned_check
     loaded = load_model(model_spec)
     try:
         load_gates(checkpoint, geometry=loaded.geometry.to_dict(), model=model_identity(model_spec, loaded.model))
-        gates_scorer = get_scorer("gates", checkpoint=checkpoint)
+        gates_scorer = get_scorer(RETENTION_GATES, checkpoint=checkpoint)
         built = [gates_scorer] + [get_scorer(name) for name in scorers]
         if learned_checkpoint:
             built.append(get_scorer("learned", checkpoint=learned_checkpoint))

@@ -13,10 +13,12 @@ from evolalloc.cli.search_cmds import progress_option, set_option
 
 @bench.command("headroom")
 @click.argument("recipe", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--scorers", default=None, help="Scorers, comma-separated (default: the recipe's), e.g. snapkv,gates.")
+@click.option("--scorers", default=None,
+              help="Scorers, comma-separated (default: the recipe's), e.g. snapkv,retention-gates.")
 @click.option("--budgets", default="8,16,32,64,128,256", show_default=True, help="Uniform budgets c, comma-separated.")
-@click.option("--floors", default="", help="With the gates scorer: also the floors blend (gate_floors) over uniform "
-                                            "budgets at these floor fractions, comma-separated, e.g. 0.25,0.5,0.75.")
+@click.option("--floors", default="",
+              help="With the retention-gates scorer: also the floors blend (floors_under_global_topk) over uniform "
+                   "budgets at these floor fractions, comma-separated, e.g. 0.25,0.5,0.75.")
 @set_option
 @progress_option
 def bench_headroom_cmd(recipe, scorers, budgets, floors, overrides, progress):

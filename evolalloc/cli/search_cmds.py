@@ -135,7 +135,7 @@ def evaluate(allocations, recipe_path, run_dir, overrides, split, budget, quiet,
 @click.argument("run", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--baselines", "baselines", default=None,
               help="Comma-separated methods to compare with instead of the recipe's, e.g. "
-                   "uniform,pyramid,streaming,uniform+adakv,pyramid+adakv,evolved+adakv,cake,gates")
+                   "uniform,pyramid,streaming,uniform+adakv,pyramid+adakv,evolved+adakv,cake,global-topk")
 @progress_option
 def compare(run, baselines, progress):
     """Re-run the held-out comparison of RUN's profiles vs the baselines and rewrite its report."""
@@ -158,8 +158,8 @@ def compare(run, baselines, progress):
 @click.option("--rule", type=click.Choice(["proportional", "additive", "topup", "topup-half"]), default="proportional",
               show_default=True,
               help="proportional: every budget times c'/c (EvolKV); additive: every unit gains c'-c tokens; topup "
-                   "(gates only): the profile as per-head floors, the "
-                   "c'-c extra tokens per unit to the gates' global top-k; "
+                   "(retention-gates only): the profile as per-head floors, the "
+                   "c'-c extra tokens per unit to the global top-k; "
                    "topup-half: the same with floors at half the profile.")
 @click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Default: beside ALLOCATION.")

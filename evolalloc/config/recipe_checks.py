@@ -13,6 +13,7 @@ from evolalloc.config.section_builder import FieldProblem, unknown_key
 from evolalloc.core.baselines import EVOLVED, make_baseline
 from evolalloc.core.composition import CompositionProblem, from_mapping, is_method, label_of, parse_label
 from evolalloc.core.record_settings import parse_size
+from evolalloc.core.scorer_names import RETENTION_GATES, canonical_scorer
 from evolalloc.core.topup import TOPUP_RULES, topup_problem
 from evolalloc.registry import UnknownNameError
 
@@ -68,10 +69,10 @@ def check_recipe(recipe: Recipe) -> None:
         _composition(f"baselines[{i}]", name)
         if name in recipe.baselines[:i]:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
-        problem = make_baseline(name).problem()  # e.g. gates without a trained checkpoint
+        problem = make_baseline(name).problem()  # e.g. global-topk without a trained checkpoint
         declared = make_baseline(name).scorer
         # else it reads the run's (Experiment.make_baseline)
-        if problem and not (declared and declared[0] == recipe.scorer.name):
+        if problem and not (declared and canonical_scorer(declared[0]) == canonical_scorer(recipe.scorer.name)):
             raise FieldProblem(f"baselines[{i}]", problem)
         least = make_baseline(name).min_target  # e.g. streaming's sink tokens
         if target < least:
@@ -86,16 +87,16 @@ def check_recipe(recipe: Recipe) -> None:
 
     _check_registered("search_space.name", SEARCH_SPACES, recipe.search_space.name)
     space = SEARCH_SPACES.get(recipe.search_space.name)
-    if space.scorers is not None and recipe.scorer.name not in space.scorers:
+    if space.scorers is not None and canonical_scorer(recipe.scorer.name) not in space.scorers:
         raise FieldProblem("search_space.name", f"search space {recipe.search_space.name!r} only works with scorer "
                                                 f"{' or '.join(space.scorers)}; got scorer.name {recipe.scorer.name!r}")
-    if recipe.budget.expansion_rule in TOPUP_RULES:  # the gates' global top-k places the extra tokens
+    if recipe.budget.expansion_rule in TOPUP_RULES:  # the global top-k places the extra tokens
         problem = topup_problem(recipe.scorer.name, space.adapter, recipe.budget.expansion_rule)
         if problem:
             raise FieldProblem("budget.expansion_rule", problem)
     if recipe.search_space.floor_fraction is not None and "floor_fraction" not in space.params:
-        raise FieldProblem("search_space.floor_fraction", f"only the gate_floors search space takes it, not "
-                                                          f"{recipe.search_space.name!r}")
+        raise FieldProblem("search_space.floor_fraction", f"only the floors_under_global_topk search space takes it, "
+                                                          f"not {recipe.search_space.name!r}")
     for i, name in enumerate(recipe.baselines):
         if space.adapter is not None and parse_label(name).allocation == EVOLVED:  # e.g. evolved+adakv on the hybrid
             raise FieldProblem(f"baselines[{i}]",
@@ -118,7 +119,7 @@ def _check_adapters(recipe: Recipe) -> None:
 
     for i, name in enumerate(recipe.baselines):
         adapter = parse_label(name).adapter
-        if adapter is not None and adapter not in ADAPTERS.load_all():
+        if adapter is not None and adapter not in ADAPTERS.load_all() and adapter not in ADAPTERS:  # or an old name
             raise FieldProblem(f"baselines[{i}].adapter", f"unknown adapter {adapter!r}; known: "
                                                           f"{', '.join(sorted(ADAPTERS.load_all()))}")
 
@@ -169,7 +170,7 @@ def _check_scorer_training(recipe: Recipe) -> None:
     train = recipe.scorer.train
     if train is None:
         return
-    if recipe.scorer.name not in TRAINABLE_SCORERS:
+    if canonical_scorer(recipe.scorer.name) not in TRAINABLE_SCORERS:
         raise FieldProblem("scorer.train", f"a run can train {', '.join(TRAINABLE_SCORERS)} only; "
                                            f"{recipe.scorer.name!r} has nothing to train")
     if recipe.scorer.params.get("checkpoint"):
@@ -182,16 +183,18 @@ def _check_scorer_training(recipe: Recipe) -> None:
             raise FieldProblem("scorer.train.traces",
                                "required with scorer.train.tasks: how many prompts the mixture traces")
         _check_labels("scorer.train.tasks", [entry.label for entry in train.tasks])
-    if recipe.scorer.name != "gates":
+    if canonical_scorer(recipe.scorer.name) != RETENTION_GATES:
         if train.votes:
-            raise FieldProblem("scorer.train.votes", f"only gates read SnapKV votes; {recipe.scorer.name!r} does not")
+            raise FieldProblem("scorer.train.votes", f"only {RETENTION_GATES} read SnapKV votes; "
+                                                     f"{recipe.scorer.name!r} does not")
         if train.objective != "attention":
             raise FieldProblem("scorer.train.objective",
                                f"only anchored gates train on the answer; {recipe.scorer.name!r} cannot")
         if train.anchored or not train.residual:
             field = "scorer.train.anchored" if train.anchored else "scorer.train.residual"
-            raise FieldProblem(field, f"only gates can be anchored at SnapKV; {recipe.scorer.name!r} cannot")
-        return  # capacities are the gates' training budgets
+            raise FieldProblem(field, f"only {RETENTION_GATES} can be anchored at SnapKV; "
+                                      f"{recipe.scorer.name!r} cannot")
+        return  # capacities are the retention gates' training budgets
     if not train.residual and not train.anchored:
         raise FieldProblem("scorer.train.residual",
                            "false is a setting of anchored gates (set scorer.train.anchored: true)")

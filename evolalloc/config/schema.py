@@ -122,8 +122,9 @@ class FitnessSection:
              "compare and every reported result always use generate")
 
 
-# Scorers the run itself can train (``scorer.train``).
-TRAINABLE_SCORERS = ("gates", "learned")
+# Scorers the run itself can train (``scorer.train``), by their current names (``gates`` is still read:
+# compare through ``core.scorer_names.canonical_scorer``).
+TRAINABLE_SCORERS = ("retention-gates", "learned")
 # What anchored gates are trained on (``scorer.train.objective``): the future attention of the traces
 # (learned.gates_train) or the answer's likelihood through the frozen model (learned.answer_train).
 GATES_OBJECTIVES = ("attention", "answer")
@@ -192,8 +193,8 @@ class ScorerTrainSection:
 @dataclass
 class ScorerSection:
     name: str = _rule("snapkv", help="per-token scorer that ranks tokens inside each budget")
-    params: dict = _rule(help="keyword parameters of the scorer (gates, learned: checkpoint, default the one under "
-                              "the cache directory)", factory=dict)
+    params: dict = _rule(help="keyword parameters of the scorer (retention-gates, learned: checkpoint, default the "
+                              "one under the cache directory)", factory=dict)
     train: ScorerTrainSection | None = _rule(None,
                                              help="train the scorer's checkpoint in the run from the search split "
                                                         f"({', '.join(TRAINABLE_SCORERS)}); null = use its checkpoint")
@@ -226,9 +227,9 @@ class BudgetSection:
     expansions: list[int] | None = _rule(None, help="larger budgets the profile is carried to; null = [2c, 4c]")
     expansion_rule: str = _rule(
         "proportional", choices=EXPANSION_CHOICES,
-        help="proportional (EvolKV: every budget times c'/c), additive (every unit gains c'-c tokens), topup (gates "
-             "only: the profile as per-head floors, the extra tokens "
-             "to the gates' global top-k per input), topup-half (the "
+        help="proportional (EvolKV: every budget times c'/c), additive (every unit gains c'-c tokens), topup "
+             "(retention-gates only: the profile as per-head floors, the extra tokens "
+             "to the global top-k per input), topup-half (the "
              "same with floors at half the profile) or search "
              "(each applicable rule scored on the search split at "
              "c', the best one shipped; held-out data is never used)")
@@ -239,12 +240,12 @@ class BudgetSection:
 @dataclass
 class SearchSpaceSection:
     name: str = _rule("layer_groups", help="layer_groups (one budget per layer), head_groups (per KV head), or the "
-                                           "hybrid's gate_prior / gate_prior_heads "
-                                           "(a searched prior on the gates' scores)")
+                                           "hybrids over the global top-k: score_prior / score_prior_heads (a searched "
+                                           "prior on the retention gates' scores), floors_under_global_topk")
     group_size: int = _rule(8, **GROUP_SIZE_RANGE, help="n_g: units optimised together, bottom-up")
     ratio_bounds: list[float] | None = _rule(None, length=2, help="[lo, hi] bounds on k_i / c; null = automatic")
     floor_fraction: float | None = _rule(None, min=0.0, max=1.0,
-                                         help="gate_floors only: the share of each head's budget "
+                                         help="floors_under_global_topk only: the share of each head's budget "
                                                                      "it keeps before the global top-k; null = 0.5")
 
 

@@ -185,9 +185,9 @@ class Allocation:
         ``rule`` (``EXPANSION_RULES``): ``proportional`` scales every budget by ``c' / c``
         (EvolKV's rule); ``additive`` gives every unit the same ``c' - c`` extra tokens, so the
         searched *differences* between units are kept and the new memory is spread evenly (a
-        unit the search starved at ``c`` is not kept starved at ``4c``); ``topup`` (gates only,
+        unit the search starved at ``c`` is not kept starved at ``4c``); ``topup`` (retention-gates only,
         ``core/topup.py``) keeps the profile as per-head floors and gives the extra ``(c' - c) * L * H``
-        entries to the gates' global top-k per input (adapter ``gate_floors``); ``topup-half`` the same
+        entries to the global top-k per input (adapter ``floors_under_global_topk``); ``topup-half`` the same
         with floors at half the profile. Either way the total is
         completed to exactly ``c'`` per unit and no budget decreases. Scores in ``provenance``
         still describe the search at the old target, recorded as ``expanded_from_target``.

@@ -28,8 +28,10 @@ from evolalloc.core.composition import is_method, methods
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.core.geometry import ModelGeometry
-from searchspaces.gate_prior import ADAPTER as GATE_PRIOR
-from searchspaces.gate_prior import PRIOR_DECIMALS, recorded_prior
+from evolalloc.core.methods import BASELINES
+from searchspaces.registry import canonical_adapter
+from searchspaces.score_prior import ADAPTER as SCORE_PRIOR
+from searchspaces.score_prior import PRIOR_DECIMALS, recorded_prior
 
 # Fields of the geometry an allocation must share with the model it is loaded for. dtype_bytes
 # and max_positions are left out on purpose: a profile searched in fp32 applies unchanged in
@@ -45,9 +47,10 @@ def _schema_text() -> str:
 def schema(also: tuple[str, ...] = ()) -> dict:
     """The JSON Schema of an allocation file, its ``provenance.method`` enum filled in from the
     baseline registry (``evolved`` + every registered rule and alias), so a new baseline file is a
-    valid method without editing the schema. ``also``: composed methods' labels to accept too."""
+    valid method without editing the schema. ``also``: composed methods' labels to accept too. A rule's
+    old name is accepted too (an old file says ``gates``)."""
     data = json.loads(_schema_text())
-    data["$defs"]["provenance"]["properties"]["method"]["enum"] = [*methods(), *also]
+    data["$defs"]["provenance"]["properties"]["method"]["enum"] = [*methods(), *BASELINES.aliases(), *also]
     return data
 
 
@@ -81,10 +84,10 @@ def allocation_to_dict(alloc: Allocation) -> dict:
 
 
 def _with_prior(alloc: Allocation) -> dict:
-    """The provenance, with a hybrid's prior (``searchspaces.gate_prior``) written from its budgets: the
+    """The provenance, with a hybrid's prior (``searchspaces.score_prior``) written from its budgets: the
     budgets are what runs, so the copy a reader sees is made when the file is, never carried stale."""
     provenance = dict(alloc.provenance)
-    if provenance.get("adapter") == GATE_PRIOR:
+    if canonical_adapter(provenance.get("adapter")) == SCORE_PRIOR:  # or its old name, gate_prior
         provenance["prior"] = recorded_prior(alloc.budgets)
     return provenance
 
@@ -92,7 +95,7 @@ def _with_prior(alloc: Allocation) -> dict:
 def _check_prior(data: dict, source: str) -> None:
     """A hybrid's recorded prior must be the one its budgets encode (an edited prior would not run)."""
     provenance = data["provenance"]
-    if provenance.get("adapter") != GATE_PRIOR or "prior" not in provenance:
+    if canonical_adapter(provenance.get("adapter")) != SCORE_PRIOR or "prior" not in provenance:
         return
     try:
         stated = np.asarray(provenance["prior"], dtype=np.float64)

@@ -1,7 +1,7 @@
 """A method is a composition: allocation rule x scorer x per-input adapter.
 
 ``Composition(allocation, scorer, adapter)``: ``allocation`` is a registered rule
-(``core/baselines``: uniform, pyramid, streaming, lukv, gates...) or ``evolved`` (the searched
+(``core/baselines``: uniform, pyramid, streaming, lukv, global-topk...) or ``evolved`` (the searched
 profile's budgets); ``scorer`` ranks the tokens inside each budget (``None``: the rule's own if it
 declares one, else the run's); ``adapter`` moves the budgets per input when a row is compressed
 (``runtime/adaptive``: adakv, cake...; ``None``: static budgets). A recipe writes one as a mapping
@@ -12,7 +12,8 @@ alias's when the composition is one of ``ALIASES`` (the names recipes and files 
 methods were composed), else the rule's name alone, else ``rule[-scorer][+adapter]``
 (``pyramid+cake``). ``parse_label`` reads any label back, so a label is enough to rebuild its method
 (it also reads ``uniform+cake``, whose one label is the alias ``cake``: a recipe says it either way).
-Pieces are named at their default settings.
+Pieces are named at their default settings. A rule's old name (``gates``, now ``global-topk``:
+``core/methods.py``) is read too and kept as written, so an old recipe's rows keep their label.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ def rule_names() -> list[str]:
     return sorted(BASELINES.load_all())
 
 
+def is_rule(name: str) -> bool:
+    """Whether ``name`` is a registered allocation rule (by its current or an old name)."""
+    BASELINES.load_all()  # a rule's file is found by importing the package
+    return name in BASELINES
+
+
 def label_of(composition: Composition) -> str:
     """The composition's one label (see the module docstring)."""
     for alias, known in ALIASES.items():
@@ -83,10 +90,10 @@ def parse_label(name: str) -> Composition:
     """The composition ``name`` labels; ``CompositionProblem`` (field ``""``) if none does."""
     if name in ALIASES:
         return ALIASES[name]
-    if name in BASELINES.load_all():
+    if is_rule(name):
         return Composition(name)
     base, _, adapter = name.partition("+")
-    rule, _, scorer = base.partition("-")
+    rule, _, scorer = (base, "", "") if is_rule(base) else base.partition("-")  # a rule's name may hold "-"
     composition = Composition(rule, scorer or None, adapter or None)
     if not (scorer or adapter):
         raise CompositionProblem("", unknown_method(name))
@@ -98,8 +105,8 @@ def unknown_method(name: str) -> str:
     import difflib
 
     known = [*rule_names(), *ALIASES]
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    close = difflib.get_close_matches(name, [*known, *BASELINES.aliases()], n=1)  # an old name's typo too
+    hint = f" (did you mean {BASELINES.canonical(close[0])!r}?)" if close else ""
     return (f"unknown method {name!r}{hint}; known: {', '.join(known)}, or a composition "
             "{allocation: RULE, scorer: SCORER, adapter: ADAPTER}")
 
@@ -108,7 +115,7 @@ def check(composition: Composition) -> None:
     """``CompositionProblem`` naming the piece the pieces cannot be put together by (adapter names are
     the runtime's: the recipe checks them, ``config/recipe_checks.py``)."""
     rule = composition.allocation
-    if rule != EVOLVED and rule not in BASELINES.load_all():
+    if rule != EVOLVED and not is_rule(rule):
         raise CompositionProblem("allocation", f"unknown allocation rule {rule!r}; known: "
                                                f"{', '.join([EVOLVED, *rule_names()])}")
     if composition.scorer is not None and composition.scorer not in SCORER_ALWAYS_KEPT:
@@ -149,9 +156,9 @@ def from_mapping(entry: Any) -> Composition:
 
 def allocation_adapter(allocation) -> tuple[str, dict] | None:
     """``(name, params)`` of the runtime budget adapter ``allocation``'s budgets are meant for, or
-    ``None`` (static budgets): its method's (AdaKV, CAKE, the global gates: the composition's adapter
+    ``None`` (static budgets): its method's (AdaKV, CAKE, global-topk: the composition's adapter
     or its rule's), or the one a searched profile names in ``provenance.adapter`` (the hybrids), with
-    the parameters in ``provenance.adapter_params`` (``gate_floors``' ``floor_fraction``)."""
+    the parameters in ``provenance.adapter_params`` (``floors_under_global_topk``' ``floor_fraction``)."""
     method = allocation.provenance.get("method")
     if method and method != EVOLVED:
         try:
@@ -160,7 +167,7 @@ def allocation_adapter(allocation) -> tuple[str, dict] | None:
             composition = None
         if composition is not None and composition.adapter is not None:
             return (composition.adapter, {})
-        if composition is not None and composition.allocation in BASELINES.load_all():
+        if composition is not None and is_rule(composition.allocation):
             declared = BASELINES.create(composition.allocation).adapter
             if declared is not None:
                 return declared
@@ -169,7 +176,8 @@ def allocation_adapter(allocation) -> tuple[str, dict] | None:
 
 
 def methods() -> tuple[str, ...]:
-    """The methods an allocation file names without composing: ``evolved``, the rules, the aliases."""
+    """The methods an allocation file names without composing: ``evolved``, the rules, the aliases (current
+    names; a rule's old name, ``gates``, is still a method: ``is_method``)."""
     return (EVOLVED, *sorted([*BASELINES.load_all(), *ALIASES]))
 
 
@@ -185,4 +193,5 @@ def is_method(name: Any) -> bool:
 
 
 __all__ = ["ALIASES", "Composition", "CompositionProblem", "FIELDS", "SCORER_ALWAYS_KEPT", "allocation_adapter",
-           "check", "from_mapping", "is_method", "label_of", "methods", "parse_label", "rule_names", "unknown_method"]
+           "check", "from_mapping", "is_method", "is_rule", "label_of", "methods", "parse_label", "rule_names",
+           "unknown_method"]

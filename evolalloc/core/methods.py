@@ -18,8 +18,12 @@ from evolalloc.registry import Registry
 #: The method of a searched profile; every other method is a composition of a registered rule.
 EVOLVED = "evolved"
 
+#: Old rule names -> current ones: recipes, allocation files and comparisons may still say the old one.
+RULE_ALIASES = {"gates": "global-topk"}  # the global top-k was named after the scorer it reads
+
 # Found by file: each module of ``evolalloc.core.baselines`` registers its rule when imported.
-BASELINES: Registry[type] = Registry("baseline", package="evolalloc.core.baselines")  # of Baseline subclasses
+BASELINES: Registry[type] = Registry("baseline", package="evolalloc.core.baselines",
+                                     aliases=RULE_ALIASES)  # of Baseline subclasses
 
 #: A recipe's default comparison, in this order; then any other registered rule whose ``default`` is true.
 CORE_DEFAULTS = ("uniform", "pyramid", "streaming")
@@ -32,4 +36,4 @@ def default_baselines() -> list[str]:
     return [name for name in CORE_DEFAULTS if name in known] + others
 
 
-__all__ = ["BASELINES", "CORE_DEFAULTS", "EVOLVED", "default_baselines"]
+__all__ = ["BASELINES", "CORE_DEFAULTS", "EVOLVED", "RULE_ALIASES", "default_baselines"]

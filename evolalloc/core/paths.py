@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-#: Scorers that rank with a trained network, and their checkpoint's file under the cache directory.
+#: The trained networks' checkpoint kinds (``Scorer.checkpoint_kind``: ``gates`` is the ``retention-gates``
+#: scorer's, ``learned`` the learned policy's), and their checkpoint's file under the cache directory.
 CHECKPOINT_FILES = {"gates": "gates/gates.pt", "learned": "learned/policy.pt"}
 #: What a checkpointed scorer always keeps per head unless its params say otherwise: the first
 #: ``sinks`` and the last ``window`` tokens (left out of its training). Read by the scorers and by
-#: the ``gates`` baseline, which writes only non-default values into its allocations.
+#: the ``global-topk`` method, which writes only non-default values into its allocations.
 CHECKPOINT_ALWAYS_KEPT = {"sinks": 4, "window": 16}
 
 
@@ -30,8 +31,8 @@ def cache_dir() -> Path:
 
 
 def default_checkpoint(scorer: str) -> Path:
-    """The checkpoint scorer ``scorer`` ("gates", "learned") reads when the recipe names none, and
-    its training command writes by default."""
+    """The checkpoint of kind ``scorer`` ("gates", "learned") a scorer reads when the recipe names none,
+    and its training command writes by default."""
     if scorer not in CHECKPOINT_FILES:
         raise ValueError(f"scorer {scorer!r} has no checkpoint; scorers with one: {', '.join(CHECKPOINT_FILES)}")
     return cache_dir() / CHECKPOINT_FILES[scorer]

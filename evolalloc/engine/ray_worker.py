@@ -96,7 +96,7 @@ class EvalWorker:
     def _evaluator(self, scorer, mode: str):
         from evolalloc.engine.local import LocalEvaluator
 
-        # An adapted scorer (AdaKV, CAKE, gates) shares its key, and so its rankings, with the
+        # An adapted scorer (AdaKV, CAKE, global-topk) shares its key, and so its rankings, with the
         # plain one, but selects differently: cache evaluators by what selects the tokens.
         key = (getattr(scorer, "selection_key", scorer.key), mode)
         if key not in self._evaluators:

@@ -58,9 +58,9 @@ class Exporter:
 
 def check_static(exporter: Exporter, allocation: Allocation, source: str | None = None) -> None:
     """Refuse (``UserError`` naming the file and the provenance field) a static export of an allocation
-    whose budgets the runtime moves per input: the global gates' one top-k over every head, AdaKV's and
+    whose budgets the runtime moves per input: global-topk's one top-k over every head, AdaKV's and
     CAKE's per-prompt shares, the hybrid's prior under the gates' top-k. Decided (issue 21): refuse
-    rather than write the stored budgets, which are only the total (gates) or a prior (hybrid) and
+    rather than write the stored budgets, which are only the total (global-topk) or a prior (hybrid) and
     would run as another, untested method; the json file keeps the adapter and runs as evaluated."""
     from evolalloc.core.composition import allocation_adapter, is_method
 

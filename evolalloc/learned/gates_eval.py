@@ -1,17 +1,17 @@
-"""Held-out evaluation of the global retention gates: what the global budget buys, and where it goes.
+"""Held-out evaluation of the retention gates: what the global budget buys, and where it goes.
 
 For every held-out (trace, split ``n``) item, the ``n``-token prefix is prefilled through the
 real runtime (as ``learned.evaluate`` does), and at each average budget ``c``:
 
-* ``gates (global)``: one top-``c*L*H`` over every (layer, head, token) by the gates' scores
-  (``runtime.adaptive.global_topk``, every head keeping its always-kept tokens);
-* every other scorer (``gates`` itself included) at the uniform budget ``c`` per head;
+* ``global-topk``: one top-``c*L*H`` over every (layer, head, token) by the gates' scores (the
+  method's adapter, ``runtime.adaptive.global_topk``; every head keeps its always-kept tokens);
+* every other scorer (``retention-gates`` itself included) at the uniform budget ``c`` per head;
 * ``optimal (global)`` / ``optimal (uniform)``: the top by the trace's own future importance,
   globally / per head — the best any ranking could do with and without moving budget.
 
 The cost of an item is the fraction of *all* heads' future attention that falls on evicted
 tokens (one number over the whole model, so heads that attend more weigh more). Reported: mean
-with a 95 % bootstrap interval over items, and a paired test of ``gates (global)`` minus each
+with a 95 % bootstrap interval over items, and a paired test of ``global-topk`` minus each
 other method on the same items (lower is better). The global top-k's budgets per (layer, head),
 averaged over items, are kept for the plot of the allocation it implies.
 """
@@ -30,7 +30,7 @@ from evolalloc.report.stats import bootstrap_mean, paired_test
 from evolalloc.runtime.adaptive import get_adapter, top_with_floor
 from evolalloc.runtime.prefill import prefill
 
-GLOBAL = "gates (global)"
+GLOBAL = "global-topk"  # the method's name (core/baselines/global_topk.py)
 
 
 def _evicted(importance: torch.Tensor, order: torch.Tensor, counts: np.ndarray) -> float:
@@ -81,7 +81,7 @@ def global_costs(loaded, traces: TraceSet, gates_scorer, scorers, budgets=(64, 1
 
 def render_global(result: dict) -> str:
     lines = [f"Held-out fraction of all heads' future attention evicted, {result['items']} items, mean [95% CI]; "
-             f"paired: {GLOBAL} − method (negative: the global gates evict less):", ""]
+             f"paired: {GLOBAL} − method (negative: global-topk evicts less):", ""]
     for c in result["budgets"]:
         lines += [f"c = {c}:", "", "| method | evicted | global − method [95% CI], p |", "|---|---|---|"]
         for row in sorted((r for r in result["rows"] if r["budget"] == c), key=lambda r: r["mean"]):
@@ -107,7 +107,7 @@ def plot_implied_budgets(result: dict, path: str | Path, profiles: dict | None =
         layers = np.arange(implied.shape[0])
         for h in range(implied.shape[1]):
             ax.plot(layers, implied[:, h], color="#7f7f7f", lw=0.7, alpha=0.6)
-        ax.plot(layers, implied.mean(axis=1), color="#7f7f7f", lw=2.2, label="gates (global), mean over heads")
+        ax.plot(layers, implied.mean(axis=1), color="#7f7f7f", lw=2.2, label=f"{GLOBAL}, mean over heads")
         drawn = (profiles or {}).get(c, {})
         for colour, (label, profile) in zip(("#d62728", "#ff7f0e", "#2ca02c", "#9467bd"), drawn.items()):
             ax.plot(layers, profile, lw=1.8, color=colour, marker="o", markersize=3, label=label)

@@ -38,7 +38,8 @@ from evolalloc.learned.train import train as train_policy
 from evolalloc.runtime.gates import save_gates
 from evolalloc.runtime.policy import save_policy
 
-#: The finished checkpoint's file name in the folder, per trainable scorer.
+#: The finished checkpoint's file name in the folder, per trainable scorer's checkpoint kind
+#: (``Scorer.checkpoint_kind``: the ``retention-gates`` scorer's is ``gates``).
 CHECKPOINTS = {"gates": "gates.pt", "learned": "policy.pt"}
 STATE = "train-state.pt"
 
@@ -49,7 +50,7 @@ class InRunSettings:
     sinks and window. ``horizon``, ``capacities``: gates only; ``depth``, ``permutations``,
     ``max_tokens``: the learned policy only."""
 
-    scorer: str
+    scorer: str  # the checkpoint kind: "gates" (the retention-gates scorer) or "learned"
     steps: int
     seed: int
     future: int

@@ -4,13 +4,13 @@ A profile searched at ``c`` says where the first ``c`` tokens per unit matter mo
 extra memory of a larger ``c'`` should be spread was never searched. Three rules answer it
 (``Allocation.expand``): ``proportional`` (EvolKV) keeps the profile's *ratios*, so a layer the
 search starved at 128 stays at a quarter of the others at 512; ``additive`` keeps its
-*differences* and spreads the new tokens evenly; ``topup`` (the ``gates`` scorer only,
-``core/topup.py``) keeps the searched budgets as per-head *floors* and lets the gates' one global
-top-k place the extra ``(c' - c) * L * H`` entries per input (adapter ``gate_floors``, floor
-fraction ``c / c'``), so the memory the search never saw goes where each input needs it. None is
-right on every task, so rule ``search`` scores every rule the profile admits at ``c'`` on the
-search split, with the search's own fitness, and ships the best one. The held-out split is
-never looked at: the choice is made before ``compare``.
+*differences* and spreads the new tokens evenly; ``topup`` (the ``retention-gates`` scorer only,
+``core/topup.py``) keeps the searched budgets as per-head *floors* and lets one global top-k of
+the gates' scores place the extra ``(c' - c) * L * H`` entries per input (adapter
+``floors_under_global_topk``, floor fraction ``c / c'``), so the memory the search never saw goes
+where each input needs it. None is right on every task, so rule ``search`` scores every rule the
+profile admits at ``c'`` on the search split, with the search's own fitness, and ships the best
+one. The held-out split is never looked at: the choice is made before ``compare``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ SEARCHED_RULES = tuple(r for r in EXPANSION_RULES if r != TOPUP_HALF)
 
 
 def candidate_rules(evolved: Allocation) -> tuple[str, ...]:
-    """The rules rule ``search`` tries for ``evolved``: ``topup`` only where it applies (gates)."""
+    """The rules rule ``search`` tries for ``evolved``: ``topup`` only where it applies (retention-gates)."""
     admits_topup = topup_problem(evolved.scorer, evolved.provenance.get("adapter")) is None
     return tuple(r for r in SEARCHED_RULES if r != TOPUP or admits_topup)
 

@@ -4,9 +4,10 @@ of budgets, on a recipe's task — the measurement that says where a search has 
 Only the *search* split is read (its instances, curated as the recipe says): the held-out split
 stays unseen, so choosing the search budget from this table never tunes on held-out text. The
 split is prefilled once with every scorer's ranking; each (scorer, budget) is one allocation of
-the same evaluator pass. With the ``gates`` scorer the table also has ``gates-global``: the
-global top-k method (the ``gates`` baseline) over the same gates, at the same total budget, and,
-when asked, the floors blend (``gate_floors``) over uniform budgets at given floor fractions.
+the same evaluator pass. With the ``retention-gates`` scorer the table also has
+``retention-gates-global``: the ``global-topk`` method over the same gates, at the same total
+budget, and, when asked, the floors blend (``floors_under_global_topk``) over uniform budgets at
+given floor fractions. (Asked for by its old name, ``gates``, the rows say ``gates-global``.)
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from dataclasses import dataclass, field, replace
 
 from evolalloc.core.baselines import make_baseline
 from evolalloc.core.errors import UserError
+from evolalloc.core.scorer_names import RETENTION_GATES, canonical_scorer
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.runtime.scorers import Scorer, get_scorer
+from searchspaces.floors_under_global_topk import ADAPTER as FLOORS  # uniform floors, the rest by the global top-k
 
 SPLIT = "search"  # never "heldout": see the module docstring
-GATES = "gates"  # a gates row brings the global-gates method's row (GLOBAL suffix) with it
+GLOBAL_TOPK = "global-topk"  # a retention-gates row brings this method's row (GLOBAL suffix) with it
 GLOBAL = "-global"
-FLOORS = "gate_floors"  # the blend's adapter: uniform floors, the rest by the global top-k
 ROOM = 0.05  # a gap to the full cache wider than this is room for a search to win
 
 
@@ -63,7 +65,7 @@ class Headroom:
 
 def _scorer(experiment: Experiment, name: str) -> Scorer:
     """The recipe's scorer (with its params) when ``name`` is it, else ``name`` with defaults."""
-    if name == experiment.recipe.scorer.name:
+    if canonical_scorer(name) == canonical_scorer(experiment.recipe.scorer.name):
         return experiment.scorer
     try:
         return get_scorer(name)
@@ -75,8 +77,8 @@ def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, pro
                      floors: list[float] = ()) -> Headroom:
     """Uniform budgets at each of ``budgets`` with each scorer, and the full cache, on the search split.
 
-    ``floors``: with the ``gates`` scorer, also the floors blend (``gate_floors``) over uniform budgets
-    at each of these floor fractions (rows ``gates-floors<fraction>``)."""
+    ``floors``: with the ``retention-gates`` scorer, also the floors blend (``floors_under_global_topk``)
+    over uniform budgets at each of these floor fractions (rows ``retention-gates-floors<fraction>``)."""
     if recipe.multi_task:
         raise UserError("headroom measures one task at a time; give a recipe with a single task", source=recipe.source,
                         field="tasks")
@@ -106,30 +108,30 @@ def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, pro
             values = _run(experiment, scorer, [allocation(scorer, c) for c in usable])
             result.scores[name] = {c: dict(zip(usable, values)).get(c) for c in budgets}
             result.always_kept[name] = scorer.always_kept
-            if name == GATES:
-                _global_gates(experiment, scorer, budgets, result)
+            if canonical_scorer(name) == RETENTION_GATES:
+                _global_topk(experiment, name, scorer, budgets, result)
                 for fraction in floors:
-                    _global_gates(experiment, scorer, budgets, result, floor_fraction=fraction)
+                    _global_topk(experiment, name, scorer, budgets, result, floor_fraction=fraction)
         return result
 
 
-def _global_gates(experiment: Experiment, scorer: Scorer, budgets: list[int], result: Headroom,
-                  floor_fraction: float | None = None) -> None:
-    """The ``gates`` method next to uniform gates: the same gates' scores, one global top-k of
-    c·L·H entries per input (``runtime.adaptive.global_topk``) instead of c per head. With
-    ``floor_fraction``: the floors blend instead (``runtime.adaptive.gate_floors``: every head first
-    keeps that share of its uniform budget ``c``, the rest goes by the same global top-k)."""
-    # The recipe's scorer is gates: the method reads the run's checkpoint (a trained one too).
+def _global_topk(experiment: Experiment, name: str, scorer: Scorer, budgets: list[int], result: Headroom,
+                 floor_fraction: float | None = None) -> None:
+    """The ``global-topk`` method next to uniform retention gates (row ``name``): the same gates' scores,
+    one global top-k of c·L·H entries per input (``runtime.adaptive.global_topk``) instead of c per
+    head. With ``floor_fraction``: the floors blend instead (adapter ``floors_under_global_topk``:
+    every head first keeps that share of its uniform budget ``c``, the rest goes by the same global top-k)."""
+    # The scorer is the retention gates: the method reads its checkpoint (a trained one too).
     checkpoint = scorer.params()["checkpoint"]
-    method = make_baseline(GATES, checkpoint=checkpoint, sinks=scorer.sinks, window=scorer.window)
+    method = make_baseline(GLOBAL_TOPK, checkpoint=checkpoint, sinks=scorer.sinks, window=scorer.window)
     usable = [c for c in budgets if c >= method.min_target]
     allocations = [method.allocation(experiment.geometry, c, model=experiment.recipe.model.spec, scorer=scorer.name,
                                      scorer_params=scorer.params(), reserved=scorer.always_kept) for c in usable]
-    row = GATES + GLOBAL
+    row = name + GLOBAL
     if floor_fraction is not None:  # the uniform budgets read as floors + a total (core.composition.allocation_adapter)
         blend = {"method": "uniform", "adapter": FLOORS, "adapter_params": {"floor_fraction": floor_fraction}}
         allocations = [replace(a, provenance={**a.provenance, **blend}) for a in allocations]
-        row = f"{GATES}-floors{floor_fraction:g}"
+        row = f"{name}-floors{floor_fraction:g}"
     if allocations:
         values = _run(experiment, experiment.scorer_for(allocations[0]), allocations)
     else:

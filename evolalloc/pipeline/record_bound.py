@@ -12,7 +12,7 @@ What a run evaluates, and the most each gives one unit:
   (a unit holding almost the whole total), which would bound nothing.
 * each static baseline at every budget ``compare`` uses (the target and its expansions): its
   budgets' maximum (PyramidKV's bottom layer can exceed ``hi * c``).
-* input-adaptive methods (AdaKV, CAKE, global gates) may move budget between heads without
+* input-adaptive methods (AdaKV, CAKE, global-topk) may move budget between heads without
   limit; here they are capped at ``b_max`` per unit: a bounded record's scores stop at
   ``b_max`` (``runtime/bounded.py``), so none of them gives a head more. This is a choice: with
   ``hi = 4`` it binds only when one head would take more than four times the largest budget.

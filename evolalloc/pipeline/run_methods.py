@@ -11,17 +11,18 @@ from typing import Callable
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines import make_baseline
 from evolalloc.core.errors import UserError
-from evolalloc.runtime.scorers import Scorer, get_scorer
+from evolalloc.runtime.scorers import SCORERS, Scorer, get_scorer
 
 
 def baseline_method(name: str, run_scorer: Scorer):
-    """Baseline ``name``; one that ranks with a trained scorer of the run's kind (``gates`` in a run
-    whose scorer is gates) reads the run's checkpoint, so both rows use the same weights."""
+    """Baseline ``name``; one that ranks with a trained scorer of the run's kind (``global-topk`` in a run
+    whose scorer is retention-gates) reads the run's checkpoint, so both rows use the same weights."""
     baseline = make_baseline(name)
     declared = baseline.scorer
-    if declared is not None and declared[0] == run_scorer.name and "checkpoint" in declared[1]:
+    same = declared is not None and SCORERS.canonical(declared[0]) == SCORERS.canonical(run_scorer.name)
+    if same and "checkpoint" in declared[1]:
         params = run_scorer.params()
-        # The run's always-kept tokens too, for a method that has them (gates: sinks, window).
+        # The run's always-kept tokens too, for a method that has them (global-topk: sinks, window).
         kept = {k: params[k] for k in ("sinks", "window") if k in params and hasattr(baseline, k)}
         baseline = make_baseline(name, checkpoint=params["checkpoint"], **kept)
     return baseline

@@ -9,7 +9,8 @@ candidates, which are search instances too; curation itself needs the trained sc
 (every task keeps at least one): the training mixture is the recipe's tasks and weights. The
 held-out split is never asked for, so no held-out instance can reach the traces.
 
-Where: ``<cache>/trained/<scorer>/<key>/`` (``core.paths.cache_dir``, moved by EVOLALLOC_CACHE),
+Where: ``<cache>/trained/<kind>/<key>/`` (``core.paths.cache_dir``, moved by EVOLALLOC_CACHE;
+``kind`` the scorer's checkpoint kind, ``gates`` for ``retention-gates`` and its old name alike),
 ``key`` the sha256 of the training settings, the model (type, weight fingerprint, geometry) and
 every chosen instance's text (prompt and references). A second run with the same key re-uses the
 checkpoint without tracing or training; a killed one continues (``learned.in_run``).
@@ -68,12 +69,16 @@ def mixture_instances(experiment) -> list[tuple[str, object]]:
 
 def settings_of(experiment):
     from evolalloc.learned.in_run import InRunSettings
+    from evolalloc.runtime.scorers import SCORERS
 
     recipe, train = experiment.recipe, experiment.recipe.scorer.train
     params = recipe.scorer.params
     capacities = tuple(train.capacities) if train.capacities is not None else experiment.resolved.budgets
-    hidden = train.hidden if train.hidden is not None else {"gates": 32, "learned": 256}[recipe.scorer.name]
-    return InRunSettings(scorer=recipe.scorer.name, steps=train.steps, seed=train.seed, future=train.future,
+    # The network trained is named by its checkpoint kind ("gates", "learned"), whichever name the
+    # recipe gives the scorer (retention-gates or its old name): one key, one cached checkpoint.
+    kind = SCORERS.get(recipe.scorer.name).checkpoint_kind
+    hidden = train.hidden if train.hidden is not None else {"gates": 32, "learned": 256}[kind]
+    return InRunSettings(scorer=kind, steps=train.steps, seed=train.seed, future=train.future,
                          splits_per_trace=train.splits_per_trace,
                          min_split=train.min_split, hidden=hidden, horizon=train.horizon, capacities=capacities,
                          checkpoint_every=train.checkpoint_every, sinks=int(params.get("sinks", 4)),

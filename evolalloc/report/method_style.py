@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from evolalloc.core.composition import CompositionProblem, parse_label
-from evolalloc.core.methods import EVOLVED
+from evolalloc.core.methods import BASELINES, EVOLVED
 
 
 @dataclass(frozen=True)
@@ -34,16 +34,17 @@ STYLES: dict[str, Style] = {
     "uniform+adakv": Style(11, "#17becf", in_budget_plot=False),
     "pyramid+adakv": Style(12, "#bcbd22", in_budget_plot=False),
     "cake": Style(13, "#8c564b", in_budget_plot=False),  # per-instance budgets are in the records
-    "gates": Style(14, "#7f7f7f", in_budget_plot=False),  # real budgets are per instance (`evolalloc gates eval`)
+    "global-topk": Style(14, "#7f7f7f", in_budget_plot=False),  # real budgets are per instance (`evolalloc gates eval`)
     "lukv": Style(15, "#8c564b"),
 }
 UNLISTED_ORDER = 100
 
 
 def style(method: str) -> Style:
-    """``method``'s style: its entry, else the default for an unlisted method (module docstring)."""
-    if method in STYLES:
-        return STYLES[method]
+    """``method``'s style: its entry (a rule's old name finds it too: ``gates`` is ``global-topk``), else the
+    default for an unlisted method (module docstring)."""
+    if BASELINES.canonical(method) in STYLES:
+        return STYLES[BASELINES.canonical(method)]
     try:
         composition = parse_label(method)
     except CompositionProblem:

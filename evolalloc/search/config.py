@@ -38,7 +38,7 @@ def default_popsize(n_units: int) -> int:
 
 def space_params_of(search_space) -> dict:
     """The settings of a recipe's ``search_space`` section that its space takes (``SearchSpace.params``,
-    e.g. ``gate_floors``' ``floor_fraction``), those the recipe sets (``None``: the space's default)."""
+    e.g. ``floors_under_global_topk``' ``floor_fraction``), those the recipe sets (``None``: the space's default)."""
     from searchspaces import SEARCH_SPACES
 
     names = SEARCH_SPACES.get(search_space.name).params
@@ -69,7 +69,7 @@ class SearchConfig:
         study_name: name of the Optuna study in that database.
         optimizer_options: passed to the back-end's library as they are (recipe
             ``optimizer.options``; e.g. pycma's ``CMA_active``, TPE's ``n_startup_trials``).
-        space_params: the search space's own settings (``gate_floors``' ``floor_fraction``).
+        space_params: the search space's own settings (``floors_under_global_topk``' ``floor_fraction``).
     """
 
     num_layers: int

@@ -153,7 +153,7 @@ class GroupwiseAlgorithm:
             return record
         # Under the exact rule the total is already c * units; a group may then spend above c
         # only by taking from the others, which is the point, so CacheScore sees the whole mean.
-        # (A space may complete every candidate whatever the rule: the hybrid's gate_prior does.)
+        # (A space may complete every candidate whatever the rule: the hybrid's score_prior does.)
         by_group = self.config.cache_scope == "group" and not self.space.exact_total
         scored_mean = group_mean if by_group else mean_budget
         record.state = "COMPLETE"

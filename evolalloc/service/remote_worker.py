@@ -31,7 +31,7 @@ def check_geometry(study: dict, geometry) -> None:
 
 def check_search_space(study: dict, recipe) -> None:
     """The recipe's search space must read the study's budgets as the study means them: a hybrid
-    study's budgets are a prior an adapter applies per input (``gate_prior``), and the worker's
+    study's budgets are a prior an adapter applies per input (``score_prior``), and the worker's
     evaluator wraps its scorer in the adapter of the *recipe's* search space (``UserError``)."""
     from searchspaces import SEARCH_SPACES
 
@@ -48,7 +48,7 @@ def check_search_space(study: dict, recipe) -> None:
     from evolalloc.search.config import space_params_of
 
     theirs, ours = (study.get("config") or {}).get("space_params") or {}, space_params_of(recipe.search_space)
-    if theirs != ours:  # e.g. gate_floors' floor_fraction: the same budgets, kept otherwise
+    if theirs != ours:  # e.g. floors_under_global_topk's floor_fraction: the same budgets, kept otherwise
         raise UserError(f"study {study.get('id')} searches {wanted!r} with {theirs or 'its defaults'}, the recipe with "
                         f"{ours or 'its defaults'}: its scores would not be the study's", field="search_space")
 

@@ -35,6 +35,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evolalloc.core.allocation import Allocation
+from evolalloc.core.scorer_names import canonical_scorer
 from evolalloc.engine.base import EvalResult
 from evolalloc.search.config import SearchConfig
 from evolalloc.search.groupwise import Candidate, GroupwiseAlgorithm
@@ -314,7 +315,8 @@ def _pin_scorer(study: Study, row: StudyTrial, scorer: dict) -> None:
     name it and its checkpoint like a run's. A result ranked by another scorer or another checkpoint
     file (sha256) is refused (409): its score is not comparable to the others'."""
     label = study.spec.get("scorer") or "external"
-    if label != "external" and scorer["name"] != label:
+    # Compared by current name: a worker that says retention-gates scores for a study made with gates.
+    if label != "external" and canonical_scorer(scorer["name"]) != canonical_scorer(label):
         raise JobError(409, f"trial {row.id} was scored with {scorer['name']!r}, but study {study.id} is for "
                             f"scorer {label!r}", field="scorer.name")
     pinned = study.spec.get("scorer_identity")
@@ -324,7 +326,7 @@ def _pin_scorer(study: Study, row: StudyTrial, scorer: dict) -> None:
 
     def same(identity: dict):  # the checkpoint's path may differ between machines, its bytes may not
         params = {k: v for k, v in identity["params"].items() if k != "checkpoint"}
-        return identity["name"], params, (identity.get("checkpoint") or {}).get("sha256")
+        return canonical_scorer(identity["name"]), params, (identity.get("checkpoint") or {}).get("sha256")
 
     (name, params, sha), (_, pinned_params, pinned_sha) = same(scorer), same(pinned)
     if same(scorer) != same(pinned):

@@ -14,6 +14,7 @@ from evolalloc.core.composition import (
     CompositionProblem,
     allocation_adapter,
     from_mapping,
+    is_method,
     label_of,
     parse_label,
 )
@@ -99,3 +100,39 @@ def test_an_allocation_may_name_a_composition_but_not_an_unknown_method():
                    provenance={"method": "uniform+"})
     assert Composition("uniform", adapter="cake") == parse_label("uniform+cake")  # whose one label is "cake"
     assert label_of(parse_label("uniform+cake")) == "cake"
+
+
+def test_global_topk_is_also_read_by_its_old_name_gates():
+    old, new = make_baseline("gates"), make_baseline("global-topk")
+    assert type(old.rule) is type(new.rule) and old.scorer[1] == new.scorer[1]
+    assert (old.scorer[0], new.scorer[0]) == ("gates", "retention-gates")  # its own scorer, spelled as its name
+    assert parse_label("gates") == Composition("gates") and is_method("gates")  # kept as written: its rows' label
+    assert np.array_equal(old.allocation(GEOMETRY, 40).budgets, new.allocation(GEOMETRY, 40).budgets)
+    assert allocation_adapter(new.allocation(GEOMETRY, 40)) == ("global", {})
+
+
+@pytest.mark.parametrize("run_scorer", ["gates", "snapkv"])
+def test_an_old_recipe_s_gates_row_is_written_as_before_and_a_new_one_by_the_current_names(run_scorer):
+    old = make_baseline("gates").allocation(GEOMETRY, 40, scorer=run_scorer)
+    assert old.scorer == "gates" and old.provenance["method"] == "gates"
+    assert old.provenance["composition"] == {"allocation": "gates", "scorer": "gates", "adapter": "global"}
+    new = make_baseline("global-topk").allocation(GEOMETRY, 40, scorer="snapkv")
+    assert new.scorer == "retention-gates" and new.provenance["method"] == "global-topk"
+    assert new.provenance["composition"] == {"allocation": "global-topk", "scorer": "retention-gates",
+                                             "adapter": "global"}
+
+
+@pytest.mark.parametrize("method, run_scorer", [("gates", "retention-gates"), ("global-topk", "gates")])
+def test_the_method_ranks_under_the_run_s_spelling_of_the_run_s_own_scorer(method, run_scorer):
+    # One ranking, one key: a run's retention gates serve its global-topk row whatever each is called.
+    assert make_baseline(method).allocation(GEOMETRY, 40, scorer=run_scorer).scorer == run_scorer
+
+
+def test_an_unknown_method_is_listed_by_current_names_and_an_old_one_is_suggested_by_its_new_name():
+    with pytest.raises(ValueError) as err:
+        make_baseline("gatez")
+    assert "did you mean 'global-topk'" in str(err.value)
+    known = str(err.value).split("known:")[1]
+    assert "global-topk" in known and "gates" not in known
+    with pytest.raises(CompositionProblem, match="own adapter"):  # a rule's "-" is not a scorer's
+        parse_label("global-topk+adakv")

@@ -12,10 +12,12 @@ def test_evolalloc_cache_moves_every_default_checkpoint_and_the_model_cache(tmp_
 
     monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "elsewhere"))
     assert cache_dir() == model.cache_dir() == tmp_path / "elsewhere"
-    assert get_scorer("gates").checkpoint == str(tmp_path / "elsewhere" / "gates" / "gates.pt")
+    # The retention-gates scorer (or its old name, gates) reads the checkpoint of kind gates.
+    for name in ("retention-gates", "gates"):
+        assert get_scorer(name).checkpoint == str(tmp_path / "elsewhere" / "gates" / "gates.pt")
     assert get_scorer("learned").checkpoint == str(tmp_path / "elsewhere" / "learned" / "policy.pt")
-    assert make_baseline("gates").scorer == ("gates", {"checkpoint": str(default_checkpoint("gates"))})
-    assert str(tmp_path / "elsewhere") in make_baseline("gates").problem()  # no file there yet: says where it looks
+    assert make_baseline("global-topk").scorer == ("retention-gates", {"checkpoint": str(default_checkpoint("gates"))})
+    assert str(tmp_path / "elsewhere") in make_baseline("global-topk").problem()  # no file there yet: says where
 
 
 def test_a_named_checkpoint_is_kept_with_home_expanded(monkeypatch, tmp_path):

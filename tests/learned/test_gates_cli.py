@@ -29,11 +29,11 @@ def test_gates_train_and_eval_write_checkpoint_tables_and_the_implied_budgets(tm
     out = evolalloc("gates", "eval", str(ckpt), "--traces", str(tmp_path / "held"), "--out", str(tmp_path / "eval"),
                     *model,
                     "--scorers", "snapkv,streaming", "--budgets", "24,48")
-    assert "gates (global)" in out.stdout
+    assert "global-topk" in out.stdout
     result = json.loads((tmp_path / "eval" / "results.json").read_text())
     rows = result["global"]["rows"]
-    assert {r["method"] for r in rows} == {"gates (global)", "gates", "snapkv", "streaming", "optimal (global)",
-                                           "optimal (uniform)"}
+    assert {r["method"] for r in rows} == {"global-topk", "retention-gates", "snapkv", "streaming",
+                                           "optimal (global)", "optimal (uniform)"}
     for c in (24, 48):
         at = {r["method"]: r["mean"] for r in rows if r["budget"] == c}
         assert at["optimal (global)"] <= min(at.values()) + 1e-9  # nothing beats the global oracle

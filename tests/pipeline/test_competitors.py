@@ -27,8 +27,8 @@ def recipe(model_dir, baselines):
 
 
 def test_the_adaptive_methods_are_opt_in_methods_an_allocation_file_may_name():
-    assert set(ADAPTIVE + ["gates"]) <= set(methods())
-    assert not set(ADAPTIVE + ["gates"]) & set(default_baselines())
+    assert set(ADAPTIVE + ["global-topk"]) <= set(methods())
+    assert not set(ADAPTIVE + ["global-topk"]) & set(default_baselines())
 
 
 def test_compare_scores_every_adaptive_method_at_every_budget_per_instance(tiny_model_dir, tmp_path):
@@ -50,7 +50,8 @@ def test_compare_scores_every_adaptive_method_at_every_budget_per_instance(tiny_
     assert load_allocation(save_allocation(adapted, tmp_path / "a.json")).provenance["method"] == "evolved+adakv"
 
 
-def test_compare_runs_the_global_gates_from_the_default_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
+def test_compare_runs_global_topk_from_the_default_checkpoint_by_its_old_name_too(tiny_model_dir, tmp_path,
+                                                                                  monkeypatch):
     import torch
 
     from evolalloc.runtime.gates import GatesConfig, RetentionGates, save_gates
@@ -62,7 +63,7 @@ def test_compare_runs_the_global_gates_from_the_default_checkpoint(tiny_model_di
     torch.manual_seed(0)
     save_gates(tmp_path / ".cache/evolalloc/gates/gates.pt", RetentionGates(GatesConfig(4, 2, 16, hidden=4)),
                model=model_identity("tiny", loaded.model), geometry=loaded.geometry.to_dict(), training={})
-    run = recipe(tiny_model_dir, ["uniform", "gates"])
+    run = recipe(tiny_model_dir, ["uniform", "gates"])  # global-topk by its old name: its rows are written as before
     with Experiment(run, progress=False) as experiment:
         assert "gates" in [s.name for s in experiment.scorers]  # its records hold the gates' ranking and scores
         evolved = {24.0: Allocation(model="m", geometry=experiment.geometry, scorer="snapkv",

@@ -108,7 +108,7 @@ def test_a_hybrid_run_ships_its_prior_and_evaluate_reproduces_its_score_from_the
     recipe = hybrid_recipe(tiny_model_dir)
     with Experiment(recipe, progress=False) as experiment:
         scorer = experiment.scorer_for(shipped)
-        assert isinstance(scorer, Adapted) and scorer.adapter.name == "gate_prior"
+        assert isinstance(scorer, Adapted) and scorer.adapter.name == "score_prior"  # gate_prior, renamed
         in_memory = Allocation(model=shipped.model, geometry=shipped.geometry, scorer=shipped.scorer,
                                scorer_params=shipped.scorer_params, target=TARGET, budgets=shipped.budgets.copy(),
                                provenance={"method": "evolved", "adapter": "gate_prior"})
@@ -117,7 +117,7 @@ def test_a_hybrid_run_ships_its_prior_and_evaluate_reproduces_its_score_from_the
 
         _, generating, _ = resolve_profile(run / f"allocation-c{TARGET}.json", experiment.loaded.model, None)
         # generate runs it as searched
-        assert isinstance(generating, Adapted) and generating.adapter.name == "gate_prior"
+        assert isinstance(generating, Adapted) and generating.adapter.name == "score_prior"
 
     prompt = tmp_path / "prompts.jsonl"
     prompt.write_text(json.dumps({"prompt": "The pass key is 12345. Remember it. " * 8 + "The pass key is"}) + "\n")

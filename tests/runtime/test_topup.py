@@ -12,7 +12,7 @@ from evolalloc.runtime.adaptive import Adapted
 from evolalloc.runtime.adaptive.selection import scorer_for_allocation
 from evolalloc.runtime.compress import compress
 from evolalloc.runtime.model import geometry_of
-from tests.runtime.test_gate_floors import LENGTH, gates, kept_in_cache, record  # noqa: F401 (fixtures)
+from tests.runtime.test_floors_under_global_topk import LENGTH, gates, kept_in_cache, record  # noqa: F401 (fixtures)
 
 SEARCHED = [
     [[24, 24], [40, 40], [20, 20]],
@@ -35,7 +35,8 @@ def test_topup_keeps_exactly_the_new_total_and_every_searched_budget(llama, gate
     target = profile.target + extra
     expanded = profile.expand(target, min_budget=gates.min_budget, rule="topup")
     scorer = scorer_for_allocation(expanded)
-    assert isinstance(scorer, Adapted) and scorer.adapter.name == "gate_floors"
+    assert isinstance(scorer, Adapted) and scorer.adapter.name == "floors_under_global_topk"
+    assert expanded.provenance["adapter"] == "gate_floors"  # a profile spelled the old way (scorer gates) stays so
     assert scorer.adapter.floor_fraction == pytest.approx(profile.target / target)
     counts = scorer.adapt(record, expanded.budgets)
     assert counts.sum() == expanded.total == round(target * 3 * 2)

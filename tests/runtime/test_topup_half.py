@@ -1,7 +1,8 @@
-"""Expansion rule ``topup-half`` on a real prefill: the expanded profile, read by ``gate_floors`` at
-``floor_fraction = c / (2 c')``, keeps exactly ``c' * L * H`` entries, every head at least half its
-searched budget, never fewer in a head as ``c'`` grows (one input), the same counts every time, and
-at ``c' == c`` the searched profile itself. Rule ``search`` does not try it (earlier picks stand)."""
+"""Expansion rule ``topup-half`` on a real prefill: the expanded profile, read by
+``floors_under_global_topk`` at ``floor_fraction = c / (2 c')``, keeps exactly ``c' * L * H``
+entries, every head at least half its searched budget, never fewer in a head as ``c'`` grows (one
+input), the same counts every time, and at ``c' == c`` the searched profile itself. Rule ``search``
+does not try it (earlier picks stand)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from evolalloc.pipeline.expansion import candidate_rules
 from evolalloc.runtime.adaptive import Adapted
 from evolalloc.runtime.adaptive.selection import scorer_for_allocation
 from evolalloc.runtime.compress import compress
-from tests.runtime.test_gate_floors import LENGTH, gates, kept_in_cache, record  # noqa: F401 (fixtures)
+from tests.runtime.test_floors_under_global_topk import LENGTH, gates, kept_in_cache, record  # noqa: F401 (fixtures)
 from tests.runtime.test_topup import SEARCHED, searched
 
 EXTRAS = [1, 4, 8, 16, 28]
@@ -27,7 +28,7 @@ def test_topup_half_keeps_exactly_the_new_total_and_half_of_every_searched_budge
     target = profile.target + extra
     expanded = profile.expand(target, min_budget=gates.min_budget, rule="topup-half")
     scorer = scorer_for_allocation(expanded)
-    assert isinstance(scorer, Adapted) and scorer.adapter.name == "gate_floors"
+    assert isinstance(scorer, Adapted) and scorer.adapter.name == "floors_under_global_topk"
     assert scorer.adapter.floor_fraction == pytest.approx(profile.target / (2 * target))
     counts = scorer.adapt(record, expanded.budgets)
     assert counts.sum() == expanded.total == round(target * 3 * 2)

@@ -1,12 +1,32 @@
+import numpy as np
 import pytest
 
 import searchspaces
-from searchspaces import SearchSpace, get_search_space, list_search_spaces, register_search_space
+from searchspaces import SEARCH_SPACES, SearchSpace, get_search_space, list_search_spaces, register_search_space
+from searchspaces.registry import ADAPTER_ALIASES, canonical_adapter
 
 
 def test_the_spaces_are_registered():
-    assert list_search_spaces() == ["depth_knots", "gate_floors", "gate_prior", "gate_prior_heads", "head_groups",
-                                    "layer_groups"]
+    assert list_search_spaces() == ["depth_knots", "floors_under_global_topk", "head_groups", "layer_groups",
+                                    "score_prior", "score_prior_heads"]
+
+
+@pytest.mark.parametrize("old, new", [("gate_floors", "floors_under_global_topk"), ("gate_prior", "score_prior"),
+                                      ("gate_prior_heads", "score_prior_heads")])
+def test_an_old_space_name_builds_the_renamed_space(old, new):
+    assert SEARCH_SPACES.get(old) is SEARCH_SPACES.get(new) and SEARCH_SPACES.canonical(old) == new
+    settings = dict(num_layers=4, num_kv_heads=2, target=16, group_size=2)
+    as_old, as_new = get_search_space(old, **settings), get_search_space(new, **settings)
+    ratios = as_new.initial_ratios() * np.linspace(0.5, 1.5, as_new.initial_ratios().size)
+    assert (as_old.decode(ratios) == as_new.decode(ratios)).all()
+    # An old recipe's profiles name their adapter as they always did; a new one's by its current name.
+    assert as_old.adapter in ADAPTER_ALIASES and canonical_adapter(as_old.adapter) == as_new.adapter
+
+
+def test_an_unknown_space_is_listed_by_current_names_only():
+    with pytest.raises(ValueError) as err:
+        get_search_space("gate_prio", num_layers=4, num_kv_heads=2, target=16)
+    assert "did you mean 'score_prior'" in str(err.value) and "gate_" not in str(err.value).split("valid names:")[1]
 
 
 def test_an_unknown_name_lists_the_valid_ones_and_suggests_the_closest():

@@ -102,3 +102,12 @@ def test_a_malformed_checkpoint_fingerprint_is_a_422_naming_the_field(study_serv
     with pytest.raises(ServiceError) as refused:
         client.complete(trial["id"], "c0", 0.5, scorer=gates_identity("not-hex"))
     assert refused.value.status == 422 and "sha256" in str(refused.value)
+
+
+def test_a_study_for_the_old_scorer_name_takes_results_under_the_current_one(study_service):
+    client, study = start_study(study_service, scorer="gates")
+    trials = [client.suggest(study["id"], f"c{i}")["trial"] for i in range(2)]
+    client.complete(trials[0]["id"], "c0", 0.5, scorer=gates_identity(SHA_A))
+    # retention-gates is gates renamed: the same scorer, the same checkpoint bytes.
+    client.complete(trials[1]["id"], "c1", 0.5, scorer={**gates_identity(SHA_A), "name": "retention-gates"})
+    assert client.study(study["id"])["evaluations_done"] == 2

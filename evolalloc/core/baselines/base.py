@@ -10,6 +10,7 @@ import numpy as np
 from evolalloc.core.allocation import Allocation, fit_to_windows
 from evolalloc.core.geometry import ModelGeometry
 from evolalloc.core.methods import BASELINES
+from evolalloc.core.scorer_names import canonical_scorer
 
 
 @dataclass
@@ -19,11 +20,11 @@ class Baseline:
     Declarations (class attributes, read without building anything):
         granularity: "layer" (every KV head of a layer alike) or "head".
         default: in a recipe's default ``baselines`` (False for the rules that need more than a
-            name: ``gates`` a trained checkpoint, ``lukv`` its profiled curves).
+            name: ``global-topk`` a trained checkpoint, ``lukv`` its profiled curves).
         profiled: built by the run with what it profiles on the search split (``lukv``'s
             ``UtilityCurves``, ``pipeline/lukv.py``), not from its name alone.
     A rule may declare a ``scorer`` of its own (streaming's) and an ``adapter`` (a runtime budget
-    adapter, ``evolalloc.runtime.adaptive``: the global gates' top-k). Other pairings are compositions
+    adapter, ``evolalloc.runtime.adaptive``: global-topk's one top-k). Other pairings are compositions
     (``core/composition.py``, built by ``core/baselines/composed.py``); where a method sits in tables
     and plots is the report's (``report/method_style.py``).
     Dataclass fields are the baseline's parameters (pyramid's ``beta``, streaming's ``sinks``).
@@ -95,7 +96,9 @@ class Baseline:
         if target < self.min_target:
             raise ValueError(f"baseline {self.name!r} needs a target >= {self.min_target:g}, got {target:g}")
         if self.scorer is not None:
-            scorer, scorer_params = self.scorer
+            declared, scorer_params = self.scorer
+            # The run's own spelling of the same scorer stays (an old recipe's ``gates``): one ranking, as written.
+            scorer = scorer if canonical_scorer(scorer) == declared else declared
         granularity = granularity or self.granularity
         return Allocation(
             model=model, geometry=geometry, scorer=scorer, scorer_params=dict(scorer_params or {}),

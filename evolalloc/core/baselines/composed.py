@@ -18,6 +18,10 @@ from evolalloc.core.composition import (
            parse_label,
 )
 from evolalloc.core.methods import BASELINES, EVOLVED
+from evolalloc.core.scorer_names import SCORER_ALIASES, canonical_scorer
+
+#: A scorer's current name -> its old one.
+OLD_SCORER_NAME = {new: old for old, new in SCORER_ALIASES.items()}
 
 
 class Composed:
@@ -53,10 +57,16 @@ class Composed:
 
     @property
     def scorer(self) -> tuple[str, dict] | None:
-        """``(name, params)`` of the scorer the method ranks with, or ``None`` for the run's."""
+        """``(name, params)`` of the scorer the method ranks with, or ``None`` for the run's. A rule
+        asked for by its old name (``gates``) names its own scorer the old way too, as it always did."""
         if self.composition.scorer is not None:
             return (self.composition.scorer, {})
-        return self.rule.scorer if self.rule is not None else None
+        if self.rule is None or self.rule.scorer is None:
+            return None
+        name, params = self.rule.scorer
+        if self.composition.allocation != BASELINES.canonical(self.composition.allocation):
+            name = OLD_SCORER_NAME.get(name, name)
+        return (name, params)
 
     @property
     def adapter(self) -> tuple[str, dict] | None:
@@ -105,6 +115,9 @@ class Composed:
                 provenance={**base.provenance, **(provenance or {}), "method": self.name, **extra,
                             "composition": self.recorded()},
             )
+        own = self.rule.scorer is not None and self.composition.scorer is None
+        if own and canonical_scorer(scorer) != canonical_scorer(self.scorer[0]):
+            scorer = self.scorer[0]  # not the run's scorer: the rule's own, spelled as the method's name is
         if self.composition.scorer is not None:
             scorer, scorer_params = self.scorer
             if target < self.min_target:
@@ -112,7 +125,10 @@ class Composed:
         allocation = self.rule.allocation(geometry, target, model=model, scorer=scorer, scorer_params=scorer_params,
                                           reserved=self.reserved(reserved), granularity=granularity,
                                           provenance=provenance, method=self.name)
-        allocation.provenance.update({**extra, "composition": self.recorded()})
+        recorded = self.recorded()
+        if own:  # the rule's own scorer, spelled as the allocation spells it (the run's spelling, if it is the run's)
+            recorded["scorer"] = allocation.scorer
+        allocation.provenance.update({**extra, "composition": recorded})
         return allocation
 
 

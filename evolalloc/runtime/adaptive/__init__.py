@@ -1,7 +1,7 @@
 """Budget adapters: per-instance budgets from a record's scores, applied when a row is compressed.
 
 A static allocation gives budgets ``[num_layers, num_kv_heads]``; an input-adaptive method
-(AdaKV, CAKE, global retention gates) moves that budget around *per instance*, from what the
+(AdaKV, CAKE, the global top-k) moves that budget around *per instance*, from what the
 prefill measured. That needs the record, so it happens in the runtime, just before compression:
 ``compress_batch`` calls ``scorer.adapt(record, budgets)`` when the scorer it was given is an
 ``Adapted`` one (a scorer plus an adapter). Everything else (engines, evaluators, decode) sees
@@ -20,7 +20,8 @@ from typing import ClassVar
 import numpy as np
 
 from evolalloc.registry import BadParametersError, Registry
-from evolalloc.runtime.scorers import Scorer
+from evolalloc.runtime.scorers import SCORERS, Scorer
+from searchspaces.registry import ADAPTER_ALIASES
 
 
 @dataclass
@@ -29,7 +30,7 @@ class BudgetAdapter:
 
     name: ClassVar[str] = ""
     # Set by an adapter that compares scores across layers and heads: the one scorer whose scores are
-    # calibrated for that (the gates' shared final projection); ``check`` refuses any other.
+    # calibrated for that (the retention gates' shared final projection); ``check`` refuses any other.
     calibrated_scorer: ClassVar[str | None] = None
     # What the adapter does with those scores, for ``check``'s message ("shifts", "compares", ...).
     calibrated_use: ClassVar[str] = "compares"
@@ -39,7 +40,7 @@ class BudgetAdapter:
 
     def check(self, scorer: Scorer) -> None:
         """``ValueError`` if this adapter cannot read ``scorer``'s scores (asked before any prefill)."""
-        if self.calibrated_scorer is not None and scorer.name != self.calibrated_scorer:
+        if self.calibrated_scorer is not None and SCORERS.canonical(scorer.name) != self.calibrated_scorer:
             raise ValueError(f"the {self.name} adapter {self.calibrated_use} the {self.calibrated_scorer!r} scorer's "
                              f"calibrated scores; scorer {scorer.name!r}'s are not on one scale across layers")
 
@@ -51,7 +52,9 @@ class BudgetAdapter:
         raise NotImplementedError
 
 
-ADAPTERS: Registry[type[BudgetAdapter]] = Registry("budget adapter", base=BudgetAdapter, package=__name__)
+# The hybrids' adapters were named after the gates; their old names still load (searchspaces.registry).
+ADAPTERS: Registry[type[BudgetAdapter]] = Registry("budget adapter", base=BudgetAdapter, package=__name__,
+                                                   aliases=ADAPTER_ALIASES)
 
 
 def register_adapter(name: str):

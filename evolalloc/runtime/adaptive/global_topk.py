@@ -2,7 +2,7 @@
 
 The allocation's total ``sum(budgets)`` (``c * L * H``) is kept as a whole: every head keeps its
 always-kept tokens (at least one), then the best of everything else, compared across layers and
-heads by score. Only meaningful when scores are on one scale everywhere — the ``gates`` scorer's
+heads by score. Only meaningful when scores are on one scale everywhere — the ``retention-gates`` scorer's
 are, by its shared final projection; a heuristic's (SnapKV's) are not calibrated across layers.
 """
 

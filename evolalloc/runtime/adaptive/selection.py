@@ -1,9 +1,9 @@
 """The scorer an allocation selects tokens with: its own, wrapped in the budget adapter it names.
 
 One place for the rule, used by every path that runs an allocation (``evaluate``, ``compare``,
-``generate``): an input-adaptive method's adapter comes from its composition (AdaKV, CAKE, the global
-gates: ``core.composition.allocation_adapter``); a searched profile whose budgets an adapter reads (the hybrid,
-``searchspaces.gate_prior``) names it in ``provenance.adapter``.
+``generate``): an input-adaptive method's adapter comes from its composition (AdaKV, CAKE, global-topk:
+``core.composition.allocation_adapter``); a searched profile whose budgets an adapter reads (the hybrid,
+``searchspaces.score_prior``) names it in ``provenance.adapter``.
 """
 
 from __future__ import annotations

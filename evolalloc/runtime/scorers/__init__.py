@@ -3,14 +3,16 @@
 Add a scorer by writing one file in this package with a ``@register_scorer("name")`` dataclass
 subclass of ``Scorer`` (the decorator sets its ``name``). Nothing else lists it: the
 registry imports the package's files the first time a name is asked for (``evolalloc.registry``).
+A renamed scorer's old name still loads (``core/scorer_names.py``: ``gates`` is ``retention-gates``).
 """
 
 from __future__ import annotations
 
+from evolalloc.core.scorer_names import SCORER_ALIASES
 from evolalloc.registry import BadParametersError, Registry, UnknownNameError
 from evolalloc.runtime.scorers.base import LayerStats, Scorer
 
-SCORERS: Registry[type[Scorer]] = Registry("scorer", base=Scorer, package=__name__)
+SCORERS: Registry[type[Scorer]] = Registry("scorer", base=Scorer, package=__name__, aliases=SCORER_ALIASES)
 
 
 def register_scorer(name: str):
@@ -34,6 +36,10 @@ def get_scorer(name: str, **params) -> Scorer:
         raise
     except BadParametersError as exc:
         raise ValueError(f"bad parameters for scorer {name!r}: {exc}") from None
+    if name != scorer.name:
+        # Asked for by its old name: it keeps that name, so what it writes (an allocation's scorer, a
+        # ranking's key) is what an old recipe always wrote. Compare names via SCORERS.canonical.
+        scorer.name = name
     for key, value in scorer.params().items():
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise ValueError(f"scorer {name!r}: {key} must be >= 0, got {value}")

@@ -1,4 +1,5 @@
-"""The base of the scorers whose ranking comes from a trained checkpoint (``learned``, ``gates``).
+"""The base of the scorers whose ranking comes from a trained checkpoint (``learned``,
+``retention-gates``).
 
 What they share is the file handling, not the model: the checkpoint path is resolved at
 construction (so provenance names the file really read, wherever ``EVOLALLOC_CACHE`` points), the

@@ -1,5 +1,5 @@
-"""The hybrid's adapter (gate_prior): plain global gates at zero prior, exactly c·L·H kept for any
-prior, and a layer's share growing with its prior."""
+"""The hybrid's adapter (score_prior, once gate_prior): plain global-topk at zero prior, exactly
+c·L·H kept for any prior, and a layer's share growing with its prior."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from evolalloc.runtime.model import geometry_of
 from evolalloc.runtime.policy import model_identity
 from evolalloc.runtime.prefill import prefill
 from evolalloc.runtime.scorers import get_scorer
-from searchspaces.gate_prior import prior_of
+from searchspaces.score_prior import prior_of
 from tests.runtime.conftest import random_prompt
 
 LAYERS, HEADS, LENGTH = 3, 2, 120
@@ -54,7 +54,7 @@ def kept_positions(cache) -> list[list[set]]:
 
 def test_at_zero_prior_the_hybrid_keeps_exactly_what_the_global_gates_keep(record, gates):
     uniform = np.full((LAYERS, HEADS), 40)
-    plain, hybrid = Adapted(gates, get_adapter("global")), Adapted(gates, get_adapter("gate_prior"))
+    plain, hybrid = Adapted(gates, get_adapter("global")), Adapted(gates, get_adapter("score_prior"))
     assert (prior_of(uniform) == 0.0).all()
     assert hybrid.adapt(record, uniform).tolist() == plain.adapt(record, uniform).tolist()
     assert kept_positions(compress(record, uniform, hybrid)) == kept_positions(compress(record, uniform, plain))
@@ -69,7 +69,7 @@ def test_at_zero_prior_the_hybrid_keeps_exactly_what_the_global_gates_keep(recor
 def test_exactly_c_times_layers_times_heads_entries_are_kept_in_the_cache_for_any_prior(record, gates, weights):
     budgets = np.asarray(weights, dtype=np.int64)
     total = int(budgets.sum())
-    hybrid = Adapted(gates, get_adapter("gate_prior"))
+    hybrid = Adapted(gates, get_adapter("score_prior"))
     counts = hybrid.adapt(record, budgets)
     assert counts.sum() == total and (counts >= gates.always_kept).all() and (counts <= LENGTH).all()
     cache = compress(record, budgets, hybrid)
@@ -85,14 +85,14 @@ def test_an_overwhelming_or_a_negligible_prior_still_keeps_exactly_the_total(gat
     scores[..., : gates.always_kept] = float("inf")
     record = SimpleNamespace(uid="fake", length=300, scores={gates.key: scores})
     budgets = np.array([[20, 20], [20, 20], [20, 400]])
-    counts = get_adapter("gate_prior").adapt(record, budgets, gates)
+    counts = get_adapter("score_prior").adapt(record, budgets, gates)
     assert counts.sum() == budgets.sum() and (counts >= gates.always_kept).all()
     if scale < 1:  # the prior decides: the favoured head keeps every token it has, the rest goes by score
         assert counts[2, 1] == 300
 
 
 def test_a_larger_prior_on_a_layer_at_a_fixed_total_keeps_more_of_it(record, gates):
-    hybrid = Adapted(gates, get_adapter("gate_prior"))
+    hybrid = Adapted(gates, get_adapter("score_prior"))
     kept = []
     for high in [40, 60, 80, 100, 120, 160]:
         low = (240 - high) // 2  # layers 0 and 2 give what layer 1 gets: total 240 every time
@@ -106,4 +106,4 @@ def test_a_larger_prior_on_a_layer_at_a_fixed_total_keeps_more_of_it(record, gat
 
 def test_the_hybrid_refuses_a_scorer_whose_scores_are_not_calibrated_across_layers():
     with pytest.raises(ValueError, match="gates"):
-        Adapted(get_scorer("snapkv"), get_adapter("gate_prior"))
+        Adapted(get_scorer("snapkv"), get_adapter("score_prior"))

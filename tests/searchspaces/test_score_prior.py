@@ -7,19 +7,19 @@ import numpy as np
 import pytest
 
 from searchspaces import get_search_space, search_space_granularity
-from searchspaces.gate_prior import prior_of, recorded_prior
+from searchspaces.score_prior import prior_of, recorded_prior
 
 
 def space(**changes):
     settings = dict(num_layers=6, num_kv_heads=3, target=64, group_size=4, min_budget=20)
     settings.update(changes)
-    return get_search_space("gate_prior", **settings)
+    return get_search_space("score_prior", **settings)
 
 
 def test_it_declares_its_adapter_and_scorer_and_is_layer_granular():
-    assert search_space_granularity("gate_prior") == "layer"
+    assert search_space_granularity("score_prior") == "layer"
     built = space()
-    assert built.adapter == "gate_prior" and built.scorers == ("gates",)
+    assert built.adapter == "score_prior" and built.scorers == ("retention-gates",)
     assert get_search_space("layer_groups", num_layers=2, num_kv_heads=1, target=8).adapter is None
 
 

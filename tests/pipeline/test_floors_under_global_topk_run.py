@@ -84,4 +84,4 @@ def test_a_bad_floor_fraction_in_a_recipe_is_one_line_naming_the_field(home, tin
 def test_a_floor_fraction_for_a_space_without_floors_is_refused(home, tiny_model_dir):
     with pytest.raises(UserError) as caught:
         floors_recipe(tiny_model_dir, search_space={"name": "gate_prior", "floor_fraction": 0.5})
-    assert caught.value.field == "search_space.floor_fraction" and "gate_floors" in str(caught.value)
+    assert caught.value.field == "search_space.floor_fraction" and "floors_under_global_topk" in str(caught.value)

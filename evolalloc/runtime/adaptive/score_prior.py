@@ -1,10 +1,11 @@
-"""The hybrid (``gate_prior``): the gates' global top-k, shifted by a searched per-layer prior.
+"""The hybrid (``score_prior``, once ``gate_prior``): the global top-k of the retention gates' scores,
+shifted by a searched per-layer prior.
 
 Like ``global`` (paper 001's global eviction), each input keeps exactly ``sum(budgets)``
 (``c * L * H``) (layer, head, token) entries, every head at least its always-kept tokens, the
-rest the best of all by score. Before that one top-k, the ``gates`` scorer's log-utility scores of
+rest the best of all by score. Before that one top-k, the ``retention-gates`` scorer's log-utility scores of
 (layer, head) are shifted by ``prior_of(budgets)[layer, head] = log(b / mean(b))``: the budgets
-are the searched prior (``searchspaces.gate_prior``), not per-head caps. A zero prior (equal
+are the searched prior (``searchspaces.score_prior``), not per-head caps. A zero prior (equal
 budgets) is the ``global`` adapter exactly: the same scores reach the same top-k.
 
 Raising one layer's prior can only move its entries up the global order, so that layer never
@@ -19,19 +20,19 @@ import numpy as np
 import torch
 
 from evolalloc.runtime.adaptive import BudgetAdapter, record_scores, register_adapter, top_with_floor
-from searchspaces.gate_prior import ADAPTER, SCORER, prior_of
+from searchspaces.score_prior import ADAPTER, SCORER, prior_of
 
 
 @register_adapter(ADAPTER)
 @dataclass
-class GatePrior(BudgetAdapter):
+class ScorePrior(BudgetAdapter):
     calibrated_scorer = SCORER
     calibrated_use = "shifts"
 
     def adapt(self, record, budgets, scorer):
         """Per-input budgets int64 ``[num_layers, Hkv]`` summing to ``budgets.sum()`` (capped at every token).
 
-        ``record``'s gates scores are ``[num_layers, Hkv, L]`` in ranking order (always-kept
+        ``record``'s retention-gates scores are ``[num_layers, Hkv, L]`` in ranking order (always-kept
         ``+inf``, which no finite offset moves).
         """
         self.check(scorer)

@@ -1,7 +1,8 @@
-"""The hybrid's space (``gate_prior``): a searched per-layer prior on the retention gates' scores.
+"""The hybrid's space (``score_prior``, once ``gate_prior``): a searched per-layer prior on the scores
+that the global top-k compares (the ``retention-gates`` scorer's).
 
-The ``gates`` method keeps, per input, the top ``c * L * H`` (layer, head, token) entries by the
-gates' calibrated log-utility scores. The hybrid shifts those scores by a per-layer offset before
+The ``global-topk`` method keeps, per input, the top ``c * L * H`` (layer, head, token) entries by the
+retention gates' calibrated log-utility scores. The hybrid shifts those scores by a per-layer offset before
 that one global top-k; CMA-ES searches the offsets. The gates learn from attention traces which
 tokens matter; the prior adds what traces cannot teach: which layers the *task's* score needs.
 
@@ -14,14 +15,14 @@ budgets and nothing else changes. A candidate's ratios ``x`` decode as in ``laye
   candidate, whatever its prior (CacheScore is 1 for all of them: memory is not traded);
 * the prior is ``log(b / mean(b))`` per (layer, head) (``prior_of``): layer ``l``'s predicted
   utilities are multiplied by ``b_l / c``. Uniform budgets (the search's start, all ratios 1.0)
-  are a zero prior, i.e. plain ``gates``. Adding one constant to every score changes nothing in
+  are a zero prior, i.e. plain ``global-topk``. Adding one constant to every score changes nothing in
   a global top-k, so only ratios between layers matter and the completion's rescaling loses
   nothing.
 
 Bounds: the usual ratio bounds, ``[min_budget / c, 4]`` by default (the gates always keep 20
 tokens per head, so at c = 128 the prior spans ``log(20/128) = -1.86`` to ``log 4 = +1.39``
 nats); ``search_space.ratio_bounds`` widens or narrows them. The budget adapter that applies the
-prior at run time is ``evolalloc.runtime.adaptive.gate_prior``.
+prior at run time is ``score_prior`` (``evolalloc.runtime.adaptive.score_prior``).
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from searchspaces.layer_groups import LayerGroups
 from searchspaces.registry import register_search_space
 
 #: The budget adapter (``evolalloc.runtime.adaptive``) that reads these budgets as a prior.
-ADAPTER = "gate_prior"
-#: The scorer whose scores the prior shifts: only the gates' are on one scale across layers.
-SCORER = "gates"
+ADAPTER = "score_prior"
+#: The scorer whose scores the prior shifts: only the retention gates' are on one scale across layers
+#: (``evolalloc.core.scorer_names``; a recipe may say its old name, ``gates``).
+SCORER = "retention-gates"
 
 
 def prior_of(budgets) -> np.ndarray:
@@ -47,7 +49,7 @@ def prior_of(budgets) -> np.ndarray:
     if array.ndim != 2 or array.size == 0:
         raise ValueError(f"expected budgets [num_layers, num_kv_heads], got shape {array.shape}")
     if np.any(array < 1):
-        raise ValueError(f"a gate prior's budgets must all be >= 1, got {array.min():g}")
+        raise ValueError(f"a score prior's budgets must all be >= 1, got {array.min():g}")
     return np.log(array / array.mean())
 
 
@@ -60,9 +62,9 @@ def recorded_prior(budgets) -> list[list[float]]:
     return np.round(prior_of(budgets), PRIOR_DECIMALS).tolist()
 
 
-@register_search_space("gate_prior")
-class GatePrior(LayerGroups):
-    """One searched offset per layer on the gates' scores; every candidate keeps ``c * L * H`` entries."""
+@register_search_space("score_prior")
+class ScorePrior(LayerGroups):
+    """One searched offset per layer on the retention gates' scores; every candidate keeps ``c * L * H`` entries."""
 
     adapter = ADAPTER
     scorers = (SCORER,)

@@ -1,5 +1,6 @@
-"""Floors + global (``gate_floors``): exactly sum(b) kept, each head at least its floor, and the two ends
-of ``floor_fraction``: 1.0 is the static budgets, 0.0 is the ``global`` adapter."""
+"""Floors + global (``floors_under_global_topk``, once ``gate_floors``): exactly sum(b) kept, each
+head at least its floor, and the two ends of ``floor_fraction``: 1.0 is the static budgets, 0.0 is
+the ``global`` adapter."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import pytest
 import torch
 
 from evolalloc.runtime.adaptive import Adapted, get_adapter, top_with_floor
-from evolalloc.runtime.adaptive.gate_floors import floors_of
+from evolalloc.runtime.adaptive.floors_under_global_topk import floors_of
 from evolalloc.runtime.compress import compress
 from evolalloc.runtime.scorers import get_scorer
-from tests.runtime.test_gate_prior import HEADS, LAYERS, LENGTH, gates, record  # noqa: F401 (fixtures: gates with a spread of scores, their prefill)
+from tests.runtime.test_score_prior import HEADS, LAYERS, LENGTH, gates, record  # noqa: F401 (fixtures: gates with a spread of scores, their prefill)
 
 BUDGETS = [
     [[40, 40], [40, 40], [40, 40]],
@@ -32,7 +33,7 @@ def kept_in_cache(cache) -> int:
 def test_exactly_the_total_is_kept_and_every_head_keeps_its_floor(record, gates, weights, fraction):
     budgets = np.asarray(weights, dtype=np.int64)
     floors = np.maximum(gates.min_budget, np.floor(fraction * budgets).astype(np.int64))
-    adapted = Adapted(gates, get_adapter("gate_floors", floor_fraction=fraction))
+    adapted = Adapted(gates, get_adapter("floors_under_global_topk", floor_fraction=fraction))
     counts = adapted.adapt(record, budgets)
     assert counts.sum() == budgets.sum() and (counts >= floors).all() and (counts <= LENGTH).all()
     assert kept_in_cache(compress(record, budgets, adapted)) == budgets.sum()
@@ -41,14 +42,15 @@ def test_exactly_the_total_is_kept_and_every_head_keeps_its_floor(record, gates,
 @pytest.mark.parametrize("weights", BUDGETS)
 def test_floor_fraction_one_is_the_static_budgets_and_zero_is_the_global_adapter(record, gates, weights):
     budgets = np.asarray(weights, dtype=np.int64)
-    assert get_adapter("gate_floors", floor_fraction=1.0).adapt(record, budgets, gates).tolist() == budgets.tolist()
-    blended = get_adapter("gate_floors", floor_fraction=0.0).adapt(record, budgets, gates)
+    static = get_adapter("floors_under_global_topk", floor_fraction=1.0).adapt(record, budgets, gates)
+    assert static.tolist() == budgets.tolist()
+    blended = get_adapter("floors_under_global_topk", floor_fraction=0.0).adapt(record, budgets, gates)
     assert blended.tolist() == get_adapter("global").adapt(record, budgets, gates).tolist()
 
 
 def test_the_blend_moves_budget_that_static_budgets_keep_in_place(record, gates):
     budgets = np.full((LAYERS, HEADS), 40)
-    half = get_adapter("gate_floors", floor_fraction=0.5).adapt(record, budgets, gates)
+    half = get_adapter("floors_under_global_topk", floor_fraction=0.5).adapt(record, budgets, gates)
     plain = get_adapter("global").adapt(record, budgets, gates)
     assert not (half == budgets).all()  # the global half moved some budget...
     assert (half >= 20).all() and np.abs(half - budgets).sum() <= np.abs(plain - budgets).sum()  # ...less than global
@@ -57,7 +59,8 @@ def test_the_blend_moves_budget_that_static_budgets_keep_in_place(record, gates)
 def test_the_whole_prompt_is_kept_when_the_total_exceeds_it(gates):
     scores = torch.randn(LAYERS, HEADS, 30).sort(dim=-1, descending=True).values
     record = SimpleNamespace(uid="fake", length=30, scores={gates.key: scores})
-    counts = get_adapter("gate_floors", floor_fraction=0.5).adapt(record, np.full((LAYERS, HEADS), 40), gates)
+    blend = get_adapter("floors_under_global_topk", floor_fraction=0.5)
+    counts = blend.adapt(record, np.full((LAYERS, HEADS), 40), gates)
     assert (counts == 30).all()
 
 
@@ -84,9 +87,9 @@ def test_floors_of_is_exact_at_round_products():
 @pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), "half"])
 def test_a_floor_fraction_outside_zero_to_one_is_refused(bad):
     with pytest.raises(ValueError, match="floor_fraction"):
-        get_adapter("gate_floors", floor_fraction=bad)
+        get_adapter("floors_under_global_topk", floor_fraction=bad)
 
 
 def test_the_blend_refuses_a_scorer_whose_scores_are_not_calibrated_across_layers():
     with pytest.raises(ValueError, match="gates"):
-        Adapted(get_scorer("snapkv"), get_adapter("gate_floors"))
+        Adapted(get_scorer("snapkv"), get_adapter("floors_under_global_topk"))

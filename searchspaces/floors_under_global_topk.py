@@ -1,12 +1,13 @@
-"""The floors blend's space (``gate_floors``): searched per-layer floors under the gates' global top-k.
+"""The floors blend's space (``floors_under_global_topk``, once ``gate_floors``): searched per-layer
+floors under the global top-k of the retention gates' scores.
 
-The ``gates`` method keeps, per input, the top ``c * L * H`` (layer, head, token) entries by the
-gates' calibrated scores. Below the budget where that ranking is good for every head, its one
+The ``global-topk`` method keeps, per input, the top ``c * L * H`` (layer, head, token) entries by the
+retention gates' calibrated scores. Below the budget where that ranking is good for every head, its one
 global top-k can starve a head of the few tokens the answer needs. The blend gives every head a
 static floor first: head ``(l, h)`` keeps its best ``max(min_budget, floor(floor_fraction * b[l, h]))``
 entries, and the rest of the total ``sum(b)`` goes by the one global top-k
-(``evolalloc.runtime.adaptive.gate_floors``). ``floor_fraction`` 1.0 is the static budgets ``b``;
-0.0 is the ``global`` adapter (plain ``gates``).
+(adapter ``floors_under_global_topk``). ``floor_fraction`` 1.0 is the static budgets ``b``;
+0.0 is the ``global`` adapter (plain ``global-topk``).
 
 What is searched: the budgets ``b``, decoded as in ``layer_groups`` and always completed to exactly
 ``c * L`` per head (so every candidate keeps ``c * L * H`` entries, as the shipped profile will).
@@ -23,9 +24,10 @@ from searchspaces.layer_groups import LayerGroups
 from searchspaces.registry import register_search_space
 
 #: The budget adapter (``evolalloc.runtime.adaptive``) that reads these budgets as floors + a total.
-ADAPTER = "gate_floors"
-#: The scorer whose scores the global top-k compares: only the gates' are on one scale across layers.
-SCORER = "gates"
+ADAPTER = "floors_under_global_topk"
+#: The scorer whose scores the global top-k compares: only the retention gates' are on one scale across
+#: layers (``evolalloc.core.scorer_names``; a recipe may say its old name, ``gates``).
+SCORER = "retention-gates"
 #: The share of each head's budget it keeps as a floor when the recipe names none.
 DEFAULT_FLOOR_FRACTION = 0.5
 
@@ -38,9 +40,9 @@ def check_floor_fraction(value) -> float:
     return float(value)
 
 
-@register_search_space("gate_floors")
-class GateFloors(LayerGroups):
-    """One searched budget per layer: its heads' floors under the gates' global top-k of ``c * L * H``."""
+@register_search_space("floors_under_global_topk")
+class FloorsUnderGlobalTopK(LayerGroups):
+    """One searched budget per layer: its heads' floors under the global top-k of ``c * L * H``."""
 
     adapter = ADAPTER
     scorers = (SCORER,)

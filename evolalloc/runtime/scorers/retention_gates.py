@@ -5,11 +5,14 @@ Query-free, like ``learned``, unless the checkpoint was trained with ``votes = w
 gates also read SnapKV's votes of the prompt's last ``w`` queries, the capture asks the prefill
 for that window (``LayerStats.window_attention``, as SnapKV's does), and a path that records no
 window attention is refused. The scores are on one scale across layers and heads, which is what
-the ``gates`` method's global top-k (``runtime.adaptive.global_topk``) needs; with a per-head
+the ``global-topk`` method's one top-k (``runtime.adaptive.global_topk``) needs; with a per-head
 budget this is an ordinary per-head ranking. Anchored gates (``anchored`` in the checkpoint) score
 SnapKV's smoothed vote through a learned per-head affine map plus a residual; untrained, they rank
 each head as ``snapkv`` with ``window = votes`` does. Train a checkpoint with ``evolalloc gates train``
 or ``scorer.train`` in a recipe.
+
+Named ``retention-gates``; ``gates``, its old name, still loads (``core/scorer_names.py``), and a
+scorer asked for by it keeps it (``get_scorer``), so an old recipe's files are written as before.
 """
 
 from __future__ import annotations
@@ -18,18 +21,19 @@ from dataclasses import dataclass
 
 import torch
 
+from evolalloc.core.scorer_names import RETENTION_GATES
 from evolalloc.runtime.capture import CaptureSpec
 from evolalloc.runtime.scorers import register_scorer
 from evolalloc.runtime.scorers.base import LayerStats
 from evolalloc.runtime.scorers.checkpointed import CheckpointScorer
 
 
-@register_scorer("gates")
+@register_scorer(RETENTION_GATES)
 @dataclass
-class Gates(CheckpointScorer):
+class RetentionGatesScorer(CheckpointScorer):
     horizon: int = 0  # 0: the checkpoint's
 
-    checkpoint_kind = "gates"
+    checkpoint_kind = "gates"  # the trained network's file (core.paths), whichever name the scorer is asked by
 
     @staticmethod
     def _read(path, geometry=None, model=None):

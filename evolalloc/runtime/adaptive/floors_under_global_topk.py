@@ -1,6 +1,7 @@
-"""Floors + global (``gate_floors``): every head keeps a static floor, the rest goes by the gates' global top-k.
+"""Floors + global (``floors_under_global_topk``, once ``gate_floors``): every head keeps a static floor,
+the rest goes by the global top-k of the retention gates' scores.
 
-The ``global`` adapter (paper 001) compares every (layer, head, token) by the gates' calibrated
+The ``global`` adapter (paper 001) compares every (layer, head, token) by the retention gates' calibrated
 scores; below the budget where that calibration holds it starves heads (measured on the word
 prose needle: 0.25 at c = 48 against uniform SnapKV's 0.88). Static budgets cannot starve a head
 but cannot move memory to where an input needs it. This adapter blends them: head ``(l, h)`` first
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evolalloc.runtime.adaptive import BudgetAdapter, record_scores, register_adapter, top_with_floor
-from searchspaces.gate_floors import ADAPTER, DEFAULT_FLOOR_FRACTION, SCORER, check_floor_fraction
+from searchspaces.floors_under_global_topk import ADAPTER, DEFAULT_FLOOR_FRACTION, SCORER, check_floor_fraction
 
 
 def floors_of(budgets, floor_fraction: float, min_budget: int) -> np.ndarray:
@@ -32,7 +33,7 @@ def floors_of(budgets, floor_fraction: float, min_budget: int) -> np.ndarray:
 
 @register_adapter(ADAPTER)
 @dataclass
-class GateFloors(BudgetAdapter):
+class FloorsUnderGlobalTopK(BudgetAdapter):
     calibrated_scorer = SCORER
     calibrated_use = "ranks by one global top-k"
     floor_fraction: float = DEFAULT_FLOOR_FRACTION
@@ -43,7 +44,7 @@ class GateFloors(BudgetAdapter):
     def adapt(self, record, budgets, scorer):
         """Per-input budgets int64 ``[num_layers, Hkv]`` summing to ``budgets.sum()`` (capped at every token).
 
-        ``record``'s gates scores are ``[num_layers, Hkv, T]`` in ranking order (always-kept ``+inf``).
+        ``record``'s retention-gates scores are ``[num_layers, Hkv, T]`` in ranking order (always-kept ``+inf``).
         """
         self.check(scorer)
         scores = record_scores(record, scorer)

@@ -1,0 +1,25 @@
+"""The one scorer core names itself, and the old name it still answers to.
+
+Core sits below the scorers (``runtime.scorers``), yet two of its rules only work with one of them:
+the ``global-topk`` method (``core/baselines/global_topk.py``) and the top-up expansions
+(``core/topup.py``) compare scores across layers and heads, and only the retention gates' scores are
+on one scale there. The scorer registry takes its old names from ``SCORER_ALIASES``, so each is
+written once. A recipe or allocation file may still say ``gates``; compare names through
+``canonical_scorer``, never as written.
+"""
+
+from __future__ import annotations
+
+#: The trained retention gates (paper 001; ``runtime/scorers/retention_gates.py``).
+RETENTION_GATES = "retention-gates"
+
+#: Old scorer name -> current name.
+SCORER_ALIASES = {"gates": RETENTION_GATES}
+
+
+def canonical_scorer(name: str) -> str:
+    """The current name of scorer ``name`` (itself unless it is an old name; nothing is checked)."""
+    return SCORER_ALIASES.get(name, name)
+
+
+__all__ = ["RETENTION_GATES", "SCORER_ALIASES", "canonical_scorer"]
