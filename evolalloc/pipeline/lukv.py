@@ -123,7 +123,7 @@ def profile_curves(experiment, split: str = "search") -> UtilityCurves:
     meta = {"utility": UTILITY, "split": split, "instances": sum(counts.values()), "per_task": counts,
             "scorer": scorer.name, "scorer_params": scorer.params(), "model": experiment.recipe.model.spec,
             "task": experiment.recipe.task_names}
-    return UtilityCurves(utility, floor=experiment.min_budget(), meta=meta)
+    return UtilityCurves(utility, floor=experiment.run.scorers.min_budget, meta=meta)
 
 
 def run_curves(experiment, run_dir: Path | None) -> UtilityCurves:

@@ -47,7 +47,7 @@ def run_record_bound(recipe, experiment) -> int:
     config = SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space,
                                         optimizer=recipe.optimizer,
                                         num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
-                                        min_budget=experiment.min_budget())
+                                        min_budget=experiment.run.scorers.min_budget)
     upper = config.build_space().ratio_bounds[1]  # the search space resolves its default bound
 
     def static(name: str, target: float):

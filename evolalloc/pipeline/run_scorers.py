@@ -56,8 +56,11 @@ class RunScorers:
             return self.declared
         return self._build({**self.recipe.scorer.params, "checkpoint": str(self.trained.checkpoint)})
 
+    @cached_property
     def min_budget(self) -> int:
-        return self.declared.min_budget  # the checkpoint does not change it: no weights needed
+        """The least budget a (layer, KV head) may get in this run: the scorer's always-kept tokens
+        (one at least). The checkpoint does not change it: no weights needed."""
+        return self.declared.min_budget
 
     def ensure_trained(self) -> None:
         """Train the run's scorer now if the recipe asks for it and it is not trained yet (cached)."""
