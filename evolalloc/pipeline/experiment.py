@@ -12,6 +12,13 @@ context manager, ``with Experiment(recipe) as experiment: ...``, or call ``close
 - ``pipeline/run_records.py``   ``RunRecords``: the record policy (``b_max``, spill) and its keeper;
 - ``pipeline/run_methods.py``   ``RunMethods``: baselines, scorer provenance, LU-KV's curves.
 
+Those pieces are ``experiment.run.model``, ``.scorers``, ``.records`` and ``.methods``: code that
+needs one takes it from there once (``run = experiment.run; run.scorers.min_budget``) rather than
+through a forwarding method of the experiment, so a step does not go back and forth through this
+module for every value (issue 37: ``benchmarks/recipe_path.py`` counts the trips). What stays here is
+what needs the experiment itself: its parts, splits, engine and evaluators, and the few forwards
+older callers (benchmarks, tests, the engine's workload) still read.
+
 A recipe with several ``tasks`` makes a ``MultiTaskExperiment``: one ``Experiment`` per task
 (each a single-task recipe, ``Recipe.for_task``) sharing the run's model, scorers, record keeping
 and methods; its evaluators are the parts' evaluators combined by ``WeightedEvaluator``.

@@ -119,11 +119,11 @@ def profile_curves(experiment, split: str = "search") -> UtilityCurves:
     top = max(p.shape[2] for p in parts)
     utility = sum(w * np.pad(p, ((0, 0), (0, 0), (0, top - p.shape[2])), mode="edge") for w, p in zip(weights, parts))
     utility /= sum(weights)
-    scorer = experiment.scorer
+    run, scorers = experiment.resolved, experiment.run.scorers
     meta = {"utility": UTILITY, "split": split, "instances": sum(counts.values()), "per_task": counts,
-            "scorer": scorer.name, "scorer_params": scorer.params(), "model": experiment.recipe.model.spec,
-            "task": experiment.recipe.task_names}
-    return UtilityCurves(utility, floor=experiment.run.scorers.min_budget, meta=meta)
+            "scorer": scorers.scorer.name, "scorer_params": scorers.scorer.params(), "model": run.model,
+            "task": run.task_names}
+    return UtilityCurves(utility, floor=scorers.min_budget, meta=meta)
 
 
 def run_curves(experiment, run_dir: Path | None) -> UtilityCurves:

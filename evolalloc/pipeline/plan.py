@@ -123,7 +123,7 @@ def calibrate(recipe, experiment, b_max: int | None) -> Calibration:
 
     notes = []
     label, _, part = experiment.parts[0]
-    if experiment.recipe.multi_task:
+    if experiment.resolved.multi_task:
         notes.append(f"calibrated on the first task ({label}); the others are assumed to cost the same per row")
     started = time.perf_counter()
     loaded = experiment.loaded

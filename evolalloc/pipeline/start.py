@@ -112,9 +112,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     check_context_fits(recipe)
     experiment = Experiment(recipe, progress=progress)
     model, scorers = experiment.run.model, experiment.run.scorers  # the pieces a start checks, in turn
-    scorers.declared  # noqa: B018 - checks the scorer section without the model
-    if recipe.scorer.train is None:
-        scorers.all  # noqa: B018 - builds (and checks) the baselines' scorers too
+    scorers.check_without_weights()  # the scorer section, and the baselines' scorers unless it is trained here
     with blamed_on(recipe):
         config = search_config(experiment)  # the geometry from the model's config alone
         if experiment.resolved.curve_grid:
