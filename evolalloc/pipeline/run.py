@@ -130,8 +130,7 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
             done += 1
             scores[method] = {}
             # One evaluation per scorer: a topup expansion selects with another adapter than its c profile.
-            for scorer, group in by_scorer(per_budget):
-                key = getattr(scorer, "selection_key", scorer.key)
+            for key, (scorer, group) in scorer_groups(per_budget).items():
                 if key not in evaluators:
                     evaluators[key] = part.evaluator(HELDOUT, scorer, mode="generate")
                 results = evaluators[key].evaluate([a.budgets for a in group.values()])
@@ -153,12 +152,17 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
 def by_scorer(per_budget: dict[float, Allocation]) -> list[tuple[object, dict[float, Allocation]]]:
     """``per_budget`` split into ``(scorer, {budget: allocation})`` groups that select tokens the same way
     (same ranking and adapter), in budget order; most rows are one group."""
+    return list(scorer_groups(per_budget).values())
+
+
+def scorer_groups(per_budget: dict[float, Allocation]) -> dict[str, tuple[object, dict[float, Allocation]]]:
+    """The groups of ``by_scorer``, by the key of how they select tokens (``selection_key``, else ``key``)."""
     groups: dict[str, tuple[object, dict[float, Allocation]]] = {}
     for budget, allocation in per_budget.items():
         scorer = scorer_for(allocation)
         key = getattr(scorer, "selection_key", scorer.key)
         groups.setdefault(key, (scorer, {}))[1][budget] = allocation
-    return list(groups.values())
+    return groups
 
 
 def comparison_meta(experiment: Experiment) -> dict:
