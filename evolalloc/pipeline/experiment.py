@@ -57,7 +57,7 @@ class _Run:
             recipe.engine, f"{recipe.model.spec}|{recipe.model.dtype}",
             bound=lambda: _run_bound(experiment) if bounded else None,  # False: whole records (`evaluate`)
             spill_dir=lambda: str(self.curation_file.parent / RECORDS_FOLDER) if self.curation_file else None)
-        self.methods = RunMethods(lambda: experiment.scorer, lambda: experiment.geometry, recipe.model.spec,
+        self.methods = RunMethods(lambda: self.scorers.scorer, lambda: self.model.geometry, recipe.model.spec,
                                   recipe.source, lambda: _profile_lukv(experiment))
 
 
@@ -142,11 +142,6 @@ class Experiment:
         twin._owns_run = False
         return twin
 
-    @property
-    def fitness_mode(self) -> str:
-        """What the search climbs on this (single-task) experiment: the recipe's mode, else the task's."""
-        return self.resolved.fitness_mode
-
     def record_curations(self, path: str | Path) -> None:
         """Write every curation made so far into ``path`` (the run folder's ``curation.json``, once it
         exists) and record later ones there too; records spill into the run folder from now on."""
@@ -156,8 +151,10 @@ class Experiment:
         self.run.records.spill_into(str(self.run.curation_file.parent / RECORDS_FOLDER))
         for _, _, part in self.parts:
             for split, record in part.curations.items():
-                save_curation(self.run.curation_file, record, part.split_section(split))
+                save_curation(self.run.curation_file, record, part.splits.section(split))
 
+    # Forwards to the pieces, for the callers that still read them here (benchmarks, tests, the
+    # service's remote worker, the workload's providers); the pipeline takes ``self.run.<piece>``.
     # The model (pipeline/loaded_model.py).
     @property
     def loaded(self):
@@ -179,14 +176,6 @@ class Experiment:
     @property
     def scorers(self) -> list[Scorer]:
         return self.run.scorers.all
-
-    @property
-    def extra_scorers(self) -> list[Scorer]:
-        return self.run.scorers.extra
-
-    @extra_scorers.setter
-    def extra_scorers(self, scorers: list[Scorer]) -> None:
-        self.run.scorers.extra = list(scorers)  # before the first records are made (``pipeline/headroom.py``)
 
     @property
     def search_scorer(self) -> Scorer:
@@ -221,9 +210,6 @@ class Experiment:
     @property
     def curations(self) -> dict[str, object]:
         return self.splits.curations
-
-    def split_section(self, split: str):
-        return self.splits.section(split)
 
     def draw_instances(self, splits) -> list[tuple["Experiment", str]]:
         """Every part's instances of ``splits`` that need no model: a plain split's, and a curated one's
@@ -312,7 +298,7 @@ class Experiment:
         """
         from fitness.task import check_fitness_mode
 
-        mode = mode or self.fitness_mode
+        mode = mode or self.resolved.fitness_mode  # the recipe's mode, else the task's
         check_fitness_mode(mode)  # before an engine starts any worker
         self.ensure_scorer_trained()  # before any worker (a Ray actor too) reads the checkpoint
         return self.engine.evaluator(split, scorer or self.scorer, mode=mode)

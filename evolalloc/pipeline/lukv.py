@@ -144,11 +144,11 @@ def check_curves(curves: UtilityCurves, experiment, where: str) -> None:
     """Refuse curves profiled for another geometry or scorer (``UserError`` naming the file)."""
     from evolalloc.core.errors import UserError
 
-    g = experiment.geometry
+    g = experiment.run.model.geometry
     if curves.utility.shape[:2] != (g.num_layers, g.num_kv_heads):
         raise UserError(f"curves for {curves.utility.shape[:2]} (layers, KV heads), the model has "
                         f"{(g.num_layers, g.num_kv_heads)}", source=where, field="utility")
-    scorer = experiment.scorer
+    scorer = experiment.run.scorers.scorer
     params = json.loads(json.dumps(scorer.params()))  # as the file holds them (tuples read back as lists)
     if (curves.meta.get("scorer"), curves.meta.get("scorer_params")) != (scorer.name, params):
         raise UserError(f"profiled with scorer {curves.meta.get('scorer')!r} "

@@ -293,6 +293,6 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
         budgets = experiment.resolved.budgets
         if not any(name in missing for name in map(allocation_filename, budgets)):
             profiles = {float(budget): load_allocation(run_dir / allocation_filename(budget),
-                                                       expect_geometry=experiment.geometry)
+                                                       expect_geometry=experiment.run.model.geometry)
                         for budget in budgets}
         return finish(run_dir, experiment, result, config, profiles, progress=progress)
