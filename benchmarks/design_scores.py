@@ -164,7 +164,7 @@ def score(args):
         for method, per_budget in rows.items():
             scores[method] = {}
             # One evaluation per scorer: a topup expansion selects with another adapter than its c profile.
-            for scorer, group in by_scorer(experiment, per_budget):
+            for scorer, group in by_scorer(per_budget):
                 results = experiment.evaluator(HELDOUT, scorer).evaluate([a.budgets for a in group.values()])
                 scores[method].update({b: _per_uid(r, method) for b, r in zip(group, results)})
             scores[method] = dict(sorted(scores[method].items()))

@@ -76,7 +76,7 @@ def score(runs: list[Path], budgets: list[float], search_n: int, work: Path, ove
     out: dict = {}
     with Experiment(recipe, progress=False, bounded=False, curation_file=work / "curation.json") as experiment:
         experiment.rank_also(list(profiles.values()))
-        min_budget = experiment.min_budget()
+        min_budget = experiment.run.scorers.min_budget
 
         def both(allocation) -> tuple[float, float]:
             """(the search's fitness, greedy accuracy) of ``allocation`` on the search sample."""

@@ -77,14 +77,14 @@ def score(runs: list[Path], budgets: list[float], overrides: list[str], ship: Pa
 
         for name, evolved in profiles.items():
             lines: list[str] = []
-            picked = expand_profile(evolved, budgets, SEARCH, experiment.min_budget(), evaluator_for(evolved),
+            picked = expand_profile(evolved, budgets, SEARCH, experiment.run.scorers.min_budget, evaluator_for(evolved),
                                     echo=lines.append, evaluator_for=evaluator_for)
             out[name] = {}
             for budget, chosen in picked.items():
                 fitness = chosen.provenance["expansion_search_scores"]
                 accuracy = {}
                 for rule in candidate_rules(evolved):
-                    candidate = evolved.expand(budget, min_budget=experiment.min_budget(), rule=rule)
+                    candidate = evolved.expand(budget, min_budget=experiment.run.scorers.min_budget, rule=rule)
                     (result,) = evaluator_for(candidate, mode="generate").evaluate([candidate.budgets])
                     if not result.ok:
                         raise RuntimeError(f"{name}: generating with the {rule} expansion "

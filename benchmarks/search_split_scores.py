@@ -75,7 +75,7 @@ def score(args):
         scores = {"full": {b: dict(full_scores) for b in budgets}}
         for method, per_budget in rows.items():
             scores[method] = {}
-            for scorer, group in by_scorer(experiment, per_budget):
+            for scorer, group in by_scorer(per_budget):
                 results = experiment.evaluator(SEARCH, scorer).evaluate([a.budgets for a in group.values()])
                 scores[method].update({b: helpers._per_uid(r, method) for b, r in zip(group, results)})
             scores[method] = dict(sorted(scores[method].items()))

@@ -111,9 +111,11 @@ def _taken(folder: Path) -> UserError:
     )
 
 
-def create_run_folder(recipe: Recipe, runs_dir: str | Path = "runs", name: str | None = None) -> Path:
+def create_run_folder(recipe: Recipe, runs_dir: str | Path = "runs", name: str | None = None, *,
+                      resolved: ResolvedRun | None = None) -> Path:
     """Create ``runs_dir/<name or recipe.name>/`` and write the resolved ``recipe.yaml`` and what it
-    resolved to (``run.json``) into it.
+    resolved to (``run.json``: ``resolved``, the caller's ``ResolvedRun`` of this recipe, else resolved
+    here) into it.
 
     Refuses (``UserError``) a folder that already exists, even an empty one: a run folder is
     never overwritten or reused. ``mkdir`` without ``exist_ok`` is the claim, so two runs
@@ -131,7 +133,7 @@ def create_run_folder(recipe: Recipe, runs_dir: str | Path = "runs", name: str |
         raise UserError(f"cannot create the run folder: {err}", source=str(folder)) from None
     try:
         write_atomic(folder / RECIPE_FILE, recipe.to_yaml())
-        write_atomic(folder / RUN_FILE, resolved_json(resolve_run(recipe)))
+        write_atomic(folder / RUN_FILE, resolved_json(resolved if resolved is not None else resolve_run(recipe)))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

@@ -97,13 +97,13 @@ def curate(experiment, split: str, drawn: list, label: str) -> Curation:
 
     ``experiment`` must evaluate the drawn instances as its split ``f"{split}:drawn"``.
     """
-    section = experiment.split_section(split)
+    section = experiment.splits.section(split)
     rules = section.curate
-    geometry = experiment.geometry
+    geometry = experiment.run.model.geometry
     budgets = [np.full((geometry.num_layers, geometry.num_kv_heads), FULL_BUDGET, dtype=np.int64)]
     target = float(experiment.resolved.target)
     if rules.reference_unsolved is not None:
-        budgets.append(experiment.baseline(rules.reference_unsolved, target).budgets)
+        budgets.append(experiment.run.methods.baseline(rules.reference_unsolved, target).budgets)
     size = slice_size(experiment.recipe.engine, len(drawn))
     scores: list[list[float]] = [[] for _ in budgets]
     judged = 0

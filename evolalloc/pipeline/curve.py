@@ -90,7 +90,7 @@ def ship_curve(run_dir: Path, experiment, pivot: Allocation, config: SearchConfi
     run = experiment.resolved
     grid, anchors_at = list(run.curve_grid), list(run.curve_anchors)
     c = float(run.target)
-    floor = experiment.min_budget()
+    floor = experiment.run.scorers.min_budget
     shape = pivot.budgets.shape
     upper = config.build_space().ratio_bounds[1]
     anchors = {c: dataclasses.replace(pivot, provenance=dict(pivot.provenance, curve={"role": ANCHOR, "search": "."}))}

@@ -52,6 +52,7 @@ def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout"
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.core.composition import is_method
     from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.run_scorers import scorer_for
     from evolalloc.report.stats import bootstrap_mean
 
     methods = [name for name in names if name != "evolved" and is_method(name)]  # the rest are files
@@ -63,16 +64,17 @@ def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout"
             load_allocation(name)  # refused here, before any prefill; the geometry is checked below
     # Whole records: the allocations named here may give a unit more than the run's b_max.
     with Experiment(recipe, progress=progress, curation_file=curation, bounded=False, run_dir=run_dir) as experiment:
+        run = experiment.run  # the pieces this evaluation reads: the scorers, the methods, the model
         # A file's own scorer (and its checkpoint) ranks its tokens, whatever the recipe's scorer is.
-        experiment.rank_also([load_allocation(name) for name in names if name != FULL_CACHE and name not in methods])
+        run.scorers.rank_also([load_allocation(name) for name in names if name != FULL_CACHE and name not in methods])
         for name in names:
             if name == FULL_CACHE:  # every unit may keep every position: nothing is evicted
-                chosen = experiment.baseline("uniform", experiment.geometry.max_positions)
+                chosen = run.methods.baseline("uniform", run.model.geometry.max_positions)
             elif name in methods:
-                chosen = experiment.baseline(name, budget or experiment.resolved.target)
+                chosen = run.methods.baseline(name, budget or experiment.resolved.target)
             else:
-                chosen = load_allocation(name, expect_geometry=experiment.geometry)
-            (result,) = experiment.evaluator(split, experiment.scorer_for(chosen)).evaluate([chosen.budgets])
+                chosen = load_allocation(name, expect_geometry=run.model.geometry)
+            (result,) = experiment.evaluator(split, scorer_for(chosen)).evaluate([chosen.budgets])
             if not result.ok:
                 raise WorkflowError(f"evaluation of {name} failed: {result.error}")
             yield Evaluated(name, chosen, result, bootstrap_mean([o.score for o in result.instances], seed=recipe.seed))
@@ -97,6 +99,6 @@ def compare_run(run_dir: Path, *, baselines: list[str] | None = None, progress: 
     if baselines is not None:
         recipe.baselines = baselines
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE, run_dir=run_dir) as experiment:
-        loaded = [load_allocation(path, expect_geometry=experiment.geometry) for path in files]
+        loaded = [load_allocation(path, expect_geometry=experiment.run.model.geometry) for path in files]
         profiles = {float(a.target): a for a in sorted(loaded, key=lambda a: a.target)}
         compare(run_dir, experiment, profiles)

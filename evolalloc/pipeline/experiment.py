@@ -12,6 +12,13 @@ context manager, ``with Experiment(recipe) as experiment: ...``, or call ``close
 - ``pipeline/run_records.py``   ``RunRecords``: the record policy (``b_max``, spill) and its keeper;
 - ``pipeline/run_methods.py``   ``RunMethods``: baselines, scorer provenance, LU-KV's curves.
 
+Those pieces are ``experiment.run.model``, ``.scorers``, ``.records`` and ``.methods``: code that
+needs one takes it from there once (``run = experiment.run; run.scorers.min_budget``) rather than
+through a forwarding method of the experiment, so a step does not go back and forth through this
+module for every value (issue 37: ``benchmarks/recipe_path.py`` counts the trips). What stays here is
+what needs the experiment itself: its parts, splits, engine and evaluators, and the few forwards
+older callers (benchmarks, tests, the engine's workload) still read.
+
 A recipe with several ``tasks`` makes a ``MultiTaskExperiment``: one ``Experiment`` per task
 (each a single-task recipe, ``Recipe.for_task``) sharing the run's model, scorers, record keeping
 and methods; its evaluators are the parts' evaluators combined by ``WeightedEvaluator``.
@@ -50,7 +57,7 @@ class _Run:
             recipe.engine, f"{recipe.model.spec}|{recipe.model.dtype}",
             bound=lambda: _run_bound(experiment) if bounded else None,  # False: whole records (`evaluate`)
             spill_dir=lambda: str(self.curation_file.parent / RECORDS_FOLDER) if self.curation_file else None)
-        self.methods = RunMethods(lambda: experiment.scorer, lambda: experiment.geometry, recipe.model.spec,
+        self.methods = RunMethods(lambda: self.scorers.scorer, lambda: self.model.geometry, recipe.model.spec,
                                   recipe.source, lambda: _profile_lukv(experiment))
 
 
@@ -69,7 +76,7 @@ def _run_bound(experiment) -> int:
 def _profile_lukv(experiment):
     from evolalloc.pipeline.lukv import run_curves
 
-    return run_curves(experiment, experiment.run_dir)
+    return run_curves(experiment, experiment.run.run_dir)
 
 
 class Experiment:
@@ -92,6 +99,9 @@ class Experiment:
     def __init__(self, recipe, *, progress: bool = True, curation_file: str | Path | None = None, bounded: bool = True,
                  run_dir: str | Path | None = None, _run: _Run | None = None, _label: str | None = None):
         self.recipe = recipe
+        #: What the recipe resolved to (``config/resolved.py``), once: the budgets, the fitness modes
+        #: and the methods every later step takes from here.
+        self.resolved: ResolvedRun = resolve_run(recipe)
         self.progress = progress
         self.label = _label or recipe.task_names
         self._owns_run = _run is None  # the parts of a multi-task run share their whole's
@@ -128,33 +138,9 @@ class Experiment:
         self.engine  # noqa: B018 - made now, so the variant shares it rather than starting its own
         twin = copy.copy(self)
         twin.recipe = recipe
+        twin.resolved = resolve_run(recipe)
         twin._owns_run = False
-        twin.__dict__.pop("resolved", None)
         return twin
-
-    @cached_property
-    def resolved(self) -> ResolvedRun:
-        """What the recipe resolved to (``config/resolved.py``), once: the budgets, the fitness
-        modes and the methods every later step takes from here."""
-        return resolve_run(self.recipe)
-
-    @property
-    def fitness_mode(self) -> str:
-        """What the search climbs on this (single-task) experiment: the recipe's mode, else the task's."""
-        return self.resolved.fitness_mode
-
-    # The run folder's files, shared by every task.
-    @property
-    def curation_file(self) -> Path | None:
-        return self.run.curation_file
-
-    @property
-    def run_dir(self) -> Path | None:
-        return self.run.run_dir
-
-    @run_dir.setter
-    def run_dir(self, folder) -> None:
-        self.run.run_dir = Path(folder) if folder is not None else None
 
     def record_curations(self, path: str | Path) -> None:
         """Write every curation made so far into ``path`` (the run folder's ``curation.json``, once it
@@ -165,8 +151,10 @@ class Experiment:
         self.run.records.spill_into(str(self.run.curation_file.parent / RECORDS_FOLDER))
         for _, _, part in self.parts:
             for split, record in part.curations.items():
-                save_curation(self.curation_file, record, part.split_section(split))
+                save_curation(self.run.curation_file, record, part.splits.section(split))
 
+    # Forwards to the pieces, for the callers that still read them here (benchmarks, tests, the
+    # service's remote worker, the workload's providers); the pipeline takes ``self.run.<piece>``.
     # The model (pipeline/loaded_model.py).
     @property
     def loaded(self):
@@ -186,37 +174,15 @@ class Experiment:
         return self.run.scorers.scorer
 
     @property
-    def declared_scorer(self) -> Scorer:
-        return self.run.scorers.declared
-
-    @property
-    def trained_scorer(self):
-        return self.run.scorers.trained
-
-    @property
     def scorers(self) -> list[Scorer]:
         return self.run.scorers.all
-
-    @property
-    def extra_scorers(self) -> list[Scorer]:
-        return self.run.scorers.extra
-
-    @extra_scorers.setter
-    def extra_scorers(self, scorers: list[Scorer]) -> None:
-        self.run.scorers.extra = list(scorers)  # before the first records are made (``pipeline/headroom.py``)
 
     @property
     def search_scorer(self) -> Scorer:
         return self.run.scorers.search_scorer
 
-    def min_budget(self) -> int:
-        return self.run.scorers.min_budget()
-
     def ensure_scorer_trained(self) -> None:
         self.run.scorers.ensure_trained()
-
-    def check_checkpoints(self) -> None:
-        self.run.scorers.check_checkpoints(self.loaded.model, self.geometry)
 
     def rank_also(self, allocations: list[Allocation]) -> None:
         self.run.scorers.rank_also(allocations)
@@ -230,12 +196,6 @@ class Experiment:
 
     def baseline(self, method: str, target: float, *, base: Allocation | None = None) -> Allocation:
         return self.run.methods.baseline(method, target, base=base)
-
-    def with_scorer_provenance(self, allocation: Allocation) -> Allocation:
-        return self.run.methods.with_scorer_provenance(allocation)
-
-    def lukv_curves(self):
-        return self.run.methods.lukv_curves()
 
     # The task's splits (pipeline/task_splits.py) and the records kept of them (pipeline/run_records.py).
     @cached_property
@@ -251,8 +211,19 @@ class Experiment:
     def curations(self) -> dict[str, object]:
         return self.splits.curations
 
-    def split_section(self, split: str):
-        return self.splits.section(split)
+    def draw_instances(self, splits) -> list[tuple["Experiment", str]]:
+        """Every part's instances of ``splits`` that need no model: a plain split's, and a curated one's
+        drawn candidates (the dataset read with the tokenizer only, each instance checked to fit).
+        Returns the curated ``(part, split)``s, whose candidates are judged with the model later
+        (``part.instances(split)``)."""
+        curated = []
+        for _, _, part in self.parts:
+            for split in splits:
+                if part.splits.section(split).curate.active:
+                    curated.append((part, split))
+                    split += DRAWN  # the candidates need no model; judging them does
+                part.instances(split)
+        return curated
 
     def instances(self, split: str) -> list:
         return self.splits.instances(split)
@@ -268,9 +239,6 @@ class Experiment:
     def keeper(self):
         return self.run.records.keeper
 
-    def record_policy_for(self, split: str):
-        return self.run.records.policy_for(split)
-
     def bound_split(self, split: str, allocations) -> int | None:
         """Bound ``split``'s records (not made yet) by the most these allocations give one unit, when
         that is below the run's ``b_max`` and none of them adapts per instance (an adaptive method
@@ -283,7 +251,7 @@ class Experiment:
         if self.record_policy.bound is None or any(split in part.splits.records_of for _, _, part in self.parts):
             return None  # whole records asked for, or already made (and maybe spilled) at the run's bound
         allocations = list(allocations)
-        if not allocations or any(isinstance(self.scorer_for(a), Adapted) for a in allocations):
+        if not allocations or any(isinstance(scorer_for(a), Adapted) for a in allocations):
             return None
         return self.run.records.bound_split(split, max(int(a.budgets.max()) for a in allocations))
 
@@ -318,7 +286,7 @@ class Experiment:
             batch_size=recipe.engine.batch_size, workers=recipe.engine.workers, threads=recipe.engine.threads,
             address=recipe.engine.address, load_model=lambda: self.loaded, load_task=lambda: self.task,
             scorers=lambda: self.scorers, instances=self.instances, records=self.records,
-            record_policy_for=self.record_policy_for,
+            record_policy_for=self.run.records.policy_for,
         )
 
     def evaluator(self, split: str, scorer: Scorer | None = None, mode: str | None = "generate") -> Evaluator:
@@ -330,7 +298,7 @@ class Experiment:
         """
         from fitness.task import check_fitness_mode
 
-        mode = mode or self.fitness_mode
+        mode = mode or self.resolved.fitness_mode  # the recipe's mode, else the task's
         check_fitness_mode(mode)  # before an engine starts any worker
         self.ensure_scorer_trained()  # before any worker (a Ray actor too) reads the checkpoint
         return self.engine.evaluator(split, scorer or self.scorer, mode=mode)

@@ -89,7 +89,7 @@ def measure_headroom(recipe, scorer_names: list[str], budgets: list[int], *, pro
     # have every instance prefilled again in full for each of them).
     with Experiment(recipe, progress=progress, bounded=False) as experiment:
         scorers = {name: _scorer(experiment, name) for name in dict.fromkeys(scorer_names)}
-        experiment.extra_scorers = list(scorers.values())
+        experiment.run.scorers.extra = list(scorers.values())  # before the first records are made
         uniform = make_baseline("uniform")
         geometry = experiment.geometry
 

@@ -119,11 +119,11 @@ def profile_curves(experiment, split: str = "search") -> UtilityCurves:
     top = max(p.shape[2] for p in parts)
     utility = sum(w * np.pad(p, ((0, 0), (0, 0), (0, top - p.shape[2])), mode="edge") for w, p in zip(weights, parts))
     utility /= sum(weights)
-    scorer = experiment.scorer
+    run, scorers = experiment.resolved, experiment.run.scorers
     meta = {"utility": UTILITY, "split": split, "instances": sum(counts.values()), "per_task": counts,
-            "scorer": scorer.name, "scorer_params": scorer.params(), "model": experiment.recipe.model.spec,
-            "task": experiment.recipe.task_names}
-    return UtilityCurves(utility, floor=experiment.min_budget(), meta=meta)
+            "scorer": scorers.scorer.name, "scorer_params": scorers.scorer.params(), "model": run.model,
+            "task": run.task_names}
+    return UtilityCurves(utility, floor=scorers.min_budget, meta=meta)
 
 
 def run_curves(experiment, run_dir: Path | None) -> UtilityCurves:
@@ -144,11 +144,11 @@ def check_curves(curves: UtilityCurves, experiment, where: str) -> None:
     """Refuse curves profiled for another geometry or scorer (``UserError`` naming the file)."""
     from evolalloc.core.errors import UserError
 
-    g = experiment.geometry
+    g = experiment.run.model.geometry
     if curves.utility.shape[:2] != (g.num_layers, g.num_kv_heads):
         raise UserError(f"curves for {curves.utility.shape[:2]} (layers, KV heads), the model has "
                         f"{(g.num_layers, g.num_kv_heads)}", source=where, field="utility")
-    scorer = experiment.scorer
+    scorer = experiment.run.scorers.scorer
     params = json.loads(json.dumps(scorer.params()))  # as the file holds them (tuples read back as lists)
     if (curves.meta.get("scorer"), curves.meta.get("scorer_params")) != (scorer.name, params):
         raise UserError(f"profiled with scorer {curves.meta.get('scorer')!r} "

@@ -81,7 +81,7 @@ def count_run(recipe, experiment) -> Counts:
     prefills, whole, search_n, heldout_n = {}, 0, 0, 0
     for label, _, part in experiment.parts:
         for split in ("search", "heldout"):
-            section = part.split_section(split)
+            section = part.splits.section(split)
             curated = section.curate.active
             drawn = (section.curate.draw or 2 * section.n) if curated else section.n
             prefills[f"{label} {split}" + (f" (curated: {drawn} drawn for {section.n})" if curated else "")] = drawn
@@ -91,7 +91,7 @@ def count_run(recipe, experiment) -> Counts:
     methods = 1 + len(recipe.baselines)
     note = ""
     if recipe.scorer.train is None:
-        b_max = experiment.record_policy.bound
+        b_max = experiment.run.records.policy.bound
     else:  # the baselines' budgets need the trained scorer: only the search's own bound is known now
         upper = config.build_space().ratio_bounds[1]
         b_max = record_bound([float(c) for c in resolved.budgets], upper, [])
@@ -123,20 +123,20 @@ def calibrate(recipe, experiment, b_max: int | None) -> Calibration:
 
     notes = []
     label, _, part = experiment.parts[0]
-    if experiment.recipe.multi_task:
+    if experiment.resolved.multi_task:
         notes.append(f"calibrated on the first task ({label}); the others are assumed to cost the same per row")
     started = time.perf_counter()
-    loaded = experiment.loaded
+    loaded = experiment.run.model.loaded
     load_seconds = time.perf_counter() - started
     if recipe.scorer.train is None:
-        scorer, scorers = experiment.scorer, experiment.scorers
+        scorer, scorers = experiment.run.scorers.scorer, experiment.run.scorers.all
     else:  # its checkpoint does not exist before the run trains it: time SnapKV's ranking instead
         scorer = get_scorer("snapkv")
         scorers = [scorer]
         notes.append("the run trains its scorer first (not estimated here); calibrated with snapkv's ranking")
-    section = part.split_section("search")
-    instance = part.task.instances("search", 1, section.seed, part.recipe.task.context_tokens, experiment.tokenizer)[0]
-    ids, question = tokenize_instance(experiment.tokenizer, instance, part.recipe.task.question_after_compression)
+    section, tokenizer = part.splits.section("search"), experiment.run.model.tokenizer
+    instance = part.task.instances("search", 1, section.seed, part.recipe.task.context_tokens, tokenizer)[0]
+    ids, question = tokenize_instance(tokenizer, instance, part.recipe.task.question_after_compression)
     prefill(loaded.model, ids[:64], scorers)  # warm-up: first-use costs
     started, cpu = time.perf_counter(), time.process_time()
     record = prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question)
@@ -154,7 +154,7 @@ def calibrate(recipe, experiment, b_max: int | None) -> Calibration:
     rows = max(1, recipe.engine.batch_size)  # one full batch of rows, as the evaluator forms them
 
     def row_seconds(mode: str | None) -> float:
-        mode = mode or experiment.fitness_mode.split("+")[0]
+        mode = mode or experiment.resolved.fitness_mode.split("+")[0]
         evaluator = LocalEvaluator(loaded, part.task, [instance] * rows, scorer, records=[bounded] * rows, mode=mode,
                                    batch_size=rows)
         return _timed_twice(lambda: evaluator.evaluate(uniform)) / rows
@@ -259,6 +259,6 @@ def plan_run(recipe) -> RunPlan:
         calibration = calibrate(recipe, experiment, counts.b_max)
         contexts = sorted({str(e.context_tokens) for e in recipe.task_entries})
         return RunPlan(name=recipe.name, model=recipe.model.spec, dtype=recipe.model.dtype,
-                       geometry=experiment.geometry,
+                       geometry=experiment.run.model.geometry,
                        context="/".join(contexts), record_dtype=recipe.engine.record_dtype,
                        record_memory=parse_size(recipe.engine.record_memory), counts=counts, calibration=calibration)

@@ -43,11 +43,11 @@ def run_record_bound(recipe, experiment) -> int:
     from evolalloc.search import SearchConfig
 
     targets = [float(c) for c in experiment.resolved.budgets]  # the target, its expansions or its curve's grid
-    g = experiment.geometry
+    g = experiment.run.model.geometry
     config = SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space,
                                         optimizer=recipe.optimizer,
                                         num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
-                                        min_budget=experiment.min_budget())
+                                        min_budget=experiment.run.scorers.min_budget)
     upper = config.build_space().ratio_bounds[1]  # the search space resolves its default bound
 
     def static(name: str, target: float):
@@ -61,6 +61,6 @@ def run_record_bound(recipe, experiment) -> int:
             or target < baseline.min_target
         ):
             return None
-        return experiment.baseline(name, target).budgets
+        return experiment.run.methods.baseline(name, target).budgets
 
     return record_bound(targets, upper, (static(name, c) for name in recipe.baselines for c in targets))

@@ -26,9 +26,9 @@ from evolalloc.config.run_folder import (
 )
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import load_allocation, save_allocation
-from evolalloc.core.baselines import EVOLVED, make_baseline
 from evolalloc.core.phases import announce
 from evolalloc.pipeline.experiment import Experiment
+from evolalloc.pipeline.run_scorers import scorer_for
 
 # search_config and quiet_optuna are re-exported: code that drives a run imports them from here too.
 from evolalloc.pipeline.search_settings import quiet_optuna, search_config
@@ -43,18 +43,19 @@ def evolved_allocation(experiment: Experiment, result, config: SearchConfig, tar
     """The search's best profile as an Allocation, completed to the exact target total (the recipe's,
     or ``target``: a curve's anchor)."""
     space = config.build_space()
+    run, scorers = experiment.resolved, experiment.run.scorers
     best = Allocation(
-        model=experiment.resolved.model,
-        geometry=experiment.geometry,
-        scorer=experiment.scorer.name,
-        scorer_params=experiment.scorer.params(),
-        target=experiment.resolved.target if target is None else target,
-        granularity=experiment.resolved.granularity,
+        model=run.model,
+        geometry=experiment.run.model.geometry,
+        scorer=scorers.scorer.name,
+        scorer_params=scorers.scorer.params(),
+        target=run.target if target is None else target,
+        granularity=run.granularity,
         budgets=result.best_budgets,
         provenance={
             "method": "evolved",
-            "task": experiment.resolved.task_names,
-            "fitness_mode": experiment.resolved.fitness_mode,
+            "task": run.task_names,
+            "fitness_mode": run.fitness_mode,
             "fitness": result.best_fitness,
             "task_score": result.best_task_score,
             "lam": config.lam,
@@ -72,7 +73,7 @@ def evolved_allocation(experiment: Experiment, result, config: SearchConfig, tar
             **({"adapter_params": space.adapter_params} if space.adapter_params else {}),  # gate_floors' floor_fraction
         },
     )
-    return experiment.with_scorer_provenance(best.complete(min_budget=experiment.min_budget()))
+    return experiment.run.methods.with_scorer_provenance(best.complete(min_budget=scorers.min_budget))
 
 
 def ship(run_dir: Path, experiment: Experiment, evolved: Allocation, config: SearchConfig | None = None,
@@ -95,10 +96,10 @@ def ship(run_dir: Path, experiment: Experiment, evolved: Allocation, config: Sea
     evaluator = experiment.search_evaluator() if rule == "search" else None
 
     def evaluator_for(candidate):  # a topup candidate selects with its own adapter (gate_floors)
-        return experiment.evaluator("search", experiment.scorer_for(candidate), mode=None)
+        return experiment.evaluator("search", scorer_for(candidate), mode=None)
 
     profiles = {float(run.target): evolved}
-    profiles.update(expand_profile(evolved, list(run.expansions), rule, experiment.min_budget(), evaluator,
+    profiles.update(expand_profile(evolved, list(run.expansions), rule, experiment.run.scorers.min_budget, evaluator,
                                    evaluator_for=evaluator_for))
     for budget, allocation in profiles.items():
         save_allocation(allocation, run_dir / allocation_filename(budget))
@@ -114,24 +115,25 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
     from evolalloc.report.comparison import compare_scores, compare_tasks, save_comparison
 
     run = experiment.resolved
-    methods: dict[str, dict[float, Allocation]] = {"evolved": profiles}
-    for name in run.baselines:
-        # A method that adapts the searched profile (evolved+adakv) starts from it at each budget.
-        base = profiles if make_baseline(name).adapts == EVOLVED else {}
-        methods[name] = {budget: experiment.baseline(name, budget, base=base.get(budget)) for budget in profiles}
+    methods: dict[str, dict[float, Allocation]] = {"evolved": profiles,
+                                                   **experiment.run.methods.baselines_at(run.baselines, profiles)}
     # The held-out records need keep only what these allocations read (issue 22: memory).
     experiment.bound_split(HELDOUT, [a for per_budget in methods.values() for a in per_budget.values()])
+    parts = experiment.parts
     per_task: dict[str, dict[str, dict[float, dict[str, float]]]] = {}
-    done, steps = 0, len(experiment.parts) * len(methods)
-    for label, _, part in experiment.parts:
+    done, steps = 0, len(parts) * len(methods)
+    for label, _, part in parts:
         scores = per_task[label] = {}
+        evaluators = {}  # one per way of selecting tokens (as a Ray worker keeps them), made on first need
         for method, per_budget in methods.items():
             announce("comparing", done, steps)
             done += 1
             scores[method] = {}
             # One evaluation per scorer: a topup expansion selects with another adapter than its c profile.
-            for scorer, group in by_scorer(part, per_budget):
-                results = part.evaluator(HELDOUT, scorer, mode="generate").evaluate([a.budgets for a in group.values()])
+            for key, (scorer, group) in scorer_groups(per_budget).items():
+                if key not in evaluators:
+                    evaluators[key] = part.evaluator(HELDOUT, scorer, mode="generate")
+                results = evaluators[key].evaluate([a.budgets for a in group.values()])
                 for budget, result in zip(group, results):
                     if not result.ok:
                         raise RuntimeError(f"held-out evaluation of {method} at "
@@ -139,7 +141,7 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
                     scores[method][budget] = {o.uid: o.score for o in result.instances}
             scores[method] = dict(sorted(scores[method].items()))
     if run.multi_task:
-        weights = {label: weight for label, weight, _ in experiment.parts}
+        weights = {label: weight for label, weight, _ in parts}
         rows = compare_tasks(per_task, weights, reference="evolved", seed=run.seed)
     else:
         rows = compare_scores(per_task[experiment.label], reference="evolved", seed=run.seed)
@@ -147,16 +149,20 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
     return rows, methods
 
 
-def by_scorer(experiment: Experiment,
-              per_budget: dict[float, Allocation]) -> list[tuple[object, dict[float, Allocation]]]:
+def by_scorer(per_budget: dict[float, Allocation]) -> list[tuple[object, dict[float, Allocation]]]:
     """``per_budget`` split into ``(scorer, {budget: allocation})`` groups that select tokens the same way
     (same ranking and adapter), in budget order; most rows are one group."""
+    return list(scorer_groups(per_budget).values())
+
+
+def scorer_groups(per_budget: dict[float, Allocation]) -> dict[str, tuple[object, dict[float, Allocation]]]:
+    """The groups of ``by_scorer``, by the key of how they select tokens (``selection_key``, else ``key``)."""
     groups: dict[str, tuple[object, dict[float, Allocation]]] = {}
     for budget, allocation in per_budget.items():
-        scorer = experiment.scorer_for(allocation)
+        scorer = scorer_for(allocation)
         key = getattr(scorer, "selection_key", scorer.key)
         groups.setdefault(key, (scorer, {}))[1][budget] = allocation
-    return list(groups.values())
+    return groups
 
 
 def comparison_meta(experiment: Experiment) -> dict:
@@ -210,9 +216,9 @@ def finish(run_dir: Path, experiment: Experiment, result, config: SearchConfig,
     records (a finished run never reads them; ``engine.keep_records`` keeps them)."""
     if profiles is None:
         profiles = ship(run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
-    experiment.run_dir = experiment.run_dir or run_dir
-    if any(make_baseline(name).profiled for name in experiment.resolved.baselines):
-        experiment.lukv_curves()  # profiled on the search records, so before they are released
+    run = experiment.run
+    run.run_dir = run.run_dir or Path(run_dir)  # where LU-KV's curves are saved
+    run.methods.profile_for(experiment.resolved.baselines)  # on the search records, so before they are released
     experiment.release("search")  # its prefill records are not needed for the held-out comparison
     rows, methods = compare(run_dir, experiment, profiles)
     path = report(run_dir, experiment, result, rows, methods, end_session(run_dir))
@@ -238,7 +244,7 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
 def run_prepared(prepared, *, progress: bool = True) -> Path:
     """Search, ship, compare and report a run made by ``pipeline.start.prepare_run``."""
     begin_session(prepared.run_dir, prepared.started)  # its checks, model load and curation count too
-    quiet_optuna()
+    # Optuna is quiet already: prepare_run, which made ``prepared`` in this process, quieted it.
     config = prepared.config
     with prepared.experiment as experiment:  # closes its engine (Ray workers) however the run ends
         experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
@@ -287,6 +293,6 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
         budgets = experiment.resolved.budgets
         if not any(name in missing for name in map(allocation_filename, budgets)):
             profiles = {float(budget): load_allocation(run_dir / allocation_filename(budget),
-                                                       expect_geometry=experiment.geometry)
+                                                       expect_geometry=experiment.run.model.geometry)
                         for budget in budgets}
         return finish(run_dir, experiment, result, config, profiles, progress=progress)

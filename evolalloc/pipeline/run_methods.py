@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.core.baselines import make_baseline
+from evolalloc.core.baselines import EVOLVED, make_baseline
 from evolalloc.core.errors import UserError
 from evolalloc.runtime.scorers import SCORERS, Scorer, get_scorer
 
@@ -73,8 +73,24 @@ class RunMethods:
         except ValueError as err:  # an unknown name (with did-you-mean) or a target it cannot hold
             raise UserError(str(err), field="baselines") from None
 
+    def baselines_at(self, names, profiles: dict[float, Allocation]) -> dict[str, dict[float, Allocation]]:
+        """Each baseline of ``names`` (in order) at every budget of ``profiles`` (the evolved ones, by
+        budget): what ``compare`` scores beside them. A method that adapts the searched profile
+        (evolved+adakv) starts from it at each budget."""
+        methods = {}
+        for name in names:
+            base = profiles if make_baseline(name).adapts == EVOLVED else {}
+            methods[name] = {budget: self.baseline(name, budget, base=base.get(budget)) for budget in profiles}
+        return methods
+
     def with_scorer_provenance(self, allocation: Allocation) -> Allocation:
         return with_scorer_provenance(allocation, self.source)
+
+    def profile_for(self, names) -> None:
+        """LU-KV's curves now, if a method of ``names`` is profiled (lukv): they are profiled on the
+        search split's records, so before those are released."""
+        if any(make_baseline(name).profiled for name in names):
+            self.lukv_curves()
 
     def lukv_curves(self):
         """LU-KV's utility curves for this run: the run folder's file, else profiled on the search

@@ -56,8 +56,19 @@ class RunScorers:
             return self.declared
         return self._build({**self.recipe.scorer.params, "checkpoint": str(self.trained.checkpoint)})
 
+    def check_without_weights(self) -> None:
+        """Build (and so check) what needs no model weights: the declared scorer, and every scorer the
+        baselines rank with too, unless the run trains its scorer (its checkpoint path is keyed by
+        the weights: those are built once the model is loaded)."""
+        self.declared  # noqa: B018
+        if self.recipe.scorer.train is None:
+            self.all  # noqa: B018
+
+    @cached_property
     def min_budget(self) -> int:
-        return self.declared.min_budget  # the checkpoint does not change it: no weights needed
+        """The least budget a (layer, KV head) may get in this run: the scorer's always-kept tokens
+        (one at least). The checkpoint does not change it: no weights needed."""
+        return self.declared.min_budget
 
     def ensure_trained(self) -> None:
         """Train the run's scorer now if the recipe asks for it and it is not trained yet (cached)."""

@@ -38,7 +38,7 @@ def training_instances(experiment) -> list[tuple[str, object]]:
         return mixture_instances(experiment)
     pools = []
     for label, weight, part in experiment.parts:
-        split = "search" + DRAWN if part.split_section("search").curate.active else "search"
+        split = "search" + DRAWN if part.splits.section("search").curate.active else "search"
         pools.append((label, weight, part.instances(split)))
     if train.traces is None:
         return [(label, inst) for label, _, pool in pools for inst in pool]

@@ -12,12 +12,12 @@ from evolalloc.search import SearchConfig
 
 def search_config(experiment: Experiment) -> SearchConfig:
     """The search's settings, on the model's geometry (from its config: no weights needed)."""
-    recipe, g = experiment.recipe, experiment.geometry
+    recipe, g = experiment.recipe, experiment.run.model.geometry
     # The study is named after the run, so several runs can share one database URL.
     return SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space,
                                       optimizer=recipe.optimizer,
                                       num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
-                                      min_budget=experiment.min_budget(), storage=recipe.storage,
+                                      min_budget=experiment.run.scorers.min_budget, storage=recipe.storage,
                                       study_name=recipe.name,
                                       layer_caps=g.caps() if g.windows else None)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evolalloc.core.errors import UserError
-from evolalloc.pipeline.experiment import DRAWN, Experiment
+from evolalloc.pipeline.experiment import Experiment
 from evolalloc.search.config import SearchConfig
 
 SPLITS = ("search", "heldout")
@@ -111,30 +111,24 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
             check_study_name_free(recipe.storage, recipe.name)  # the study is named after the run
     check_context_fits(recipe)
     experiment = Experiment(recipe, progress=progress)
-    experiment.declared_scorer  # noqa: B018 - checks the scorer section without the model
-    if recipe.scorer.train is None:
-        experiment.scorers  # noqa: B018 - builds (and checks) the baselines' scorers too
+    model, scorers = experiment.run.model, experiment.run.scorers  # the pieces a start checks, in turn
+    scorers.check_without_weights()  # the scorer section, and the baselines' scorers unless it is trained here
     with blamed_on(recipe):
         config = search_config(experiment)  # the geometry from the model's config alone
         if experiment.resolved.curve_grid:
             from evolalloc.pipeline.curve import check_anchors
 
-            check_anchors(experiment.resolved, config, experiment.min_budget())
-    curated = []
-    for _, _, part in experiment.parts:
-        for split in SPLITS:
-            if part.split_section(split).curate.active:
-                curated.append((part, split))
-                split += DRAWN  # the candidates need no model; judging them does
-            part.instances(split)  # reads the dataset, checks each instance fits the positions
-    experiment.loaded  # noqa: B018 - the weights: a model that cannot load is refused before the folder exists
+            check_anchors(experiment.resolved, config, scorers.min_budget)
+    curated = experiment.draw_instances(SPLITS)  # reads the datasets, checks each instance fits the positions
+    model.loaded  # noqa: B018 - the weights: a model that cannot load is refused before the folder exists
     # With scorer.train, the scorer's checkpoint path is keyed by the model's weight fingerprint: only
     # now can the scorers be built (issue 21: they used to load the weights before the settings check).
-    experiment.scorers  # noqa: B018
-    experiment.check_checkpoints()  # a missing, unreadable or foreign scorer checkpoint (curation ranks with it)
+    scorers.all  # noqa: B018
+    # A missing, unreadable or foreign scorer checkpoint (curation ranks with it).
+    scorers.check_checkpoints(model.loaded.model, model.geometry)
     for part, split in curated:
         part.instances(split)  # judges the drawn candidates with the model
-    run_dir = create_run_folder(recipe, runs_dir, name)
+    run_dir = create_run_folder(recipe, runs_dir, name, resolved=experiment.resolved)
     try:
         start_search(run_dir, config).close()  # run_prepared opens it again, like resume
     except BaseException:

@@ -15,8 +15,8 @@ from evolalloc.runtime.instances import prefill_instances
 
 
 class TaskSplits:
-    """The splits of ``experiment``'s (one) task; it reads the run's model, scorers and record
-    keeping through the experiment, so a test that replaces ``Experiment.loaded`` sees every use."""
+    """The splits of ``experiment``'s (one) task; it takes the run's model, scorers and record
+    keeping from the run's own pieces (``experiment.run``), not through the experiment's facade."""
 
     def __init__(self, experiment):
         self.experiment = experiment
@@ -54,7 +54,7 @@ class TaskSplits:
         try:
             announce("drawing instances")
             instances = experiment.task.instances(split, n, section.seed, recipe.task.context_tokens,
-                                                  experiment.tokenizer)
+                                                  experiment.run.model.tokenizer)
         except FitnessError as err:
             raise UserError(str(err), source=recipe.source, field=f"task.{split}") from None
         self.check_fits(instances)
@@ -67,16 +67,17 @@ class TaskSplits:
 
         experiment, section = self.experiment, self.section(split)
         drawn = experiment.instances(split + DRAWN)
-        record = load_curation(experiment.curation_file, experiment.label, split, section)
+        curation_file = experiment.run.curation_file
+        record = load_curation(curation_file, experiment.label, split, section)
         if record is None:
             record = curate(experiment, split, drawn, experiment.label)
-            save_curation(experiment.curation_file, record, section)
+            save_curation(curation_file, record, section)
             self.discard_unkept(split, set(record.kept_uids))
         by_uid = {inst.uid: inst for inst in drawn}
         missing = [uid for uid in record.kept_uids if uid not in by_uid]
         if missing:
             raise UserError(f"the stored curation keeps instances this task no longer draws, e.g. {missing[0]!r}",
-                            source=str(experiment.curation_file))
+                            source=str(curation_file))
         self.curations[split] = record
         tqdm.write(record.line())
         if not record.kept_uids:
@@ -87,7 +88,7 @@ class TaskSplits:
     def discard_unkept(self, split: str, kept: set[str]) -> None:
         """Drop the judged candidates of ``split`` that curation did not keep, now (their spilled
         files too, ``RecordKeeper.discard``); the kept ones' records stay for the split."""
-        keeper = self.experiment.keeper
+        keeper = self.experiment.run.records.keeper
         for name in [name for name in self.records_of if is_drawn(name) and name.partition(DRAWN)[0] == split]:
             records = self.records_of[name]
             keeper.discard([r for r in records if r.uid not in kept])
@@ -98,13 +99,13 @@ class TaskSplits:
         from evolalloc.runtime.instances import tokenize_instance
         from evolalloc.runtime.positions import positions_beyond
 
-        experiment = self.experiment
-        limit = experiment.geometry.max_positions
+        experiment, model = self.experiment, self.experiment.run.model
+        limit = model.geometry.max_positions
         if not limit:
             return
         after = experiment.recipe.task.question_after_compression
         for instance in instances:
-            ids, question = tokenize_instance(experiment.tokenizer, instance, after)
+            ids, question = tokenize_instance(model.tokenizer, instance, after)
             needed = positions_beyond(limit, len(ids), len(question or []), instance.max_new_tokens)
             if needed:
                 raise UserError(f"instance {instance.uid} needs {needed} positions (prompt and answer), beyond the "
@@ -117,7 +118,7 @@ class TaskSplits:
         A curated split re-uses the records its drawn candidates already have.
         """
         if split not in self.records_of:
-            experiment = self.experiment
+            experiment, run = self.experiment, self.experiment.run
             instances = experiment.instances(split)  # a curated split's curation makes its drawn records
             # Drop the drawn candidates' records once the kept ones are picked: ~46 MB each at 1k tokens.
             # Curation may have judged them a slice at a time: every slice of this split's drawn ones.
@@ -125,11 +126,11 @@ class TaskSplits:
             drawn = [record for name in slices for record in self.records_of.pop(name)] if slices else None
             if drawn is not None:
                 # The drawn records are whole (curation judged the full cache on them): bound the kept ones now.
-                keeper = experiment.keeper
+                keeper = run.records.keeper
                 keeper.forget(drawn)
                 by_uid = {record.uid: record for record in drawn}
-                keys = [s.key for s in experiment.scorers]
-                bound = experiment.record_policy_for(split).bound
+                keys = [s.key for s in run.scorers.all]
+                bound = run.records.policy_for(split).bound
                 self.records_of[split] = [keeper.keep(by_uid[inst.uid], keys, bound) for inst in instances]
                 # A whole drawn file bounded into a new record is read no more: out of the temporary folder now.
                 keeper.delete_temporary([by_uid[r.uid] for r in self.records_of[split] if r is not by_uid[r.uid]])
@@ -138,12 +139,12 @@ class TaskSplits:
 
                 give_back()  # the drawn records not kept, and the whole ones that were bounded
             else:
-                experiment.ensure_scorer_trained()  # its ranking is in every record
+                run.scorers.ensure_trained()  # its ranking is in every record
                 self.records_of[split] = prefill_instances(
-                    experiment.loaded, instances, experiment.scorers,
+                    run.model.loaded, instances, run.scorers.all,
                     question_after_compression=experiment.recipe.task.question_after_compression,
-                    progress=experiment.progress, keeper=experiment.keeper,
-                    bound=experiment.record_policy_for(split).bound,  # None for drawn ones: whole
+                    progress=experiment.progress, keeper=run.records.keeper,
+                    bound=run.records.policy_for(split).bound,  # None for drawn ones: whole
                     # Drawn candidates are whole and judged once: spilled, so the memory held is
                     # left to the bounded records of the search (issue 22: curation was the peak).
                     hold=not is_drawn(split),

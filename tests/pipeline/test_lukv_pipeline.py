@@ -56,7 +56,7 @@ def test_lukv_is_profiled_once_saved_in_the_run_folder_and_compared_at_every_bud
                                  provenance={"method": "evolved"})
                    for c in (24.0, 48.0)}
         rows, methods = compare(tmp_path, experiment, evolved)
-        curves = experiment.lukv_curves()
+        curves = experiment.run.methods.lukv_curves()
     assert (tmp_path / CURVES_FILE).is_file()
     saved = UtilityCurves.load(tmp_path / CURVES_FILE)
     assert np.array_equal(saved.utility, curves.utility) and saved.meta["instances"] == 2 and saved.floor == 8
@@ -73,7 +73,7 @@ def test_lukv_is_profiled_once_saved_in_the_run_folder_and_compared_at_every_bud
 
 def test_curves_of_another_scorer_are_refused_with_the_file_named(tiny_model_dir, tmp_path):
     with Experiment(recipe(tiny_model_dir), progress=False, run_dir=tmp_path) as experiment:
-        experiment.lukv_curves()
+        experiment.run.methods.lukv_curves()
     with Experiment(recipe(tiny_model_dir, kernel=5), progress=False, run_dir=tmp_path) as experiment:
         with pytest.raises(UserError, match=f"{CURVES_FILE}: meta.scorer"):
             experiment.baseline("lukv", 24)

@@ -42,7 +42,7 @@ def test_curated_draws_are_prefilled_whole_and_the_search_rule_adds_expansion_ca
     assert counts.whole_records == 5 and counts.search_instances == 2 and counts.heldout_instances == 3
     assert counts.expansion_candidates == 2 * len(SEARCHED_RULES)
     assert counts.compare_evaluations == 4 * 3 and counts.b_max == 4 * 96
-    assert "loaded" not in experiment.__dict__  # counting needs the model's config, not its weights
+    assert not experiment.run.model.is_loaded  # counting needs the model's config, not its weights
 
 
 def test_a_recipe_the_model_cannot_hold_is_refused_by_the_plan_as_by_the_run(tmp_path, tiny_model_dir):

@@ -24,12 +24,12 @@ def finished_run(tmp_path_factory, tiny_model_dir):
 
 
 def forbid_model(monkeypatch):
-    from evolalloc.pipeline import experiment
+    from evolalloc.pipeline.loaded_model import ModelHandle
 
     def loaded(self):
         raise AssertionError("the model was loaded for a finished run")
 
-    monkeypatch.setattr(experiment.Experiment, "loaded", property(loaded))
+    monkeypatch.setattr(ModelHandle, "loaded", property(loaded))
 
 
 def test_resume_on_a_finished_run_says_so_at_once_and_changes_nothing(finished_run, monkeypatch):

@@ -63,14 +63,19 @@ def test_a_malformed_dataset_line_is_refused_and_the_corrected_recipe_then_start
 
 
 def forbid(monkeypatch, attribute: str, what: str, *, method: bool = False) -> None:
-    """Make ``Experiment.<attribute>`` (a property, or a method) fail the test: a cheaper check must
-    refuse the start before it is needed."""
-    from evolalloc.pipeline import experiment
+    """Make the run's piece that owns ``attribute`` (a property, or a method) fail the test: a cheaper
+    check must refuse the start before it is needed. The piece, not the experiment: every path to
+    the weights, the instances or the training goes through it."""
+    from evolalloc.pipeline.loaded_model import ModelHandle
+    from evolalloc.pipeline.run_scorers import RunScorers
+    from evolalloc.pipeline.task_splits import TaskSplits
+
+    owner = {"loaded": ModelHandle, "instances": TaskSplits, "trained": RunScorers}[attribute]
 
     def used(self, *args):
         raise AssertionError(f"{what}: a cheaper check should have refused the start first")
 
-    monkeypatch.setattr(experiment.Experiment, attribute, used if method else property(used))
+    monkeypatch.setattr(owner, attribute, used if method else property(used))
 
 
 def test_a_dataset_line_that_is_not_json_is_refused_before_anything_is_written(tmp_path, runs, tiny_model_dir,
@@ -94,12 +99,12 @@ def test_an_unreachable_trial_store_is_refused_in_seconds_before_any_instance_or
 
 def test_a_context_beyond_the_models_positions_is_refused_without_loading_it(tmp_path, runs, tiny_model_dir,
                                                                              monkeypatch):
-    from evolalloc.pipeline import experiment
+    from evolalloc.pipeline.loaded_model import ModelHandle
 
     def no_model(self):
         raise AssertionError("the model was loaded: the check should read its config only")
 
-    monkeypatch.setattr(experiment.Experiment, "loaded", property(no_model))
+    monkeypatch.setattr(ModelHandle, "loaded", property(no_model))
     task = {"name": "passkey", "context_tokens": 100000}
     recipe = tiny_recipe(tmp_path, tiny_model_dir, task=task)
     refused_start(recipe, runs, field="task.context_tokens",
@@ -108,12 +113,12 @@ def test_a_context_beyond_the_models_positions_is_refused_without_loading_it(tmp
 
 @pytest.mark.real_model
 def test_a_context_beyond_the_bundled_models_positions_is_one_line_from_its_config_alone(tmp_path, runs, monkeypatch):
-    from evolalloc.pipeline import experiment
+    from evolalloc.pipeline.loaded_model import ModelHandle
 
     def no_model(self):
         raise AssertionError("the model was loaded: the check should read its config only")
 
-    monkeypatch.setattr(experiment.Experiment, "loaded", property(no_model))
+    monkeypatch.setattr(ModelHandle, "loaded", property(no_model))
     recipe = tmp_path / "long.yaml"
     recipe.write_text("name: long\ntask: {name: passkey, context_tokens: 100000}\nbudget: {target: 128}\n")
     refused_start(recipe, runs, field="task.context_tokens",
@@ -231,7 +236,7 @@ def test_a_bad_search_setting_with_scorer_train_is_refused_before_any_weight_is_
     used to load them (and draw the search split) before the search settings were checked."""
     forbid(monkeypatch, "loaded", "the model was loaded")
     forbid(monkeypatch, "instances", "instances were drawn", method=True)
-    forbid(monkeypatch, "trained_scorer", "the in-run training was set up")
+    forbid(monkeypatch, "trained", "the in-run training was set up")
     monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))
     recipe = tiny_recipe(tmp_path, tiny_model_dir, scorer={"name": "gates", "train": {"steps": 2}},
                          optimizer={"name": "cma", "generations_per_group": 1, "options": {"no_such_option": 1}})
