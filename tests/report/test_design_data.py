@@ -5,8 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evolalloc.report.comparison import compare_scores, save_comparison
 from evolalloc.report.stats import align, paired_test
+from tests.report.test_design_table import write  # a comparison file of one task, niah
 
 ROOT = Path(__file__).resolve().parents[2]
 UIDS = [f"u{i}" for i in range(40)]
@@ -15,12 +15,6 @@ UIDS = [f"u{i}" for i in range(40)]
 def solved(count: int, offset: int = 0) -> dict[str, float]:
     """``count`` of the 40 instances answered, starting at ``offset``."""
     return {u: float(offset <= i < offset + count) for i, u in enumerate(UIDS)}
-
-
-def write(path: Path, per_method: dict) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_comparison(compare_scores(per_method, reference="full"), path, scores={"niah": per_method})
-    return path
 
 
 def design_data(*args: str) -> subprocess.CompletedProcess:
