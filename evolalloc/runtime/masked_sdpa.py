@@ -15,6 +15,11 @@ Two things the GPU check (issue 36, results/gpu-check/) showed about
   length instead: ``[B, Hq, 1, D]`` -> ``[B, Hkv, n_rep, D]`` against the group's own keys, the mask
   broadcast over the folded axis. Each query head still sees exactly its group's keys and mask, so
   the result is the same attention (heads are independent); nothing is copied.
+* a decode step *without* a mask (every slot of the layer valid: its heads keep the same count,
+  as under a per-layer profile, uniform or a full cache) went to cuDNN too, and there each step's
+  key length is a new shape: a third GPU call measured generate on 2 whole 8k records at 27 s, 24 s
+  of it in cuDNN's attention, against 0.65 s once the plans existed. Such steps take the same
+  cuDNN-free path (``decode_step_on_gpu``).
 """
 
 from __future__ import annotations
@@ -27,12 +32,18 @@ import torch.nn.functional as F
 _KEEP_CUDNN = os.environ.get("EVOLALLOC_SDPA_CUDNN", "") == "1"
 
 
-def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
+def decode_step_on_gpu(query: torch.Tensor) -> bool:
+    """One query token on CUDA: the call the folded, cuDNN-free path serves, with or without a mask."""
+    return query.shape[2] == 1 and query.device.type == "cuda"
+
+
+def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
                      scaling: float, *, decode_path: bool | None = None) -> torch.Tensor:
     """Masked attention; returns ``[B, Hq, q, D]``.
 
     Shapes: query ``[B, Hq, q, D]``; key, value ``[B, Hkv, S, D]``; ``mask`` bool (True = visible),
-    broadcastable to ``[B, Hkv, q, S]`` — per KV head (dim 1 of size ``Hkv`` or 1), not per query head.
+    broadcastable to ``[B, Hkv, q, S]`` — per KV head (dim 1 of size ``Hkv`` or 1), not per query head;
+    ``None`` (every key visible) only for a decode step (one query token).
     ``decode_path``: take the folded, cuDNN-free path for one query token; ``None`` = on CUDA only
     (where it was measured; on the CPU the call stays as it always was, so CPU results are unchanged).
     """
@@ -53,10 +64,10 @@ def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=n_rep > 1)
 
 
-def per_query_head(mask: torch.Tensor, n_rep: int) -> torch.Tensor:
+def per_query_head(mask: torch.Tensor | None, n_rep: int) -> torch.Tensor | None:
     """A per-KV-head mask ``[B, Hkv, q, S]`` repeated to ``[B, Hkv * n_rep, q, S]`` (query head ``h``
     reads KV head ``h // n_rep``); a mask shared by every head (dim 1 of size 1) is returned as it is."""
-    if mask.dim() == 4 and mask.shape[1] > 1 and n_rep > 1:
+    if mask is not None and mask.dim() == 4 and mask.shape[1] > 1 and n_rep > 1:
         return mask.repeat_interleave(n_rep, dim=1)
     return mask
 

@@ -29,9 +29,23 @@ def test_a_chunked_prefill_gives_the_one_shot_record(llama, scorers, length, chu
         torch.testing.assert_close(chunked.values[layer], whole.values[layer], **TOL)
     assert set(chunked.rankings) == set(whole.rankings) == {s.key for s in scorers}
     for key in whole.rankings:
-        assert torch.equal(chunked.rankings[key], whole.rankings[key]), key
         torch.testing.assert_close(chunked.scores[key], whole.scores[key], rtol=1e-4, atol=1e-6)
+        _assert_same_order_up_to_rounding(chunked.rankings[key], whole.rankings[key], whole.scores[key], key)
     torch.testing.assert_close(chunked.dispersion, whole.dispersion, **TOL)
+
+
+def _assert_same_order_up_to_rounding(ranking, reference, scores, key):
+    """The same ranking, except that tokens whose scores tie up to float rounding may swap places (with 2
+    threads a matmul's summation order differs between chunked and one-shot prefill, and KNorm's near-equal
+    key norms then swap). Where the two differ, the tokens in that place must score the same up to rounding.
+    Shapes: rankings ``[layers, Hkv, L]``; ``scores`` the reference's, in its ranking order (as records keep them).
+    """
+    assert torch.equal(ranking.sort(dim=-1).values, reference.sort(dim=-1).values), key
+    differ = ranking != reference
+    assert differ.float().mean() < 0.05, f"{key}: more than near-ties swapped"
+    by_position = torch.empty_like(scores).scatter_(-1, reference, scores)  # [layers, Hkv, L]: each token's score
+    ours, theirs = by_position.gather(-1, ranking)[differ].double(), scores[differ].double()
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-6, msg=lambda m: f"{key}: {m}")
 
 
 def test_chunked_capture_records_the_same_window_rows_and_attention_sums(llama):

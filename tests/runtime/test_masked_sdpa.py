@@ -42,3 +42,45 @@ def test_a_head_that_another_group_sees_differently_is_not_mixed_up():
     mask = torch.tensor([[[[True, False]], [[False, True]]]])  # [1, 2, 1, 2]
     out = masked_attention(torch.randn(1, 4, 1, 4), key, value, mask, scaling=1.0, decode_path=True)
     assert out[0, :2, 0].tolist() == [[1.0, 0, 0, 0]] * 2 and out[0, 2:, 0].tolist() == [[0, 0, 0, 1.0]] * 2
+
+
+@pytest.mark.parametrize("kv_heads,q_heads", [(2, 8), (4, 4)])
+def test_a_decode_step_without_a_mask_sees_every_key(kv_heads, q_heads):
+    """A layer whose heads all keep the same count has no mask; its GPU decode step takes this path too."""
+    generator = torch.Generator().manual_seed(q_heads)
+    query = torch.randn(2, q_heads, 1, 8, generator=generator)
+    key, value = torch.randn(2, 2, kv_heads, 9, 8, generator=generator)
+    out = masked_attention(query, key, value, None, scaling=8**-0.5, decode_path=True)
+    every_key = torch.ones(2, kv_heads, 1, 9, dtype=torch.bool)
+    torch.testing.assert_close(out.double(), _reference(query, key, value, every_key, 8**-0.5), rtol=1e-5, atol=1e-5)
+
+
+def test_unmasked_gpu_decode_steps_are_routed_off_sdpas_own_choice(monkeypatch):
+    """Decoding with full budgets (no layer masked): on a GPU each step goes to the cuDNN-free path (here the
+    CPU stands in for it), with the same tokens as SDPA's own choice. A third GPU call found those steps on
+    cuDNN, which built a plan per new key length: 27 s for what took 0.65 s once the plans existed."""
+    import numpy as np
+
+    import evolalloc.runtime.attention as attention
+    from evolalloc.runtime.decode import DecodeSettings, generate
+    from evolalloc.runtime.prefill import prefill
+    from evolalloc.runtime.scorers import get_scorer
+    from tests.runtime.conftest import random_prompt, tiny_model
+
+    model, scorer = tiny_model("llama"), get_scorer("snapkv", window=8)
+    record = prefill(model, random_prompt(40), [scorer])
+    budgets = np.full((model.config.num_hidden_layers, model.config.num_key_value_heads), 40)  # every slot valid
+    settings = DecodeSettings(max_new_tokens=6)
+    (plain,) = generate(model, [(record, budgets)], scorer, settings, None)
+
+    calls = []
+
+    def spy(query, key, value, mask, scaling, **kwargs):
+        calls.append(mask is None)
+        return masked_attention(query, key, value, mask, scaling, decode_path=True)
+
+    monkeypatch.setattr(attention, "decode_step_on_gpu", lambda query: query.shape[2] == 1)
+    monkeypatch.setattr(attention, "masked_attention", spy)
+    (routed,) = generate(model, [(record, budgets)], scorer, settings, None)
+    assert calls and all(calls), "every decode step, mask-free, went to the cuDNN-free path"
+    assert routed.token_ids == plain.token_ids
