@@ -68,9 +68,10 @@ def evolved_allocation(experiment: Experiment, result, config: SearchConfig, tar
             "evaluations": len(result.history),
             "optimizer": result.implementation[0],
             "optimizer_version": result.implementation[1],
-            # The hybrid's budgets are a prior that an adapter reads per input (searchspaces.gate_prior).
+            # The hybrid's budgets are a prior that an adapter reads per input (searchspaces.score_prior);
+            # the adapter's settings are the space's (floors_under_global_topk's floor_fraction).
             **({"adapter": space.adapter} if space.adapter else {}),
-            **({"adapter_params": space.adapter_params} if space.adapter_params else {}),  # gate_floors' floor_fraction
+            **({"adapter_params": space.adapter_params} if space.adapter_params else {}),
         },
     )
     return experiment.run.methods.with_scorer_provenance(best.complete(min_budget=scorers.min_budget))
@@ -95,7 +96,7 @@ def ship(run_dir: Path, experiment: Experiment, evolved: Allocation, config: Sea
     # needs the search records: ship before release
     evaluator = experiment.search_evaluator() if rule == "search" else None
 
-    def evaluator_for(candidate):  # a topup candidate selects with its own adapter (gate_floors)
+    def evaluator_for(candidate):  # a topup candidate selects with its own adapter (floors_under_global_topk)
         return experiment.evaluator("search", scorer_for(candidate), mode=None)
 
     profiles = {float(run.target): evolved}
