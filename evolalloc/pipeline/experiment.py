@@ -103,7 +103,7 @@ class Experiment:
         #: and the methods every later step takes from here.
         self.resolved: ResolvedRun = resolve_run(recipe)
         self.progress = progress
-        self.label = _label or recipe.task_names
+        self.label = _label or self.resolved.task_names
         self._owns_run = _run is None  # the parts of a multi-task run share their whole's
         self.run = _run or _Run(self, Path(curation_file) if curation_file is not None else None,
                                 Path(run_dir) if run_dir is not None else None, bounded)
