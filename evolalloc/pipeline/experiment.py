@@ -216,14 +216,7 @@ class Experiment:
         drawn candidates (the dataset read with the tokenizer only, each instance checked to fit).
         Returns the curated ``(part, split)``s, whose candidates are judged with the model later
         (``part.instances(split)``)."""
-        curated = []
-        for _, _, part in self.parts:
-            for split in splits:
-                if part.splits.section(split).curate.active:
-                    curated.append((part, split))
-                    split += DRAWN  # the candidates need no model; judging them does
-                part.instances(split)
-        return curated
+        return [(part, split) for _, _, part in self.parts for split in part.splits.draw(splits)]
 
     def instances(self, split: str) -> list:
         return self.splits.instances(split)
