@@ -65,21 +65,23 @@ def check_recipe(recipe: Recipe) -> None:
     bounds = recipe.search_space.ratio_bounds
     if bounds is not None and not (0 <= bounds[0] < bounds[1]):
         raise FieldProblem("search_space.ratio_bounds", f"must be [lo, hi] with 0 <= lo < hi, got {bounds}")
+    lowest = min(recipe.budgets)  # the target, or the curve's low end
     for i, name in enumerate(recipe.baselines):
         _composition(f"baselines[{i}]", name)
         if name in recipe.baselines[:i]:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
-        problem = make_baseline(name).problem()  # e.g. global-topk without a trained checkpoint
-        declared = make_baseline(name).scorer
+        baseline = make_baseline(name)
+        problem = baseline.problem()  # e.g. global-topk without a trained checkpoint
+        declared = baseline.scorer
         # else it reads the run's (Experiment.make_baseline)
         if problem and not (declared and canonical_scorer(declared[0]) == canonical_scorer(recipe.scorer.name)):
             raise FieldProblem(f"baselines[{i}]", problem)
-        least = make_baseline(name).min_target  # e.g. streaming's sink tokens
+        least = baseline.min_target  # e.g. streaming's sink tokens
         if target < least:
             raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")
-        if min(recipe.budgets) < least:
+        if lowest < least:
             raise FieldProblem("budget.curve.low", f"baseline {name!r} needs budgets >= {least:g}; the curve starts at "
-                                                   f"{min(recipe.budgets)}")
+                                                   f"{lowest}")
     if recipe.storage is not None and not _URL.match(recipe.storage):
         raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
     _check_scorer_training(recipe)

@@ -57,6 +57,12 @@ def allocation_filename(budget: float, method: str = "evolved") -> str:
     return f"{prefix}-c{label}.json"
 
 
+def profile_filenames(budgets) -> dict[float, str]:
+    """``{budget: allocation-c{N}.json}`` for the evolved profile at each of ``budgets``, in their order:
+    a step names every profile it writes or reads with one call, not one per budget."""
+    return {float(budget): allocation_filename(budget) for budget in budgets}
+
+
 def profile_files(run_dir: str | Path) -> list[Path]:
     """Every evolved profile file in ``run_dir`` (``allocation-c*.json``), the run's own and any a user
     carried further (``expand --to``), sorted by name. Only the name's shape is used: a caller takes
@@ -81,7 +87,7 @@ def missing_outputs(run_dir: str | Path, resolved: ResolvedRun) -> list[str]:
 
     The profiles, the comparison and the report are written in that order, the report last.
     """
-    names = [allocation_filename(budget) for budget in resolved.budgets] + [COMPARISON_FILE, REPORT_FILE]
+    names = [*profile_filenames(resolved.budgets).values(), COMPARISON_FILE, REPORT_FILE]
     if resolved.curve_grid:
         from evolalloc.core.curve import CURVE_FILE
 
@@ -132,8 +138,10 @@ def create_run_folder(recipe: Recipe, runs_dir: str | Path = "runs", name: str |
     except OSError as err:
         raise UserError(f"cannot create the run folder: {err}", source=str(folder)) from None
     try:
-        write_atomic(folder / RECIPE_FILE, recipe.to_yaml())
-        write_atomic(folder / RUN_FILE, resolved_json(resolved if resolved is not None else resolve_run(recipe)))
+        texts = {RECIPE_FILE: recipe.to_yaml(),
+                 RUN_FILE: resolved_json(resolved if resolved is not None else resolve_run(recipe))}
+        for name, text in texts.items():
+            write_atomic(folder / name, text)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

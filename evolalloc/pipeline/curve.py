@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from evolalloc.config.run_folder import allocation_filename
+from evolalloc.config.run_folder import profile_filenames
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.allocation_file import save_allocation
 from evolalloc.core.curve import ANCHOR, CURVE_FILE, RULE, ProfileCurve, bounded_budgets
@@ -109,6 +109,7 @@ def ship_curve(run_dir: Path, experiment, pivot: Allocation, config: SearchConfi
     family = ProfileCurve.from_anchors(anchors, grid, min_budget=floor)
     family.save(Path(run_dir) / CURVE_FILE)
     profiles: dict[float, Allocation] = {}
+    names = profile_filenames(family.budgets)
     for budget, row, role in sorted(zip(family.budgets, family.rows, family.roles), key=lambda item: item[0] != c):
         if role == ANCHOR:
             profile = anchors[budget]
@@ -120,6 +121,6 @@ def ship_curve(run_dir: Path, experiment, pivot: Allocation, config: SearchConfi
             # the pivot search's, not this row's
             for key in ("fitness", "task_score", "evaluations", "completed_from_total"):
                 profile.provenance.pop(key, None)
-        save_allocation(profile, Path(run_dir) / allocation_filename(budget))
+        save_allocation(profile, Path(run_dir) / names[budget])
         profiles[budget] = profile
     return profiles

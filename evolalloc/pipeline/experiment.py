@@ -103,7 +103,7 @@ class Experiment:
         #: and the methods every later step takes from here.
         self.resolved: ResolvedRun = resolve_run(recipe)
         self.progress = progress
-        self.label = _label or recipe.task_names
+        self.label = _label or self.resolved.task_names
         self._owns_run = _run is None  # the parts of a multi-task run share their whole's
         self.run = _run or _Run(self, Path(curation_file) if curation_file is not None else None,
                                 Path(run_dir) if run_dir is not None else None, bounded)
@@ -216,14 +216,7 @@ class Experiment:
         drawn candidates (the dataset read with the tokenizer only, each instance checked to fit).
         Returns the curated ``(part, split)``s, whose candidates are judged with the model later
         (``part.instances(split)``)."""
-        curated = []
-        for _, _, part in self.parts:
-            for split in splits:
-                if part.splits.section(split).curate.active:
-                    curated.append((part, split))
-                    split += DRAWN  # the candidates need no model; judging them does
-                part.instances(split)
-        return curated
+        return [(part, split) for _, _, part in self.parts for split in part.splits.draw(splits)]
 
     def instances(self, split: str) -> list:
         return self.splits.instances(split)

@@ -18,10 +18,10 @@ from evolalloc.config.run_folder import (
     COMPARISON_FILE,
     CURATION_FILE,
     REPORT_FILE,
-    allocation_filename,
     load_resolved,
     load_run_recipe,
     missing_outputs,
+    profile_filenames,
     remove_records,
 )
 from evolalloc.core.allocation import Allocation
@@ -68,9 +68,10 @@ def evolved_allocation(experiment: Experiment, result, config: SearchConfig, tar
             "evaluations": len(result.history),
             "optimizer": result.implementation[0],
             "optimizer_version": result.implementation[1],
-            # The hybrid's budgets are a prior that an adapter reads per input (searchspaces.gate_prior).
+            # The hybrid's budgets are a prior that an adapter reads per input (searchspaces.score_prior);
+            # the adapter's settings are the space's (floors_under_global_topk's floor_fraction).
             **({"adapter": space.adapter} if space.adapter else {}),
-            **({"adapter_params": space.adapter_params} if space.adapter_params else {}),  # gate_floors' floor_fraction
+            **({"adapter_params": space.adapter_params} if space.adapter_params else {}),
         },
     )
     return experiment.run.methods.with_scorer_provenance(best.complete(min_budget=scorers.min_budget))
@@ -95,14 +96,15 @@ def ship(run_dir: Path, experiment: Experiment, evolved: Allocation, config: Sea
     # needs the search records: ship before release
     evaluator = experiment.search_evaluator() if rule == "search" else None
 
-    def evaluator_for(candidate):  # a topup candidate selects with its own adapter (gate_floors)
+    def evaluator_for(candidate):  # a topup candidate selects with its own adapter (floors_under_global_topk)
         return experiment.evaluator("search", scorer_for(candidate), mode=None)
 
     profiles = {float(run.target): evolved}
     profiles.update(expand_profile(evolved, list(run.expansions), rule, experiment.run.scorers.min_budget, evaluator,
                                    evaluator_for=evaluator_for))
+    names = profile_filenames(profiles)
     for budget, allocation in profiles.items():
-        save_allocation(allocation, run_dir / allocation_filename(budget))
+        save_allocation(allocation, run_dir / names[budget])
     return profiles
 
 
@@ -201,7 +203,7 @@ def report(run_dir: Path, experiment: Experiment, result, rows, methods, wall_se
                                                                        run_dir / PLOT_HEAD_BUDGETS).name
     best = {"fitness": result.best_fitness, "task_score": result.best_task_score,
             "optimizer": "/".join(result.implementation), "evaluations": len(result.history)}
-    allocations = {budget: allocation_filename(budget) for budget in methods["evolved"]}
+    allocations = profile_filenames(methods["evolved"])
     from evolalloc.pipeline.curation import read_curations
 
     return write_report(run_dir, resolved, history=result.history, comparison=rows, allocations=allocations,
@@ -290,9 +292,9 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
         begin_session(run_dir, started)  # only now: a refused resume changes nothing in the folder
         result = opened.run(_OnFirstUse(experiment.search_evaluator), progress=progress)
         profiles = None
-        budgets = experiment.resolved.budgets
-        if not any(name in missing for name in map(allocation_filename, budgets)):
-            profiles = {float(budget): load_allocation(run_dir / allocation_filename(budget),
-                                                       expect_geometry=experiment.run.model.geometry)
-                        for budget in budgets}
+        names = profile_filenames(experiment.resolved.budgets)
+        if not any(name in missing for name in names.values()):
+            geometry = experiment.run.model.geometry
+            profiles = {budget: load_allocation(run_dir / name, expect_geometry=geometry)
+                        for budget, name in names.items()}
         return finish(run_dir, experiment, result, config, profiles, progress=progress)

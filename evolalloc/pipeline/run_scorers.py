@@ -110,7 +110,7 @@ class RunScorers:
         trained = str(self.trained.checkpoint) if self.trained is not None else None
         for scorer in self.all:
             if trained is not None and scorer.params().get("checkpoint") == trained:
-                continue  # made by this run's training step (the gates method reads it too)
+                continue  # made by this run's training step (the global-topk method reads it too)
             try:
                 scorer.check_checkpoint(geometry.to_dict(), identity)
             except ValueError as err:
@@ -120,7 +120,7 @@ class RunScorers:
     @cached_property
     def search_scorer(self) -> Scorer:
         """The recipe's scorer, wrapped in the budget adapter the search space's budgets are meant
-        for (the hybrid's ``gate_prior``), if it declares one."""
+        for (the hybrid's ``score_prior``), if it declares one."""
         from evolalloc.search.config import space_params_of
         from searchspaces import SEARCH_SPACES
 
@@ -129,7 +129,7 @@ class RunScorers:
             return self.scorer
         from evolalloc.runtime.adaptive import Adapted, get_adapter
 
-        try:  # the space's own settings are its adapter's (gate_floors' floor_fraction)
+        try:  # the space's own settings are its adapter's (floors_under_global_topk's floor_fraction)
             return Adapted(self.scorer, get_adapter(adapter, **space_params_of(self.recipe.search_space)))
         except ValueError as err:
             raise UserError(str(err), source=self.recipe.source, field="search_space.name") from None
@@ -137,7 +137,7 @@ class RunScorers:
 
 def scorer_for(allocation: Allocation) -> Scorer:
     """The scorer ``allocation`` ranks with; for an input-adaptive method (its ``method`` a
-    baseline with an ``adapter``: AdaKV, CAKE, gates; or a hybrid profile naming one) wrapped so
+    baseline with an ``adapter``: AdaKV, CAKE, global-topk; or a hybrid profile naming one) wrapped so
     that each instance's budgets are adapted when its record is compressed (``runtime.adaptive``)."""
     from evolalloc.runtime.adaptive.selection import scorer_for_allocation
 

@@ -29,6 +29,15 @@ class TaskSplits:
         task = self.experiment.recipe.task
         return task.search if split.partition(DRAWN)[0] == "search" else task.heldout
 
+    def draw(self, splits) -> list[str]:
+        """Every instance of ``splits`` that needs no model: a plain split's, and a curated one's drawn
+        candidates (the dataset read with the tokenizer only, each instance checked to fit). Returns the
+        curated splits, whose candidates are judged with the model later (``instances(split)``)."""
+        curated = [split for split in splits if self.section(split).curate.active]
+        for split in splits:
+            self.instances(split + DRAWN if split in curated else split)  # drawn candidates need no model
+        return curated
+
     def instances(self, split: str) -> list:
         """A split's instances, generated once (generation tokenizes to hit the context length)."""
         if split not in self.instances_of:

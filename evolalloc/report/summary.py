@@ -2,7 +2,7 @@
 
 What the run resolved to (``config/resolved.py``: given by the caller that holds it, else read once
 from the folder's ``run.json``) says what it searched and at which budgets; each profile those
-budgets name (``run_folder.allocation_filename``) is read once, and ``comparison.json`` once. It imports
+budgets name (``run_folder.profile_filenames``) is read once, and ``comparison.json`` once. It imports
 neither the search loop nor torch, so it is instant, and it works on a run that is still going
 (some files are simply not there yet).
 """
@@ -17,8 +17,8 @@ from evolalloc.config.run_folder import (
     LEGACY_CHECKPOINT_FILE,
     REPORT_FILE,
     STUDY_FILE,
-    allocation_filename,
     load_resolved,
+    profile_filenames,
 )
 from evolalloc.core.allocation_file import load_allocation
 from evolalloc.core.errors import UserError
@@ -30,8 +30,9 @@ def run_profiles(run_dir: Path, resolved) -> dict[int, tuple[Path, object]]:
     """``{budget: (path, Allocation or the UserError reading it)}`` for each budget of the run
     whose profile is written, smallest first: every file read once, here."""
     found = {}
+    names = profile_filenames(resolved.budgets)
     for budget in sorted(resolved.budgets):
-        path = run_dir / allocation_filename(budget)
+        path = run_dir / names[budget]
         if path.is_file():
             try:
                 found[budget] = (path, load_allocation(path))
