@@ -6,22 +6,8 @@
 # Writes at most 8 files (what the device tool brings back); summarise here with
 #   python -m evolalloc.bench.gpu_report FOLDER   (the bench-*.json cells; baseline-*.json is the old path).
 # Device call: run(command="bash benchmarks/gpu_fix_check.sh", carry=[".whl"], timeout_s=450)
-set -uo pipefail
-cd "$(dirname "$0")/.."
-DEST=${1:-${OUT:-benchmarks/gpu-check-out}}
-mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
-PY=${PYTHON:-python3}
-LOG="$DEST/check.log"; : >"$LOG"
-say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
-SITE=/tmp/evolalloc-site
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl >>"$LOG" 2>&1 || say "wheel install FAILED"
-export PYTHONPATH="$PWD:$SITE" PYTHONUNBUFFERED=1
-"$PY" -c "import json,time,torch,transformers,subprocess; json.dump({'date': time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), 'mode': 'gpu', 'test_device': 'cuda', 'dtype': 'bfloat16', 'python': __import__('platform').python_version(), 'torch': torch.__version__, 'transformers': transformers.__version__, 'device_name': torch.cuda.get_device_name(), 'commit': 'see results/gpu-check', 'command': 'benchmarks/gpu_fix_check.sh'}, open('$DEST/env.json', 'w'), indent=2)" >>"$LOG" 2>&1
-say "exactness tests (cuda, bfloat16)"
-EVOLALLOC_TEST_DEVICE=cuda EVOLALLOC_TEST_DTYPE=bfloat16 timeout 70 "$PY" -m pytest -q -p no:cacheprovider --junitxml="$DEST/exactness.xml" \
-    tests/runtime/test_architectures.py::test_full_budgets_give_transformers_greedy_tokens_and_logits tests/runtime/test_equivalence.py \
-    tests/runtime/test_generation_api.py::test_full_budgets_give_the_tokens_of_transformers_greedy_generate tests/runtime/test_hf_generate.py \
-    tests/runtime/test_masked_sdpa.py >>"$LOG" 2>&1 || say "exactness tests FAILED or timed out"
+SCRIPT=gpu_fix_check.sh
+source "$(dirname "$0")/gpu_prelude.sh" "$@"  # output folder, wheels, env.json, exactness tests
 cell() {  # FILE LIMIT ARGS...
     local file=$1 limit=$2; shift 2
     say "cell $file: $*"
