@@ -14,8 +14,10 @@ profile is compared on the held-out split; each (variant, seed) still gets a nor
         --variant random "optimizer.name=random optimizer.generations_per_group=1"
 
 A variant is a name and space-separated ``--set`` overrides on top of the shared ones; its runs
-are ``<prefix>-<name>-s<seed>``. Only ``search_space``, ``optimizer`` and ``name`` may differ
-between variants (anything else would change the instances or the scoring: refused). A finished
+are ``<prefix>-<name>-s<seed>``. Only ``search_space``, ``optimizer``, ``budget`` and ``name`` may
+differ between variants (anything else would change the instances or the scoring: refused). A
+variant's budgets may not exceed the shared recipe's largest: the shared prefill is bounded by the
+shared recipe's budgets, so put the largest target in ``--set`` (refused otherwise). A finished
 run folder is re-used and an unfinished one resumed (its stored trials replayed), so the command
 can be run again after a kill, or after ``--held-in`` to compare the same searches on held-out.
 Each run's search evaluations and its own wall time (its search plus its held-out comparison, the
@@ -37,15 +39,17 @@ from pathlib import Path
 
 from evolalloc.core.errors import UserError
 
-SHARED_FREE = ("search_space", "optimizer", "name")
+SHARED_FREE = ("search_space", "optimizer", "budget", "name")
 
 
 def variant_recipes(recipe_path: Path, shared: list[str], variants: list[tuple[str, str]], seeds: list[int],
                     prefix: str):
     """``[(variant, seed, recipe)]``: each variant's overrides on the shared ones, one recipe per seed."""
     from evolalloc.config.recipe import load_recipe
+    from evolalloc.config.resolved import resolve_run
 
-    base = load_recipe(recipe_path, shared).to_dict()
+    shared_recipe = load_recipe(recipe_path, shared)
+    base, largest = shared_recipe.to_dict(), max(resolve_run(shared_recipe).budgets)
     out = []
     for vname, sets in variants:
         loaded = load_recipe(recipe_path, shared + sets.split())
@@ -54,12 +58,16 @@ def variant_recipes(recipe_path: Path, shared: list[str], variants: list[tuple[s
             raise UserError(f"a variant may change only {', '.join(SHARED_FREE)}; "
                             f"{vname!r} changes {', '.join(different)}",
                             field="--variant")
+        if max(resolve_run(loaded).budgets) > largest:  # the shared prefill would be bounded below its budgets
+            raise UserError(f"variant {vname!r} reaches budget {max(resolve_run(loaded).budgets)}, above the shared "
+                            f"recipe's largest ({largest}): set the largest target with --set",
+                            field="--variant")
         for seed in seeds:
             seeded = dataclasses.replace(loaded, name=f"{prefix}-{vname}-s{seed}",
                                          optimizer=dataclasses.replace(loaded.optimizer, seed=seed))
             seeded.source = loaded.source
             out.append((vname, seed, seeded))
-    return load_recipe(recipe_path, shared), out
+    return shared_recipe, out
 
 
 def main(argv=None) -> int:

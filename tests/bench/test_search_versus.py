@@ -53,6 +53,26 @@ def test_a_variant_that_changes_the_instances_is_refused_in_one_line(tmp_path, t
     assert "Traceback" not in done.stderr and not (tmp_path / "runs").exists()
 
 
+def test_variants_of_other_budgets_share_one_prefill_and_ship_their_own_targets(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=[])
+    runs = tmp_path / "runs"
+    done = script("search_versus.py", recipe, "--runs-dir", runs, "--prefix", "b", "--seeds", 0, "--no-progress",
+                  "--set", "optimizer.generations_per_group=1", "--set", "budget.target=24",
+                  "--variant", "at12", "budget.target=12", "--variant", "at24", "optimizer.name=cma")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (runs / "b-at12-s0").glob("allocation-c*.json")) == ["allocation-c12.json"]
+    assert sorted(p.name for p in (runs / "b-at24-s0").glob("allocation-c*.json")) == ["allocation-c24.json"]
+    assert load_run_recipe(runs / "b-at12-s0").budget.target == 12
+
+
+def test_a_variant_above_the_shared_budgets_is_refused_in_one_line(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=[])
+    done = script("search_versus.py", recipe, "--runs-dir", tmp_path / "runs", "--prefix", "t",
+                  "--variant", "more", "budget.target=48")
+    assert done.returncode == 2 and "above the shared recipe's largest (24)" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "runs").exists()
+
+
 def test_held_in_scores_each_profile_on_other_search_instances_without_a_held_out_comparison(tmp_path, tiny_model_dir):
     recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=[])
     runs = tmp_path / "runs"
