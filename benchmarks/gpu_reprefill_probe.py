@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from evolalloc.bench.gpu import SCORER, GpuBenchSettings, _allocations, _timed, random_prompts
+from evolalloc.bench.gpu import SCORER, GpuBenchSettings, candidate_allocations, random_prompts, timed
 from evolalloc.bench.gpu_shape import load_shape, random_model
 from evolalloc.runtime.bounded import bound_record
 from evolalloc.runtime.decode import DecodeSettings, generate
@@ -73,27 +73,27 @@ def main() -> None:
     settings = GpuBenchSettings(context=args.context, budget=args.budget, prompts=args.prompts,
                                 candidates=max(10, -(-widest // args.prompts)), new_tokens=args.new_tokens)
     prompts = random_prompts(args.prompts, args.context, model.config.vocab_size, 0)
-    _timed(device, lambda: prefill(model, prompts[0][:256], [scorer]))  # warm-up
+    timed(device, lambda: prefill(model, prompts[0][:256], [scorer]))  # warm-up
     whole, bounded = [], []
     for ids in prompts:
-        seconds, record = _timed(device, lambda: prefill(model, ids, [scorer]))
+        seconds, record = timed(device, lambda: prefill(model, ids, [scorer]))
         emit(step="prefill", seconds=round(seconds, 3), tokens=len(ids))
         whole.append(record)
         bounded.append(bound_record(record, settings.b_max))
-    allocations = _allocations(settings, loaded.geometry, scorer.always_kept)
-    others = _allocations(replace(settings, seed=1), loaded.geometry, scorer.always_kept)
+    allocations = candidate_allocations(settings, loaded.geometry, scorer.always_kept)
+    others = candidate_allocations(replace(settings, seed=1), loaded.geometry, scorer.always_kept)
 
     def rows(records, budgets):
         return [(r, budgets) for r in records]
 
-    _timed(device, lambda: generate(model, rows(bounded, others[0]), scorer, decode, None, 16))  # warm-up
+    timed(device, lambda: generate(model, rows(bounded, others[0]), scorer, decode, None, 16))  # warm-up
     if args.side_by_side:
         side_by_side(model, whole, allocations[5:9], scorer, decode, device, emit)
     else:
         for i in range(2):
-            seconds, _ = _timed(device, lambda: generate(model, rows(whole, allocations[i]), scorer, decode, None, 16))
+            seconds, _ = timed(device, lambda: generate(model, rows(whole, allocations[i]), scorer, decode, None, 16))
             emit(step="generate-whole", call=i + 1, seconds=round(seconds, 3))
-            seconds, _ = _timed(device, lambda: generate(model, rows(bounded, allocations[i]), scorer, decode, None,
+            seconds, _ = timed(device, lambda: generate(model, rows(bounded, allocations[i]), scorer, decode, None,
                                                          16))
             emit(step="generate-bounded", call=i + 1, seconds=round(seconds, 3))
 
@@ -101,7 +101,7 @@ def main() -> None:
         return generate(model, rows([prefill(model, ids, [scorer]) for ids in prompts], budgets), scorer, decode,
                         None, 16)
 
-    seconds, _ = _timed(device, lambda: reprefill(allocations[3]))
+    seconds, _ = timed(device, lambda: reprefill(allocations[3]))
     emit(step="reprefill-as-bench", seconds=round(seconds, 3))
 
     if not args.no_profile:
@@ -121,9 +121,9 @@ def side_by_side(model, whole, fresh, scorer, decode, device, emit) -> None:
     for route, (both, alone) in (("fix", fresh[0:2]), ("old", fresh[2:4])):
         attention.decode_step_on_gpu = landed if route == "fix" else (lambda query: False)
         try:
-            seconds, _ = _timed(device, lambda: generate(model, [(r, both) for r in whole], scorer, decode, None, 16))
+            seconds, _ = timed(device, lambda: generate(model, [(r, both) for r in whole], scorer, decode, None, 16))
             emit(step="generate-whole", route=route, rows=len(whole), seconds=round(seconds, 3))
-            seconds, _ = _timed(device, lambda: generate(model, [(whole[0], alone)], scorer, decode, None, 16))
+            seconds, _ = timed(device, lambda: generate(model, [(whole[0], alone)], scorer, decode, None, 16))
             emit(step="generate-one-row", route=route, rows=1, seconds=round(seconds, 3))
         finally:
             attention.decode_step_on_gpu = landed
@@ -149,8 +149,8 @@ def write_profile(work, device, out) -> None:
 def batch_sizes(model, all_rows, warm_rows, sizes, scorer, decode, device, emit) -> None:
     """The cached path on the same rows at several rows per forward (each warmed up on other rows first)."""
     for size in sizes:
-        _timed(device, lambda: generate(model, warm_rows[:size], scorer, decode, None, size))
-        seconds, _ = _timed(device, lambda: generate(model, all_rows, scorer, decode, None, size))
+        timed(device, lambda: generate(model, warm_rows[:size], scorer, decode, None, size))
+        seconds, _ = timed(device, lambda: generate(model, all_rows, scorer, decode, None, size))
         emit(step="batch-size", rows_per_forward=size, rows=len(all_rows), seconds=round(seconds, 3),
              seconds_per_row=round(seconds / len(all_rows), 4))
 

@@ -158,7 +158,8 @@ def size(nbytes: float) -> str:
     return f"{nbytes / GIB:.2f} GiB" if nbytes >= GIB else f"{nbytes / MIB:.1f} MiB"
 
 
-def _timed(device, work: Callable[[], object]) -> tuple[float, object]:
+def timed(device, work: Callable[[], object]) -> tuple[float, object]:
+    """``(seconds, work())``, the device synchronized before and after (so a GPU's queued kernels count)."""
     synchronize(device)
     started = time.perf_counter()
     result = work()
@@ -172,7 +173,7 @@ def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[torch.Ten
     return [torch.randint(3, vocab, (length,), generator=generator) for _ in range(n)]
 
 
-def _allocations(settings: GpuBenchSettings, geometry, floor: int) -> list[np.ndarray]:
+def candidate_allocations(settings: GpuBenchSettings, geometry, floor: int) -> list[np.ndarray]:
     """Random profiles at ``c``; a unit above ``b_max`` (rare: a layer drawn at > 4 c) is cut to it."""
     drawn = random_allocations(settings.candidates, geometry.num_layers, geometry.num_kv_heads, settings.budget, floor,
                                settings.seed)
@@ -218,14 +219,14 @@ def bench_gpu(loaded, shape, settings: GpuBenchSettings, *, log: Callable[[str],
     def one_record(ids):
         return prefill(model, ids, [scorer])
 
-    _timed(device, lambda: one_record(prompts[0][: min(settings.context, 256)]))  # warm-up: kernels, allocator
+    timed(device, lambda: one_record(prompts[0][: min(settings.context, 256)]))  # warm-up: kernels, allocator
     records, prefill_times, whole = [], [], []
     held_before = torch.cuda.memory_allocated(device) if cuda else 0
     peak = 0
     for i, ids in enumerate(prompts):
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
-        seconds, record = _timed(device, lambda: one_record(ids))
+        seconds, record = timed(device, lambda: one_record(ids))
         if cuda:
             peak = max(peak, torch.cuda.max_memory_allocated(device))
         whole.append(record.nbytes())
@@ -235,14 +236,14 @@ def bench_gpu(loaded, shape, settings: GpuBenchSettings, *, log: Callable[[str],
         log(f"prefill {i + 1}/{len(prompts)}: {seconds:.2f} s")
     held = torch.cuda.memory_allocated(device) - held_before if cuda else None
 
-    allocations = _allocations(settings, geometry, scorer.always_kept)
+    allocations = candidate_allocations(settings, geometry, scorer.always_kept)
     rows = [(record, budgets) for budgets in allocations for record in records]
     # Warm-up on other allocations than the timed ones: a cache's width (its largest head budget) sets
     # kernel shapes, and a search meets new ones every batch, so per-shape costs stay in the timing.
-    others = _allocations(replace(settings, seed=settings.seed + 1), geometry, scorer.always_kept)
+    others = candidate_allocations(replace(settings, seed=settings.seed + 1), geometry, scorer.always_kept)
     warm = [(record, budgets) for budgets in others for record in records][: settings.batch_size]
-    _timed(device, lambda: generate(model, warm, scorer, decode, None, settings.batch_size))
-    cached, _ = _timed(device, lambda: generate(model, rows, scorer, decode, None, settings.batch_size))
+    timed(device, lambda: generate(model, warm, scorer, decode, None, settings.batch_size))
+    cached, _ = timed(device, lambda: generate(model, rows, scorer, decode, None, settings.batch_size))
     log(f"(a) cached: {cached / settings.candidates:.3f} s per candidate")
 
     def reprefill(budgets):
@@ -250,7 +251,7 @@ def bench_gpu(loaded, shape, settings: GpuBenchSettings, *, log: Callable[[str],
         return generate(model, [(r, budgets) for r in fresh], scorer, decode, None, settings.batch_size)
 
     count = max(1, min(settings.reprefill_candidates, len(allocations)))
-    again, _ = _timed(device, lambda: [reprefill(budgets) for budgets in allocations[:count]])
+    again, _ = timed(device, lambda: [reprefill(budgets) for budgets in allocations[:count]])
     log(f"(b) re-prefill: {again / count:.3f} s per candidate")
 
     steps = [settings.new_tokens] * len(rows)
