@@ -19,6 +19,8 @@ def test_the_ruler4k_recipe_searches_niah_single_at_4096_tokens_below_the_prompt
     # RULER-4k's 7-digit value, hidden in the bundled books rather than repeated filler sentences
     assert recipe.task.params == {"needle_type": "number", "haystack": "prose"}
     assert recipe.budgets == [256, 512, 1024] and max(recipe.budgets) < recipe.task.context_tokens
+    # the long-context default item 2 of results/long-context-4k kept: expand the profile searched at c
+    assert recipe.budget.expansion_rule == "search" and recipe.budget.curve is None
     search = recipe.task.search
     assert search.curate.full_cache_solves and search.curate.draw >= search.n
 
