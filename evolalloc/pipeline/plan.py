@@ -88,6 +88,12 @@ def count_run(recipe, experiment) -> Counts:
             whole += drawn if curated else 0
             search_n += section.n if split == "search" else 0
             heldout_n += section.n if split == "heldout" else 0
+    profiled_forwards = _profiled_forwards(recipe, search_n, experiment.run.records.policy.bound
+                                           if recipe.scorer.train is None else None)
+    if profiled_forwards:
+        prefills["LU-KV's utility curves (a forward over each search prompt and its answer"
+                 + (", and its ranking again: bounded records" if profiled_forwards > search_n else "") + ")"] = (
+            profiled_forwards)
     methods = 1 + len(recipe.baselines)
     note = ""
     if recipe.scorer.train is None:
@@ -100,6 +106,19 @@ def count_run(recipe, experiment) -> Counts:
                   searches=searches, evaluations_per_search=per_search, groups=groups, generations=config.generations,
                   popsizes=popsizes, expansion_candidates=expansion_candidates,
                   compare_evaluations=methods * len(resolved.budgets), b_max=b_max, b_max_note=note)
+
+
+def _profiled_forwards(recipe, search_n: int, b_max: int | None) -> int:
+    """Prompt-length forwards a profiled baseline (``lukv``) adds: one over each search prompt with its
+    answer (``pipeline/lukv.py``), and a second for the ranking when the records are bounded below the
+    prompt (a bounded record's ranking holds slots, not positions); 0 without such a baseline."""
+    from evolalloc.core.baselines import make_baseline
+
+    if not any(make_baseline(name).profiled for name in recipe.baselines):
+        return 0
+    shortest = min(e.context_tokens or 0 for e in recipe.task_entries)
+    bounded = b_max is not None and b_max < shortest
+    return search_n * (2 if bounded else 1)
 
 
 def _timed_twice(work) -> float:

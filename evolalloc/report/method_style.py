@@ -36,6 +36,7 @@ STYLES: dict[str, Style] = {
     "cake": Style(13, "#8c564b", in_budget_plot=False),  # per-instance budgets are in the records
     "global-topk": Style(14, "#7f7f7f", in_budget_plot=False),  # real budgets are per instance (`evolalloc gates eval`)
     "lukv": Style(15, "#8c564b"),
+    "full": Style(16, "#000000", in_budget_plot=False),  # every token: the ceiling, not a profile to draw
 }
 UNLISTED_ORDER = 100
 

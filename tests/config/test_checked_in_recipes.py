@@ -143,6 +143,7 @@ def test_the_8k_recipe_is_the_number_task_at_the_models_length_with_64_held_out_
         load_recipe(study_recipe("long_context_4k_number")),
     )
     assert long.task.heldout.n >= 64 and long.task.context_tokens > 8000
-    assert (long.task.name, long.task.params, long.baselines) == (number.task.name, number.task.params,
-                                                                  number.baselines)
+    assert (long.task.name, long.task.params) == (number.task.name, number.task.params)
+    assert long.baselines == [*number.baselines, "full"]  # the full cache on the run's own held-out prefill
+    assert (long.engine.threads, long.engine.batch_size) == (2, 4)
     check_context_fits(long)  # prompt and answer within the model's 8192 positions (config only, no weights)

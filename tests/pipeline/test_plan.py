@@ -45,6 +45,20 @@ def test_curated_draws_are_prefilled_whole_and_the_search_rule_adds_expansion_ca
     assert not experiment.run.model.is_loaded  # counting needs the model's config, not its weights
 
 
+def test_lukv_adds_a_forward_over_each_search_prompt_and_another_for_its_ranking_under_bounded_records(
+        tmp_path, tiny_model_dir):
+    for baselines, bound, forwards in ((["uniform"], {}, 0), (["uniform", "lukv"], {}, 2 * 2),
+                                       (["uniform", "lukv"], {"target": 100, "expansions": []}, 2)):
+        budget = bound or {"target": 24, "expansions": [48]}
+        recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, baselines=baselines, budget=budget))
+        with Experiment(recipe, progress=False) as experiment:
+            counts = count_run(recipe, experiment)
+        lukv = {what: n for what, n in counts.prefills.items() if what.startswith("LU-KV")}
+        # 2 search prompts of 200 tokens: bounded at b_max 192 (c 24, 48) they are ranked again; at c 100 (b_max
+        # 400) the records are whole and one forward each is all
+        assert sum(lukv.values()) == forwards, (baselines, budget, lukv)
+
+
 def test_a_recipe_the_model_cannot_hold_is_refused_by_the_plan_as_by_the_run(tmp_path, tiny_model_dir):
     recipe = tiny_recipe(tmp_path, tiny_model_dir,
                          task={"name": "passkey", "context_tokens": 4000, "search": {"n": 2}, "heldout": {"n": 3}})

@@ -1,0 +1,46 @@
+"""The ``full`` row: the uncompressed cache scored in the run's own comparison, on the same held-out prefill."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evolalloc.core.allocation import Allocation
+from evolalloc.core.baselines import default_baselines, make_baseline
+from evolalloc.core.geometry import ModelGeometry
+from evolalloc.pipeline.experiment import Experiment
+from evolalloc.pipeline.record_bound import run_record_bound
+from evolalloc.pipeline.run import compare
+from tests.pipeline.test_competitors import recipe
+
+
+def test_full_keeps_every_position_in_every_unit_at_any_target_and_a_window_in_a_windowed_layer():
+    plain = ModelGeometry(num_layers=3, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=512)
+    for target in (8, 64.5):
+        assert (make_baseline("full").allocation(plain, target).budgets == 512).all()
+    windowed = ModelGeometry(num_layers=2, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=512,
+                             windows=(64, None))
+    budgets = make_baseline("full").allocation(windowed, 8).budgets
+    # the sliding layer holds what its window can use (W - 1 prompt tokens); the rest keeps every position
+    assert budgets[0].tolist() == [63, 63] and (budgets[1] >= 512).all()
+    assert "full" not in default_baselines()  # opt in: it makes the held-out records whole
+
+
+def test_a_run_naming_full_keeps_whole_records_and_scores_the_full_cache_at_every_budget(tiny_model_dir, tmp_path):
+    run = recipe(tiny_model_dir, ["uniform", "full"])
+    with Experiment(run, progress=False) as experiment:
+        geometry = experiment.geometry
+        # b_max reaches the model's positions: the held-out records are whole, so no token is missing
+        assert run_record_bound(run, experiment) == geometry.max_positions
+        evolved = {b: Allocation(model="m", geometry=geometry, scorer="snapkv", scorer_params={"window": 8},
+                                 target=b, budgets=np.full((geometry.num_layers, geometry.num_kv_heads), int(b)),
+                                 provenance={"method": "evolved"}) for b in (24.0, 48.0)}
+        rows, methods = compare(tmp_path, experiment, evolved)
+        # the same scores as the full cache evaluated on its own (uniform at the model's positions)
+        whole = experiment.baseline("uniform", geometry.max_positions)
+        (alone,) = experiment.evaluator("heldout", experiment.scorer_for(whole), mode="generate").evaluate(
+            [whole.budgets])
+    full_rows = [r for r in rows if r.method == "full"]
+    assert [r.budget for r in full_rows] == [24.0, 48.0]
+    assert (methods["full"][24.0].budgets == geometry.max_positions).all()
+    expected = float(np.mean([o.score for o in alone.instances]))
+    assert all(abs(r.score.mean - expected) < 1e-12 for r in full_rows)
