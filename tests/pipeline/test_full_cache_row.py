@@ -44,3 +44,21 @@ def test_a_run_naming_full_keeps_whole_records_and_scores_the_full_cache_at_ever
     assert (methods["full"][24.0].budgets == geometry.max_positions).all()
     expected = float(np.mean([o.score for o in alone.instances]))
     assert all(abs(r.score.mean - expected) < 1e-12 for r in full_rows)
+
+
+def test_a_search_with_the_full_row_reports_and_plots_it(tmp_path, tiny_model_dir):
+    import json
+
+    from tests.clitools import run_cli
+    from tests.pipeline.test_pipeline import tiny_recipe
+
+    path = tiny_recipe(tmp_path, tiny_model_dir, baselines=["uniform", "full"])
+    result = run_cli("search", path, "--runs-dir", tmp_path / "runs", "--set", "engine.threads=1", "--no-progress")
+    assert result.code == 0, result.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    rows = json.loads((run / "comparison.json").read_text())["rows"]
+    budgets = {method: {r["budget"] for r in rows if r["method"] == method} for method in ("full", "evolved")}
+    assert budgets["full"] == budgets["evolved"] and budgets["full"]
+    assert "full" in (run / "report.md").read_text() and (run / "score-vs-budget.png").is_file()
+    shown = run_cli("show", run)
+    assert shown.code == 0 and "full" in shown.stdout
