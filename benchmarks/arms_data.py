@@ -26,6 +26,8 @@ margin of the best count as tied, and the cheapest of them (``--cost-order``) is
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -49,18 +51,26 @@ def parse_arm(text: str) -> tuple[str, list[tuple[str, float]]]:
     return name, cells
 
 
+@functools.cache
+def _design_table():
+    """``benchmarks/design_table.py``, for its ``Row`` (the folder is not a package; registered in
+    ``sys.modules`` first, as its dataclasses need)."""
+    spec = importlib.util.spec_from_file_location("design_table", Path(__file__).with_name("design_table.py"))
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return module
+
+
 def pooled(scores: dict, run: str, budget: float, seeds: list[int], source: str) -> dict[str, float]:
-    """Each prompt's score at ``budget``, averaged over the seeds' runs ``<run>-s<seed>``."""
-    per_seed = []
+    """Each prompt's score at ``budget``, averaged over the seeds' runs ``<run>-s<seed>`` (``Row.pooled``)."""
     for seed in seeds:
         label = f"{run}-s{seed}"
         if label not in scores or budget not in scores[label]:
             raise UserError(f"no scores for {label} at {budget:g}", source=source)
-        per_seed.append(scores[label][budget])
-    uids = set(per_seed[0])
-    if any(set(m) != uids for m in per_seed):
+    if len({frozenset(scores[f"{run}-s{seed}"][budget]) for seed in seeds}) > 1:  # Row's message says held-out
         raise UserError(f"the seeds of {run} were scored on different prompts at {budget:g}", source=source)
-    return {uid: float(np.mean([m[uid] for m in per_seed])) for uid in sorted(uids)}
+    row = _design_table().Row(run, searched=True, seeds={f"{run}-s{seed}": scores[f"{run}-s{seed}"] for seed in seeds})
+    return dict(sorted(row.pooled(budget).items()))
 
 
 def one_sided_worse(test) -> float:

@@ -58,8 +58,9 @@ def variant_recipes(recipe_path: Path, shared: list[str], variants: list[tuple[s
             raise UserError(f"a variant may change only {', '.join(SHARED_FREE)}; "
                             f"{vname!r} changes {', '.join(different)}",
                             field="--variant")
-        if max(resolve_run(loaded).budgets) > largest:  # the shared prefill would be bounded below its budgets
-            raise UserError(f"variant {vname!r} reaches budget {max(resolve_run(loaded).budgets)}, above the shared "
+        reaches = max(resolve_run(loaded).budgets)
+        if reaches > largest:  # the shared prefill would be bounded below its budgets
+            raise UserError(f"variant {vname!r} reaches budget {reaches}, above the shared "
                             f"recipe's largest ({largest}): set the largest target with --set",
                             field="--variant")
         for seed in seeds:

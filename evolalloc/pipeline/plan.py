@@ -88,12 +88,6 @@ def count_run(recipe, experiment) -> Counts:
             whole += drawn if curated else 0
             search_n += section.n if split == "search" else 0
             heldout_n += section.n if split == "heldout" else 0
-    profiled_forwards = _profiled_forwards(recipe, search_n, experiment.run.records.policy.bound
-                                           if recipe.scorer.train is None else None)
-    if profiled_forwards:
-        prefills["LU-KV's utility curves (a forward over each search prompt and its answer"
-                 + (", and its ranking again: bounded records" if profiled_forwards > search_n else "") + ")"] = (
-            profiled_forwards)
     methods = 1 + len(recipe.baselines)
     note = ""
     if recipe.scorer.train is None:
@@ -102,6 +96,11 @@ def count_run(recipe, experiment) -> Counts:
         upper = config.build_space().ratio_bounds[1]
         b_max = record_bound([float(c) for c in resolved.budgets], upper, [])
         note = " (the search's bound; a baseline may raise it)"
+    profiled_forwards = _profiled_forwards(recipe, search_n, b_max)
+    if profiled_forwards:
+        prefills["LU-KV's utility curves (a forward over each search prompt and its answer"
+                 + (", and its ranking again: bounded records" if profiled_forwards > search_n else "") + ")"] = (
+            profiled_forwards)
     return Counts(search_instances=search_n, heldout_instances=heldout_n, prefills=prefills, whole_records=whole,
                   searches=searches, evaluations_per_search=per_search, groups=groups, generations=config.generations,
                   popsizes=popsizes, expansion_candidates=expansion_candidates,
@@ -116,8 +115,10 @@ def _profiled_forwards(recipe, search_n: int, b_max: int | None) -> int:
 
     if not any(make_baseline(name).profiled for name in recipe.baselines):
         return 0
-    shortest = min(e.context_tokens or 0 for e in recipe.task_entries)
-    bounded = b_max is not None and b_max < shortest
+    # A task at its own default length (context_tokens null): its prompts' length is not known before they
+    # are drawn, so count the second forward (the upper figure).
+    lengths = [e.context_tokens for e in recipe.task_entries]
+    bounded = b_max is not None and (None in lengths or b_max < min(lengths))
     return search_n * (2 if bounded else 1)
 
 
