@@ -237,9 +237,9 @@ def print_path(walk: list[Call], depth: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--depth", type=int, default=4,
-                        help="levels of evolalloc calls below `search` that make the path (default 4: "
-                             "search, run_prepared, finish, a step, what the step calls)")
+    parser.add_argument("--depth", type=int, default=5,
+                        help="levels of evolalloc calls below `search` that make the path (default 5: "
+                             "search, start_run, run_prepared, finish, a step, what the step calls)")
     parser.add_argument("--tree", action="store_true", help="print the walk first, one line per call")
     args = parser.parse_args()
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

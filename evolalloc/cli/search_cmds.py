@@ -34,8 +34,7 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only,
     """
     from evolalloc.config.recipe import load_recipe
     from evolalloc.core.process_clock import take_command_start
-    from evolalloc.pipeline.run import run_prepared
-    from evolalloc.pipeline.start import prepare_run
+    from evolalloc.pipeline.start import start_run
     from evolalloc.report.summary import show_run
 
     seeds = _seeds(first_seed, more_seeds)
@@ -56,10 +55,9 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only,
         click.echo(f"summary: {folder / SUMMARY_MD}")
         return
     # The session's clock starts when the command did (imports included), not when the run is prepared.
-    prepared = prepare_run(loaded, runs_dir, name, progress=progress, started=take_command_start())
-    click.echo(f"run folder: {prepared.run_dir}")
-    run_prepared(prepared, progress=progress)
-    click.echo(show_run(prepared.run_dir, prepared.experiment.resolved))
+    finished = start_run(loaded, runs_dir, name, progress=progress, started=take_command_start(),
+                         on_folder=lambda run_dir: click.echo(f"run folder: {run_dir}"))
+    click.echo(show_run(finished.run_dir, finished.experiment.resolved))
 
 
 def _seeds(first: str | None, more: tuple[int, ...]) -> list[int] | None:

@@ -232,8 +232,8 @@ def finish(run_dir: Path, experiment: Experiment, result, config: SearchConfig,
 def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     """Search, ship, compare and report in a fresh run folder; returns the report's path.
 
-    The folder comes from ``create_run_folder``; ``pipeline.start.prepare_run`` + ``run_prepared``
-    is the path that checks everything before writing anything.
+    The folder comes from ``create_run_folder``; ``pipeline.start.start_run`` is the path that
+    checks everything before writing anything.
     """
     begin_session(run_dir, time.time())
     quiet_optuna()
@@ -244,14 +244,14 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
 
 
 def run_prepared(prepared, *, progress: bool = True) -> Path:
-    """Search, ship, compare and report a run made by ``pipeline.start.prepare_run``."""
+    """Search, ship, compare and report a run made by ``pipeline.start.prepare_run``; returns the
+    report's path. The experiment stays open: its owner closes it (``pipeline.start.start_run``)."""
     begin_session(prepared.run_dir, prepared.started)  # its checks, model load and curation count too
     # Optuna is quiet already: prepare_run, which made ``prepared`` in this process, quieted it.
-    config = prepared.config
-    with prepared.experiment as experiment:  # closes its engine (Ray workers) however the run ends
-        experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
-        result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress)
-        return finish(prepared.run_dir, experiment, result, config, progress=progress)
+    config, experiment = prepared.config, prepared.experiment
+    experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
+    result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress)
+    return finish(prepared.run_dir, experiment, result, config, progress=progress)
 
 
 def run_finished(run_dir: Path) -> bool:

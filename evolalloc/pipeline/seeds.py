@@ -46,8 +46,8 @@ def search_seeds(
     echo: Callable[[str], None] = print,
 ) -> Path:
     """Run (or resume, or re-use) one search per seed, then write the summary; returns its folder."""
-    from evolalloc.pipeline.run import resume_run, run_finished, run_prepared
-    from evolalloc.pipeline.start import prepare_run
+    from evolalloc.pipeline.run import resume_run, run_finished
+    from evolalloc.pipeline.start import start_run
 
     if not seeds:
         raise UserError("give at least one seed", field="--seeds")
@@ -61,7 +61,7 @@ def search_seeds(
         runs[seed] = run_dir
         if not run_dir.exists():
             echo(f"seed {seed}: new run {run_dir}")
-            run_prepared(prepare_run(seeded, runs_dir, progress=progress), progress=progress)
+            start_run(seeded, runs_dir, progress=progress)
             continue
         stored = load_run_recipe(run_dir)
         if stored.to_dict() != seeded.to_dict():
@@ -69,7 +69,7 @@ def search_seeds(
                             source=str(run_dir))
         if run_finished(run_dir):
             echo(f"seed {seed}: finished run {run_dir}, re-used")
-        else:  # prepare_run creates folder, study and first checkpoint together: resume finds them
+        else:  # start_run creates folder, study and first checkpoint together: resume finds them
             echo(f"seed {seed}: resuming {run_dir}")
             resume_run(run_dir, progress=progress)
     return write_summary(runs_dir / f"{base}-seeds", runs)

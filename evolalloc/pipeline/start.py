@@ -15,6 +15,12 @@ Why not build the folder under a temporary name and rename it into place: ``rena
 replaces an existing *empty* folder, so the claim would no longer be atomic, and the default
 SQLite store inside the folder would have to be reopened under the new path. The writes after
 the claim are few and fast; the slow, failure-prone checks all come before it.
+
+``start_run`` is the one place a new run is driven from start to report (the ``search`` command,
+``--seeds`` and the service's worker): it makes the experiment (``prepare_run``), runs it
+(``pipeline.run.run_prepared``) and closes it, however either ends. ``prepare_run`` closes the
+experiment itself when a check refuses the start, so a refused start leaves no engine and no
+temporary record folder behind either.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from evolalloc.core.errors import UserError
 from evolalloc.pipeline.experiment import Experiment
@@ -37,8 +44,9 @@ SPLITS = ("search", "heldout")
 class PreparedRun:
     """A run whose folder, study and first checkpoint exist, with its experiment ready.
 
-    ``experiment`` has its model loaded and both splits' instances generated. ``started``: when the
-    start began (``time.time()``), so the run's wall time counts its checks, model load and curation.
+    ``experiment`` has its model loaded and both splits' instances generated; whoever holds the
+    ``PreparedRun`` closes it (``start_run`` does). ``started``: when the start began
+    (``time.time()``), so the run's wall time counts its checks, model load and curation.
     """
 
     run_dir: Path
@@ -89,9 +97,8 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     settings that do not fit the model, a trial store that cannot be opened or already holds the
     study.
     """
-    from evolalloc.config.run_folder import create_run_folder, run_folder_path
-    from evolalloc.pipeline.search_settings import quiet_optuna, search_config
-    from evolalloc.search.loop import start_search
+    from evolalloc.config.run_folder import run_folder_path
+    from evolalloc.pipeline.search_settings import quiet_optuna
     from evolalloc.search.store import check_study_name_free
 
     started = time.time() if started is None else started  # the command's start (process_clock), if given
@@ -111,6 +118,22 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
             check_study_name_free(recipe.storage, recipe.name)  # the study is named after the run
     check_context_fits(recipe)
     experiment = Experiment(recipe, progress=progress)
+    try:
+        run_dir, config = _checked_and_claimed(experiment, runs_dir, name)
+    except BaseException:
+        experiment.close()  # a refused start leaves no engine, no temporary record folder
+        raise
+    return PreparedRun(run_dir=run_dir, recipe=recipe, experiment=experiment, config=config, started=started)
+
+
+def _checked_and_claimed(experiment: Experiment, runs_dir: str | Path, name: str | None) -> tuple[Path, SearchConfig]:
+    """The checks that need the experiment's pieces, in order of cost, then the folder claimed with
+    its recipe, study and first checkpoint; returns the folder and the search's settings."""
+    from evolalloc.config.run_folder import create_run_folder
+    from evolalloc.pipeline.search_settings import search_config
+    from evolalloc.search.loop import start_search
+
+    recipe = experiment.recipe
     model, scorers = experiment.run.model, experiment.run.scorers  # the pieces a start checks, in turn
     scorers.check_without_weights()  # the scorer section, and the baselines' scorers unless it is trained here
     with blamed_on(recipe):
@@ -134,4 +157,24 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    return PreparedRun(run_dir=run_dir, recipe=recipe, experiment=experiment, config=config, started=started)
+    return run_dir, config
+
+
+def start_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True,
+              started: float | None = None, on_folder: Callable[[Path], None] | None = None) -> PreparedRun:
+    """A new run from its checks to its report (``prepare_run``, then ``pipeline.run.run_prepared``);
+    its experiment is closed (engine, Ray workers, records) however the run ends.
+
+    ``on_folder``: called with the run folder once it exists, before the search (the ``search``
+    command prints it). Returns the finished run's ``PreparedRun`` (its experiment closed; its
+    ``experiment.resolved`` is what the recipe resolved to). Raises ``UserError``, writing nothing,
+    for anything ``prepare_run`` refuses.
+    """
+    from evolalloc.pipeline.run import run_prepared
+
+    prepared = prepare_run(recipe, runs_dir, name, progress=progress, started=started)
+    with prepared.experiment:
+        if on_folder is not None:
+            on_folder(prepared.run_dir)
+        run_prepared(prepared, progress=progress)
+    return prepared

@@ -84,6 +84,7 @@ def run_job(recipe_file: Path, runs_dir: Path, name: str, attempt: int) -> None:
     from evolalloc.config.recipe import load_recipe
     from evolalloc.config.run_folder import REPORT_FILE
     from evolalloc.pipeline.run import resume_run
+    from evolalloc.pipeline.start import start_run
     from evolalloc.search.checkpoint import has_checkpoint
 
     recipe = load_recipe(recipe_file)
@@ -98,16 +99,8 @@ def run_job(recipe_file: Path, runs_dir: Path, name: str, attempt: int) -> None:
         # checkpoint: no evaluation exists yet. Clear its start and begin again.
         _drop_empty_study(run_dir, recipe)
         shutil.rmtree(run_dir)
-    start_run(recipe, runs_dir)
-
-
-def start_run(recipe, runs_dir: Path) -> Path:
-    """The one place the service starts a run: every check before anything is written
-    (``prepare_run``), then search, ship, compare, report."""
-    from evolalloc.pipeline.run import run_prepared
-    from evolalloc.pipeline.start import prepare_run
-
-    return run_prepared(prepare_run(recipe, runs_dir, recipe.name, progress=False), progress=False)
+    # Every check before anything is written, then search, ship, compare, report (as `search` does).
+    start_run(recipe, runs_dir, recipe.name, progress=False)
 
 
 def _drop_empty_study(run_dir: Path, recipe) -> None:

@@ -31,4 +31,5 @@ def test_prepare_run_starts_the_sessions_clock_at_the_given_start(tmp_path, tiny
                                      optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3}))
     command_began = time.time() - 7.5  # as if torch's import had taken 7.5 s before the run was prepared
     prepared = prepare_run(recipe, tmp_path / "runs", progress=False, started=command_began)
+    prepared.experiment.close()
     assert prepared.started == command_began

@@ -299,15 +299,14 @@ def test_show_summarises_a_multi_task_run_from_its_files(tmp_path):
     assert "  overall:" in text and "  words:" in text and "    c = 64: evolved 1.000" in text
 
 
-def test_a_curated_run_started_by_prepare_run_records_its_curation_in_the_run_folder(tmp_path, tiny_model_dir, judged):
-    from evolalloc.pipeline.run import resume_run, run_prepared
-    from evolalloc.pipeline.start import prepare_run
+def test_a_curated_run_started_by_start_run_records_its_curation_in_the_run_folder(tmp_path, tiny_model_dir, judged):
+    from evolalloc.pipeline.run import resume_run
+    from evolalloc.pipeline.start import start_run
 
     recipe = load(tmp_path, base_recipe(tiny_model_dir, task=curated(
         search={"n": 2, "curate": {"full_cache_solves": True, "draw": 5}},
         heldout={"n": 2, "curate": {"full_cache_solves": True, "draw": 4}})))
-    prepared = prepare_run(recipe, tmp_path / "runs", progress=False)  # curates before the folder exists
-    run_prepared(prepared, progress=False)
+    start_run(recipe, tmp_path / "runs", progress=False)  # curates before the folder exists
     run = tmp_path / "runs" / "tiny"
     stored = json.loads((run / "curation.json").read_text())["tasks"]["passkey"]
     assert (stored["search"]["drawn"], stored["search"]["kept"], stored["heldout"]["drawn"]) == (5, 2, 4)

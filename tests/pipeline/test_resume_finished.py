@@ -12,14 +12,13 @@ from tests.pipeline.test_pipeline import tiny_recipe
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory, tiny_model_dir):
     from evolalloc.config.recipe import load_recipe
-    from evolalloc.pipeline.run import run_prepared
-    from evolalloc.pipeline.start import prepare_run
+    from evolalloc.pipeline.start import start_run
 
     folder = tmp_path_factory.mktemp("finished")
     recipe = load_recipe(tiny_recipe(folder, tiny_model_dir,
                                      optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3},
                                      budget={"target": 24, "expansions": [48], "expansion_rule": "search"}))
-    run_prepared(prepare_run(recipe, folder / "runs", progress=False), progress=False)
+    start_run(recipe, folder / "runs", progress=False)
     return folder / "runs" / "tiny"
 
 

@@ -96,7 +96,7 @@ def test_resume_after_a_kill_reuses_the_records_of_a_curated_search_split(tmp_pa
     monkeypatch.setattr(instances_module, "prefill", counted_prefill)
     monkeypatch.setattr(run_module, "finish", killed_after_the_search)
     prepared = prepare_run(recipe, tmp_path / "runs", progress=False)
-    with pytest.raises(KeyboardInterrupt):
+    with prepared.experiment, pytest.raises(KeyboardInterrupt):
         run_module.run_prepared(prepared, progress=False)
     run = tmp_path / "runs" / "tiny"
     kept = set(json.loads((run / "curation.json").read_text())["tasks"]["passkey"]["search"]["kept_uids"])

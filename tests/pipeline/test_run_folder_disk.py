@@ -19,15 +19,12 @@ SPILL_ALL = {"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "0
 
 def _run(tmp_path, tiny_model_dir, **engine):
     from evolalloc.config.recipe import load_recipe
-    from evolalloc.pipeline.run import run_prepared
-    from evolalloc.pipeline.start import prepare_run
+    from evolalloc.pipeline.start import start_run
 
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, engine={**SPILL_ALL, **engine},
                                      optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3}))
-    prepared = prepare_run(recipe, tmp_path / "runs", progress=False)
-    prepared.started -= 3600  # as if the start (checks, model load, curation) had taken an hour
-    run_prepared(prepared, progress=False)
-    return prepared.run_dir
+    # started an hour ago: as if the start (checks, model load, curation) had taken an hour
+    return start_run(recipe, tmp_path / "runs", progress=False, started=time.time() - 3600).run_dir
 
 
 def test_a_finished_run_removes_its_records_and_its_wall_time_counts_the_start(tmp_path, tiny_model_dir):

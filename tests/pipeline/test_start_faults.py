@@ -180,7 +180,9 @@ def test_another_run_name_is_another_study_in_a_shared_storage(tmp_path, tiny_mo
     shared = f"sqlite:///{tmp_path / 'shared.db'}"
     optuna.create_study(storage=open_storage(shared), study_name="tiny")  # the recipe's own name is taken
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, storage=shared))
-    run_dir = prepare_run(recipe, tmp_path / "runs", "tiny-again", progress=False).run_dir
+    prepared = prepare_run(recipe, tmp_path / "runs", "tiny-again", progress=False)
+    prepared.experiment.close()  # a prepared run's holder closes it
+    run_dir = prepared.run_dir
     assert load_run_recipe(run_dir).name == "tiny-again"  # resume finds the same study by this name
     names = {s.study_name for s in optuna.get_all_study_summaries(storage=open_storage(shared))}
     assert names == {"tiny", "tiny-again"}
@@ -193,7 +195,9 @@ def started_run(tmp_path, tiny_model_dir):
     from evolalloc.pipeline.start import prepare_run
 
     recipe, _ = gsm8k_recipe(tmp_path, tiny_model_dir, GSM8K_RECORDS)
-    return prepare_run(load_recipe(recipe), tmp_path / "runs", progress=False).run_dir
+    prepared = prepare_run(load_recipe(recipe), tmp_path / "runs", progress=False)
+    prepared.experiment.close()
+    return prepared.run_dir
 
 
 def test_resume_on_a_truncated_checkpoint_names_the_file_and_the_way_to_recover(started_run):
@@ -242,3 +246,44 @@ def test_a_bad_search_setting_with_scorer_train_is_refused_before_any_weight_is_
                          optimizer={"name": "cma", "generations_per_group": 1, "options": {"no_such_option": 1}})
     refused_start(recipe, runs, field="optimizer.options", phrase="no_such_option")
     assert not (tmp_path / "cache").exists()  # nothing trained, nothing written to the cache either
+
+
+def test_a_start_refused_after_its_experiment_exists_closes_it(tmp_path, tiny_model_dir, monkeypatch):
+    """A check that fails once the experiment is made (here: the folder cannot be claimed, after the
+    model is loaded) closes it — engine, Ray workers, temporary record folder — before the error
+    goes up; nothing else would (the caller never gets the experiment)."""
+    from evolalloc.config import run_folder
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.core.errors import UserError
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.start import prepare_run
+
+    closed = []
+    close = Experiment.close
+    monkeypatch.setattr(Experiment, "close", lambda self: closed.append(self) or close(self))
+
+    def no_room(*args, **kwargs):
+        raise UserError("no space left on device", field="runs_dir")
+
+    monkeypatch.setattr(run_folder, "create_run_folder", no_room)
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir))
+    with pytest.raises(UserError, match="no space left"):
+        prepare_run(recipe, tmp_path / "runs", progress=False)
+    assert len(closed) == 1 and closed[0].recipe.name == "tiny"
+    assert not (tmp_path / "runs" / "tiny").exists()
+
+
+def test_start_run_closes_the_experiment_it_ran_and_returns_the_finished_run(tmp_path, tiny_model_dir, monkeypatch):
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.config.run_folder import REPORT_FILE
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.start import start_run
+
+    closed, folders = [], []
+    close = Experiment.close
+    monkeypatch.setattr(Experiment, "close", lambda self: closed.append(self) or close(self))
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir,
+                                     optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3}))
+    finished = start_run(recipe, tmp_path / "runs", progress=False, on_folder=folders.append)
+    assert folders == [finished.run_dir] and (finished.run_dir / REPORT_FILE).exists()
+    assert closed == [finished.experiment]
