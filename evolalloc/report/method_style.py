@@ -23,19 +23,21 @@ class Style:
     in_budget_plot: bool = True  # False when the budgets drawn would be another row's (or per input)
 
 
+#: Every listed method has a colour of its own: rows of one plot are told apart by colour alone
+#: (``tests/report/test_method_style.py``).
 STYLES: dict[str, Style] = {
     EVOLVED: Style(0, "#d62728"),
     "uniform": Style(1, "#1f77b4"),
     "pyramid": Style(2, "#2ca02c"),
     "streaming": Style(3, "#9467bd", in_budget_plot=False),  # its budgets are uniform's; only the kept tokens differ
-    "uniform-snapkv": Style(6, "#17becf", in_budget_plot=False),  # its budgets are uniform's
-    "pyramid-snapkv": Style(7, "#bcbd22"),
+    "uniform-snapkv": Style(6, "#aec7e8", in_budget_plot=False),  # its budgets are uniform's (a lighter blue)
+    "pyramid-snapkv": Style(7, "#98df8a"),  # a lighter green than pyramid's
     "evolved+adakv": Style(10, "#e377c2", in_budget_plot=False),  # static budgets are its base's
     "uniform+adakv": Style(11, "#17becf", in_budget_plot=False),
     "pyramid+adakv": Style(12, "#bcbd22", in_budget_plot=False),
     "cake": Style(13, "#8c564b", in_budget_plot=False),  # per-instance budgets are in the records
     "global-topk": Style(14, "#7f7f7f", in_budget_plot=False),  # real budgets are per instance (`evolalloc gates eval`)
-    "lukv": Style(15, "#8c564b"),
+    "lukv": Style(15, "#ff7f0e"),
     "full": Style(16, "#000000", in_budget_plot=False),  # every token: the ceiling, not a profile to draw
 }
 UNLISTED_ORDER = 100

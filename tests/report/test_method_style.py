@@ -23,3 +23,13 @@ def test_only_methods_whose_budgets_are_their_own_are_drawn_on_the_budgets_plot(
     assert in_budget_plot("evolved") and in_budget_plot("pyramid") and in_budget_plot("lukv")
     assert not in_budget_plot("uniform+adakv") and not in_budget_plot("streaming")
     assert not in_budget_plot("pyramid+cake")  # an adapter moves them per input
+
+
+def test_every_listed_method_has_a_colour_of_its_own():
+    """A plot tells its rows apart by colour only: two listed methods sharing one (cake and lukv did,
+    both brown, in every long-context plot) make a legend that cannot be read."""
+    from evolalloc.report.method_style import STYLES
+
+    colours = [s.color for s in STYLES.values() if s.color is not None]
+    shared = {c: [m for m, s in STYLES.items() if s.color == c] for c in colours if colours.count(c) > 1}
+    assert not shared
