@@ -10,10 +10,10 @@ import re
 from evolalloc.config.recipe_type import Recipe
 from evolalloc.config.schema import TRAINABLE_SCORERS, TaskSection
 from evolalloc.config.section_builder import FieldProblem, unknown_key
-from evolalloc.core.baselines import EVOLVED, make_baseline
+from evolalloc.core.baselines import EVOLVED, reading_checkpoints
 from evolalloc.core.composition import CompositionProblem, from_mapping, is_method, label_of, parse_label
 from evolalloc.core.record_settings import parse_size
-from evolalloc.core.scorer_names import RETENTION_GATES, canonical_scorer
+from evolalloc.core.scorer_names import CHECKPOINT_KINDS, RETENTION_GATES, canonical_scorer
 from evolalloc.core.topup import TOPUP_RULES, topup_problem
 from evolalloc.registry import UnknownNameError
 
@@ -66,11 +66,12 @@ def check_recipe(recipe: Recipe) -> None:
     if bounds is not None and not (0 <= bounds[0] < bounds[1]):
         raise FieldProblem("search_space.ratio_bounds", f"must be [lo, hi] with 0 <= lo < hi, got {bounds}")
     lowest = min(recipe.budgets)  # the target, or the curve's low end
+    _check_checkpoints(recipe)
     for i, name in enumerate(recipe.baselines):
         _composition(f"baselines[{i}]", name)
         if name in recipe.baselines[:i]:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
-        baseline = make_baseline(name)
+        baseline = reading_checkpoints(name, recipe.checkpoints)
         problem = baseline.problem()  # e.g. global-topk without a trained checkpoint
         declared = baseline.scorer
         # else it reads the run's (Experiment.make_baseline)
@@ -105,6 +106,24 @@ def check_recipe(recipe: Recipe) -> None:
                                f"{name!r} adapts the searched budgets, but {recipe.search_space.name!r}'s "
                                                   "budgets are read by its own adapter "
                                                   f"({space.adapter}), not as budgets")
+
+
+def _check_checkpoints(recipe: Recipe) -> None:
+    """``checkpoints``: each key a trained scorer that is not the run's own (whose checkpoint is
+    ``scorer.params.checkpoint``), each value a file that exists (its model is checked once it is loaded)."""
+    from pathlib import Path
+
+    for key, value in recipe.checkpoints.items():
+        field, scorer = f"checkpoints.{key}", canonical_scorer(str(key))
+        if scorer not in CHECKPOINT_KINDS:
+            raise FieldProblem(field, f"not a trained scorer; those with a checkpoint: {', '.join(CHECKPOINT_KINDS)}")
+        if scorer == canonical_scorer(recipe.scorer.name):
+            raise FieldProblem(field, f"the run's scorer is {scorer}: its checkpoint (scorer.params.checkpoint) is "
+                                      "its methods' too")
+        if not (isinstance(value, str) and value):
+            raise FieldProblem(field, f"must be a checkpoint file's path, got {value!r}")
+        if not Path(value).expanduser().is_file():
+            raise FieldProblem(field, f"no file at {value}")
 
 
 def _composition(path: str, entry):

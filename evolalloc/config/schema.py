@@ -306,6 +306,10 @@ class RecipeData:
                                       "composition {allocation: RULE, scorer: SCORER, adapter: ADAPTER}; "
                                       "default: uniform, pyramid, streaming",
                                  factory=lambda: default_baselines())
+    checkpoints: dict = _rule(help="the checkpoint file each trained scorer a method of `baselines` ranks with "
+                                   "reads, by scorer: {retention-gates: PATH} for {allocation: uniform, scorer: "
+                                   "retention-gates} and global-topk; default: the run's scorer's when it is that "
+                                   "scorer, else the scorer's default file", factory=dict)
     seed: int = _rule(0, min=0, help="default for every seed left null")
 
 

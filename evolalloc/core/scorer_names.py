@@ -13,8 +13,16 @@ from __future__ import annotations
 #: The trained retention gates (paper 001; ``runtime/scorers/retention_gates.py``).
 RETENTION_GATES = "retention-gates"
 
+#: The learned policy (``runtime/scorers/learned.py``).
+LEARNED = "learned"
+
 #: Old scorer name -> current name.
 SCORER_ALIASES = {"gates": RETENTION_GATES}
+
+#: The scorers that rank with a trained checkpoint, by current name -> their checkpoint kind (the
+#: default file under the cache directory: ``core.paths.CHECKPOINT_FILES``). A recipe names the file a
+#: method of the run reads under ``checkpoints`` (``core/baselines/composed.py: reading_checkpoints``).
+CHECKPOINT_KINDS = {RETENTION_GATES: "gates", LEARNED: "learned"}
 
 
 def canonical_scorer(name: str) -> str:
@@ -22,4 +30,4 @@ def canonical_scorer(name: str) -> str:
     return SCORER_ALIASES.get(name, name)
 
 
-__all__ = ["RETENTION_GATES", "SCORER_ALIASES", "canonical_scorer"]
+__all__ = ["CHECKPOINT_KINDS", "LEARNED", "RETENTION_GATES", "SCORER_ALIASES", "canonical_scorer"]

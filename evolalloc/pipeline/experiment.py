@@ -58,7 +58,7 @@ class _Run:
             bound=lambda: _run_bound(experiment) if bounded else None,  # False: whole records (`evaluate`)
             spill_dir=lambda: str(self.curation_file.parent / RECORDS_FOLDER) if self.curation_file else None)
         self.methods = RunMethods(lambda: self.scorers.scorer, lambda: self.model.geometry, recipe.model.spec,
-                                  recipe.source, lambda: _profile_lukv(experiment))
+                                  recipe.source, lambda: _profile_lukv(experiment), recipe.checkpoints)
 
 
 def _trainer(experiment):

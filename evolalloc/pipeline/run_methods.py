@@ -9,23 +9,16 @@ from __future__ import annotations
 from typing import Callable
 
 from evolalloc.core.allocation import Allocation
-from evolalloc.core.baselines import EVOLVED, make_baseline
+from evolalloc.core.baselines import EVOLVED, make_baseline, reading_checkpoints
 from evolalloc.core.errors import UserError
-from evolalloc.runtime.scorers import SCORERS, Scorer, get_scorer
+from evolalloc.runtime.scorers import Scorer, get_scorer
 
 
-def baseline_method(name: str, run_scorer: Scorer):
-    """Baseline ``name``; one that ranks with a trained scorer of the run's kind (``global-topk`` in a run
-    whose scorer is retention-gates) reads the run's checkpoint, so both rows use the same weights."""
-    baseline = make_baseline(name)
-    declared = baseline.scorer
-    same = declared is not None and SCORERS.canonical(declared[0]) == SCORERS.canonical(run_scorer.name)
-    if same and "checkpoint" in declared[1]:
-        params = run_scorer.params()
-        # The run's always-kept tokens too, for a method that has them (global-topk: sinks, window).
-        kept = {k: params[k] for k in ("sinks", "window") if k in params and hasattr(baseline, k)}
-        baseline = make_baseline(name, checkpoint=params["checkpoint"], **kept)
-    return baseline
+def baseline_method(name: str, run_scorer: Scorer, checkpoints: dict | None = None):
+    """Baseline ``name``; one that ranks with a trained scorer reads the checkpoint the recipe's
+    ``checkpoints`` names for it, else the run's when the run's scorer is that one (both rows then use
+    the same weights): ``core/baselines/composed.py: reading_checkpoints``."""
+    return reading_checkpoints(name, checkpoints, (run_scorer.name, run_scorer.params()))
 
 
 def with_scorer_provenance(allocation: Allocation, source: str | None = None) -> Allocation:
@@ -47,16 +40,18 @@ class RunMethods:
         model_spec: the recipe's ``model.spec`` (recorded in each allocation).
         source: the recipe's file, named in errors.
         profile_curves: LU-KV's curves for this run (``pipeline/lukv.py: run_curves``), called once.
+        checkpoints: the recipe's ``checkpoints``: the file each trained scorer a method ranks with reads.
     """
 
     def __init__(self, scorer: Callable[[], Scorer], geometry: Callable[[], object], model_spec: str,
-                 source: str | None, profile_curves: Callable[[], object]):
+                 source: str | None, profile_curves: Callable[[], object], checkpoints: dict | None = None):
         self._scorer, self._geometry, self.model_spec, self.source = scorer, geometry, model_spec, source
+        self.checkpoints = dict(checkpoints or {})
         self._profile_curves = profile_curves
         self._curves = None
 
     def make_baseline(self, name: str):
-        return baseline_method(name, self._scorer())
+        return baseline_method(name, self._scorer(), self.checkpoints)
 
     def baseline(self, method: str, target: float, *, base: Allocation | None = None) -> Allocation:
         """Baseline ``method`` at ``target`` for this model, ranking with the run's scorer unless

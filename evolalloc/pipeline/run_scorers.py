@@ -95,7 +95,7 @@ class RunScorers:
         for extra in self.extra:
             scorers.setdefault(extra.key, extra)
         for name in self.recipe.baselines:
-            declared = baseline_method(name, self.scorer).scorer
+            declared = baseline_method(name, self.scorer, self.recipe.checkpoints).scorer
             if declared is not None:
                 extra = get_scorer(declared[0], **declared[1])
                 scorers.setdefault(extra.key, extra)

@@ -36,9 +36,11 @@ STYLES: dict[str, Style] = {
     "uniform+adakv": Style(11, "#17becf", in_budget_plot=False),
     "pyramid+adakv": Style(12, "#bcbd22", in_budget_plot=False),
     "cake": Style(13, "#8c564b", in_budget_plot=False),  # per-instance budgets are in the records
-    "global-topk": Style(14, "#7f7f7f", in_budget_plot=False),  # real budgets are per instance (`evolalloc gates eval`)
-    "lukv": Style(15, "#ff7f0e"),
-    "full": Style(16, "#000000", in_budget_plot=False),  # every token: the ceiling, not a profile to draw
+    # uniform's budgets ranked by the trained gates (a lighter grey than their global top-k's)
+    "uniform-retention-gates": Style(14, "#c7c7c7", in_budget_plot=False),
+    "global-topk": Style(15, "#7f7f7f", in_budget_plot=False),  # real budgets are per instance (`evolalloc gates eval`)
+    "lukv": Style(16, "#ff7f0e"),
+    "full": Style(17, "#000000", in_budget_plot=False),  # every token: the ceiling, not a profile to draw
 }
 UNLISTED_ORDER = 100
 

@@ -18,9 +18,9 @@ a method without importing the baselines that build allocations.
 from __future__ import annotations
 
 from evolalloc.core.baselines.base import Baseline, register_baseline
-from evolalloc.core.baselines.composed import Composed, make_baseline
+from evolalloc.core.baselines.composed import Composed, make_baseline, reading_checkpoints
 from evolalloc.core.composition import ALIASES, Composition, methods
 from evolalloc.core.methods import BASELINES, EVOLVED, default_baselines
 
 __all__ = ["ALIASES", "BASELINES", "EVOLVED", "Baseline", "Composed", "Composition", "default_baselines",
-           "make_baseline", "methods", "register_baseline"]
+           "make_baseline", "methods", "reading_checkpoints", "register_baseline"]

@@ -3,7 +3,9 @@ the evolved profile's budgets), a scorer and a per-input adapter, put together h
 
 ``make_baseline(label)`` is how every caller gets a method: a rule alone (``uniform``), an alias
 (``uniform+adakv``, ``pyramid-snapkv``, ``cake``) or any other label (``pyramid+cake``). The
-allocation it builds records its composition in ``provenance["composition"]``.
+allocation it builds records its composition in ``provenance["composition"]``. A method that ranks
+with a trained scorer (``uniform-retention-gates``, ``global-topk``) reads the checkpoint a run gives
+it through ``reading_checkpoints``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from evolalloc.core.composition import (
            parse_label,
 )
 from evolalloc.core.methods import BASELINES, EVOLVED
-from evolalloc.core.scorer_names import SCORER_ALIASES, canonical_scorer
+from evolalloc.core.paths import resolve_checkpoint
+from evolalloc.core.scorer_names import CHECKPOINT_KINDS, SCORER_ALIASES, canonical_scorer
 
 #: A scorer's current name -> its old one.
 OLD_SCORER_NAME = {new: old for old, new in SCORER_ALIASES.items()}
@@ -29,9 +32,13 @@ class Composed:
     composition's scorer and adapter. Reads like a ``Baseline`` (``scorer``, ``adapter``,
     ``min_target``, ``problem``, ``allocation``); the rule's parameters read through (``beta``, ``sinks``)."""
 
-    def __init__(self, composition: Composition, rule=None, name: str | None = None):
+    def __init__(self, composition: Composition, rule=None, name: str | None = None,
+                 scorer_params: dict | None = None):
         self.composition, self.rule = composition, rule
         self.name = name or label_of(composition)
+        #: the composition's scorer's parameters: ``{}`` (its defaults) or the checkpoint a run gives a
+        #: trained one (``reading_checkpoints``)
+        self.scorer_params = dict(scorer_params or {})
 
     def __getattr__(self, attribute: str):
         rule = self.__dict__.get("rule")
@@ -60,7 +67,7 @@ class Composed:
         """``(name, params)`` of the scorer the method ranks with, or ``None`` for the run's. A rule
         asked for by its old name (``gates``) names its own scorer the old way too, as it always did."""
         if self.composition.scorer is not None:
-            return (self.composition.scorer, {})
+            return (self.composition.scorer, dict(self.scorer_params))
         if self.rule is None or self.rule.scorer is None:
             return None
         name, params = self.rule.scorer
@@ -87,6 +94,13 @@ class Composed:
         return self.rule.min_target
 
     def problem(self) -> str | None:
+        """Why the method cannot run here (a trained scorer's missing checkpoint...), or ``None``."""
+        scorer = self.composition.scorer and canonical_scorer(self.composition.scorer)
+        if scorer in CHECKPOINT_KINDS:
+            path = resolve_checkpoint(CHECKPOINT_KINDS[scorer], self.scorer_params.get("checkpoint"))
+            if not path.is_file():
+                return (f"method {self.name!r} ranks with {scorer}, whose checkpoint is not at {path}: name one "
+                        f"under the recipe's checkpoints ({scorer}: PATH)")
         return self.rule.problem() if self.rule is not None else None
 
     def params(self) -> dict:
@@ -147,4 +161,33 @@ def make_baseline(name: str | Composition, **params) -> Composed:
     return Composed(composition, rule)
 
 
-__all__ = ["Composed", "make_baseline"]
+def reading_checkpoints(name: str, checkpoints: dict | None = None,
+                        run_scorer: tuple[str, dict] | None = None) -> Composed:
+    """Method ``name`` (``make_baseline``) reading, when it ranks with a trained scorer (its composition's,
+    ``uniform-retention-gates``, or its rule's own, ``global-topk``), the checkpoint ``checkpoints`` (a
+    recipe's, by scorer name) gives that scorer; else, when ``run_scorer`` (``(name, params)``) is that
+    scorer with a checkpoint in its params, the run's, so that both rows use the same weights (with the
+    run's always-kept tokens, where the method has them); else its default file (``core.paths``)."""
+    method = make_baseline(name)
+    declared = method.scorer
+    scorer = canonical_scorer(declared[0]) if declared is not None else None
+    if scorer not in CHECKPOINT_KINDS:
+        return method
+    given = {canonical_scorer(key): value for key, value in (checkpoints or {}).items()}
+    kept: dict = {}
+    if scorer in given:
+        path = str(given[scorer])
+    elif run_scorer is not None and canonical_scorer(run_scorer[0]) == scorer and run_scorer[1].get("checkpoint"):
+        params = run_scorer[1]
+        path = str(params["checkpoint"])
+        kept = {k: params[k] for k in ("sinks", "window") if k in params}
+    else:
+        return method
+    if method.composition.scorer is not None:  # the composition's scorer: its parameters
+        return Composed(method.composition, method.rule, method.name, scorer_params={"checkpoint": path, **kept})
+    # the rule's own scorer (global-topk): the rule's parameters
+    kept = {k: v for k, v in kept.items() if hasattr(method.rule, k)}
+    return make_baseline(name, checkpoint=path, **kept)
+
+
+__all__ = ["Composed", "make_baseline", "reading_checkpoints"]
