@@ -105,3 +105,6 @@ def _resolve(recipe: Recipe, default_name: str) -> None:
             entry.context_tokens = tasks[0].context_tokens
     if recipe.budget.expansions is None and recipe.budget.target is not None:
         recipe.budget.expansions = [2 * recipe.budget.target, 4 * recipe.budget.target]
+    # Absolute, so that the saved recipe and the rows' allocation files name the file wherever they are read.
+    recipe.checkpoints = {key: str(Path(value).expanduser().absolute()) if isinstance(value, str) and value else value
+                          for key, value in recipe.checkpoints.items()}

@@ -71,12 +71,10 @@ def check_recipe(recipe: Recipe) -> None:
         _composition(f"baselines[{i}]", name)
         if name in recipe.baselines[:i]:
             raise FieldProblem(f"baselines[{i}]", f"{name!r} is listed twice")
-        baseline = reading_checkpoints(name, recipe.checkpoints)
-        problem = baseline.problem()  # e.g. global-topk without a trained checkpoint
-        declared = baseline.scorer
-        # else it reads the run's (Experiment.make_baseline)
-        if problem and not (declared and canonical_scorer(declared[0]) == canonical_scorer(recipe.scorer.name)):
+        problem = baseline_problem(recipe, name)  # e.g. global-topk without a trained checkpoint
+        if problem:
             raise FieldProblem(f"baselines[{i}]", problem)
+        baseline = reading_checkpoints(name, recipe.checkpoints)
         least = baseline.min_target  # e.g. streaming's sink tokens
         if target < least:
             raise FieldProblem("budget.target", f"baseline {name!r} needs a target >= {least:g}, got {target}")
@@ -108,15 +106,31 @@ def check_recipe(recipe: Recipe) -> None:
                                                   f"({space.adapter}), not as budgets")
 
 
+def baseline_problem(recipe: Recipe, name: str) -> str | None:
+    """Why method ``name`` cannot run in ``recipe``'s run (the checkpoint of the trained scorer it ranks
+    with is missing...), or ``None``. One that ranks with the run's own scorer reads the run's checkpoint,
+    checked (or trained) with the run's scorer, not here."""
+    method = reading_checkpoints(name, recipe.checkpoints)
+    declared = method.scorer
+    if declared and canonical_scorer(declared[0]) == canonical_scorer(recipe.scorer.name):
+        return None
+    return method.problem()
+
+
 def _check_checkpoints(recipe: Recipe) -> None:
-    """``checkpoints``: each key a trained scorer that is not the run's own (whose checkpoint is
-    ``scorer.params.checkpoint``), each value a file that exists (its model is checked once it is loaded)."""
+    """``checkpoints``: each key a trained scorer, named once, that is not the run's own (whose checkpoint
+    is ``scorer.params.checkpoint``), each value a file that exists (its model is checked once it is loaded;
+    the service confines the paths before any of this: ``service/confinement.py``)."""
     from pathlib import Path
 
+    seen: dict[str, str] = {}
     for key, value in recipe.checkpoints.items():
         field, scorer = f"checkpoints.{key}", canonical_scorer(str(key))
         if scorer not in CHECKPOINT_KINDS:
             raise FieldProblem(field, f"not a trained scorer; those with a checkpoint: {', '.join(CHECKPOINT_KINDS)}")
+        if scorer in seen:
+            raise FieldProblem(field, f"{scorer} is named twice (also as {seen[scorer]!r})")
+        seen[scorer] = str(key)
         if scorer == canonical_scorer(recipe.scorer.name):
             raise FieldProblem(field, f"the run's scorer is {scorer}: its checkpoint (scorer.params.checkpoint) is "
                                       "its methods' too")

@@ -97,6 +97,13 @@ def compare_run(run_dir: Path, *, baselines: list[str] | None = None, progress: 
                             f"the search first (evolalloc resume {run_dir})")
     recipe = load_run_recipe(run_dir)
     if baselines is not None:
+        from evolalloc.config.recipe_checks import baseline_problem
+        from evolalloc.core.errors import UserError
+
+        for name in baselines:  # with the run's checkpoints (a method ranking with a trained scorer)
+            problem = baseline_problem(recipe, name)
+            if problem:
+                raise UserError(problem, field="--baselines")
         recipe.baselines = baselines
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE, run_dir=run_dir) as experiment:
         loaded = [load_allocation(path, expect_geometry=experiment.run.model.geometry) for path in files]

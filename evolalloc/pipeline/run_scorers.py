@@ -114,8 +114,18 @@ class RunScorers:
             try:
                 scorer.check_checkpoint(geometry.to_dict(), identity)
             except ValueError as err:
-                field = "scorer.params.checkpoint" if scorer is self.scorer else "baselines"
+                field = "scorer.params.checkpoint" if scorer is self.scorer else self._named_in(scorer)
                 raise UserError(str(err), source=self.recipe.source, field=field) from None
+
+    def _named_in(self, scorer: Scorer) -> str:
+        """The recipe field that gave a baseline's ``scorer`` its checkpoint: ``checkpoints.KEY``, else
+        ``baselines``."""
+        from evolalloc.core.scorer_names import canonical_scorer
+
+        for key in self.recipe.checkpoints:
+            if canonical_scorer(str(key)) == canonical_scorer(scorer.name):
+                return f"checkpoints.{key}"
+        return "baselines"
 
     @cached_property
     def search_scorer(self) -> Scorer:

@@ -8,6 +8,8 @@ is checked against what the operator configured (``evolalloc serve`` options):
 - a task's or scorer's file parameter (a ``params`` key named ``*_dir``, ``*_file``, ``*_path``,
   ``*_root``, ``*_folder``, ``checkpoint``..., or any string value starting with ``/`` or ``~``):
   an absolute path inside a ``--data-root`` (a scorer's also inside a ``--model-root``);
+- ``checkpoints``' files (the trained scorers a method ranks with): the same as a scorer's, asked of
+  the submitted data before the schema checks, which look for the files;
 - ``storage``: null, or a SQLite / journal file inside the job's own run folder (never the
   service's database, another run's store, a ``sqlite://host/...`` form or a database server);
 - ``engine.address``: the service's ``--ray-address``; a recipe naming another one is refused
@@ -92,6 +94,19 @@ def check_storage(storage: str | None, run_dir: Path) -> None:
     if path is None or not inside(path, (run_dir,)) or Path(os.path.realpath(path)) == run_dir:
         raise UserError(f"a job's trial store may only be inside its own run folder {run_dir}; {hint}",
                         source=SOURCE, field="storage")
+
+
+def check_checkpoints_reach(raw: object, settings) -> None:
+    """``UserError`` naming ``checkpoints.KEY`` unless each checkpoint the submitted data names is an absolute
+    path inside a data or model folder. Asked of the data *before* its schema and checks, which look for
+    the file: a refusal must read the same whether or not a file exists there."""
+    checkpoints = raw.get("checkpoints") if isinstance(raw, dict) else None
+    roots = settings.data_roots + settings.model_roots
+    for key, value in checkpoints.items() if isinstance(checkpoints, dict) else ():
+        if not inside(value, roots):
+            raise UserError(f"{value!r} is not an absolute path inside a data or model folder of this service "
+                            f"({_roots_text(roots, '--data-root / --model-root')})",
+                            source=SOURCE, field=f"checkpoints.{key}")
 
 
 def check_reach(raw: object, recipe, settings) -> None:

@@ -39,8 +39,7 @@ def gates_file(tiny_model_dir, tmp_path, monkeypatch):
     from evolalloc.runtime.model import load_model
     from evolalloc.runtime.policy import model_identity
 
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("EVOLALLOC_CACHE", raising=False)
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path / "cache"))  # no default checkpoint there
     loaded = load_model(str(tiny_model_dir))
     torch.manual_seed(0)
     path = tmp_path / "elsewhere" / "gates.pt"
@@ -62,7 +61,19 @@ def test_the_gates_rows_read_the_recipe_s_checkpoint_else_the_run_scorer_s():
     assert reading_checkpoints("global-topk", None, run).scorer == ("retention-gates", {"checkpoint": "/run.pt",
                                                                                      "sinks": 0, "window": 32})
     assert reading_checkpoints(GATES_ROW, None, run).scorer[1] == run[1]
-    assert reading_checkpoints("uniform", {"retention-gates": "/g.pt"}, run).scorer is None  # the run's scorer
+    # the row's budgets hold the run's always-kept tokens, not the gates' defaults (4 + 16)
+    assert reading_checkpoints(GATES_ROW, None, run).min_target == 32
+    assert reading_checkpoints(GATES_ROW, {"retention-gates": "/g.pt"}).min_target == 20
+    # a run scoring with the gates by their old name: the row ranks with the run's very scorer (one ranking)
+    old = ("gates", {"checkpoint": "/run.pt", "sinks": 4, "window": 16, "horizon": 64})
+    assert reading_checkpoints(GATES_ROW, None, old).scorer == old
+
+
+def test_compare_baselines_leaves_a_trained_scorer_s_checkpoint_to_the_run_s_recipe(tmp_path, monkeypatch):
+    from evolalloc.cli.search_cmds import _baseline_list
+
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(tmp_path))  # no default checkpoint: the run's recipe may name one
+    assert _baseline_list(f"uniform,{GATES_ROW},global-topk") == ["uniform", GATES_ROW, "global-topk"]
 
 
 def test_a_snapkv_run_scores_both_gates_rows_on_its_one_prefill(tiny_model_dir, tmp_path, gates_file):
@@ -71,7 +82,7 @@ def test_a_snapkv_run_scores_both_gates_rows_on_its_one_prefill(tiny_model_dir, 
     assert run.baselines == ["uniform", GATES_ROW, "global-topk"]
     with Experiment(run, progress=False) as experiment:
         ranked = {scorer.name: scorer for scorer in experiment.scorers}
-        assert set(ranked) == {"snapkv", "retention-gates"}  # each record ranks with both
+        assert len(experiment.scorers) == 2 and set(ranked) == {"snapkv", "retention-gates"}  # each record: both
         assert ranked["retention-gates"].checkpoint == str(gates_file)
         evolved = {24.0: Allocation(model="m", geometry=experiment.geometry, scorer="snapkv",
                                     scorer_params={"window": 8}, target=24, budgets=np.full((4, 2), 24),
@@ -83,7 +94,8 @@ def test_a_snapkv_run_scores_both_gates_rows_on_its_one_prefill(tiny_model_dir, 
             assert allocation.scorer == "retention-gates"
             assert allocation.scorer_params["checkpoint"] == str(gates_file)
             assert allocation.provenance["scorer_checkpoint"]["path"] == str(gates_file)
-        assert experiment.scorer_for(chosen[GATES_ROW][24.0]).key == ranked["retention-gates"].key
+        for method in (GATES_ROW, "global-topk"):  # each ranks with what the records were ranked with
+            assert experiment.scorer_for(chosen[method][24.0]).key == ranked["retention-gates"].key
         assert chosen[GATES_ROW][24.0].provenance["composition"] == {"allocation": "uniform",
                                                                       "scorer": "retention-gates", "adapter": None}
         assert (chosen[GATES_ROW][24.0].budgets == chosen["uniform"][24.0].budgets).all()
@@ -91,9 +103,16 @@ def test_a_snapkv_run_scores_both_gates_rows_on_its_one_prefill(tiny_model_dir, 
     assert all(row.score.n == 3 for row in rows)
 
 
+def test_a_checkpoint_is_kept_as_an_absolute_path(tiny_model_dir, gates_file, monkeypatch):
+    monkeypatch.chdir(gates_file.parent)
+    run = recipe(tiny_model_dir, ["uniform", GATES_ROW], {"retention-gates": gates_file.name})
+    assert run.checkpoints == {"retention-gates": str(gates_file)}
+
+
 @pytest.mark.parametrize(("checkpoints", "scorer", "field", "says"), [
+    ({"retention-gates": "GATES", "gates": "GATES"}, None, "checkpoints.gates", "named twice"),
     ({"snapkv": "x.pt"}, None, "checkpoints.snapkv", "not a trained scorer"),
-    ({"retention-gates": "missing.pt"}, None, "checkpoints.retention-gates", "no file at missing.pt"),
+    ({"retention-gates": "missing.pt"}, None, "checkpoints.retention-gates", "no file at /.*missing.pt"),
     ({"retention-gates": "GATES"}, {"name": "retention-gates", "params": {"checkpoint": "GATES"}},
      "checkpoints.retention-gates", "the run's scorer is retention-gates"),
     ({}, None, "baselines[1]", "name one under the recipe's checkpoints"),

@@ -67,6 +67,13 @@ def test_a_path_in_a_list_task_or_a_scorer_parameter_is_checked_too(confined):
             "scorer.params.checkpoint")
 
 
+def test_a_methods_checkpoint_outside_the_roots_is_refused_alike_whether_or_not_it_exists(confined):
+    service, data = confined
+    refusals = [refused(service, {**niah(f"{data}/books"), "checkpoints": {"retention-gates": path}},
+                        "checkpoints.retention-gates") for path in ("/etc/passwd", "/nothing-here", "relative.pt")]
+    assert refusals[0].replace("'/etc/passwd'", "X") == refusals[1].replace("'/nothing-here'", "X")
+
+
 def test_a_file_inside_a_data_root_is_accepted(confined, tiny_model_dir):
     service, data = confined
     recipe = yaml.safe_load(tiny_recipe_text(tiny_model_dir, "inside"))

@@ -20,7 +20,7 @@ from evolalloc.core.composition import (
            parse_label,
 )
 from evolalloc.core.methods import BASELINES, EVOLVED
-from evolalloc.core.paths import resolve_checkpoint
+from evolalloc.core.paths import CHECKPOINT_ALWAYS_KEPT, resolve_checkpoint
 from evolalloc.core.scorer_names import CHECKPOINT_KINDS, SCORER_ALIASES, canonical_scorer
 
 #: A scorer's current name -> its old one.
@@ -33,12 +33,14 @@ class Composed:
     ``min_target``, ``problem``, ``allocation``); the rule's parameters read through (``beta``, ``sinks``)."""
 
     def __init__(self, composition: Composition, rule=None, name: str | None = None,
-                 scorer_params: dict | None = None):
+                 scorer_params: dict | None = None, scorer_spelling: str | None = None):
         self.composition, self.rule = composition, rule
         self.name = name or label_of(composition)
-        #: the composition's scorer's parameters: ``{}`` (its defaults) or the checkpoint a run gives a
-        #: trained one (``reading_checkpoints``)
+        #: the composition's scorer's parameters: ``{}`` (its defaults) or what a run gives a trained one
+        #: (``reading_checkpoints``: its checkpoint; the run's scorer's settings when it is the run's scorer)
         self.scorer_params = dict(scorer_params or {})
+        #: the composition's scorer as the run spells it, when it is the run's (``gates``): one ranking, one key
+        self.scorer_spelling = scorer_spelling
 
     def __getattr__(self, attribute: str):
         rule = self.__dict__.get("rule")
@@ -67,7 +69,7 @@ class Composed:
         """``(name, params)`` of the scorer the method ranks with, or ``None`` for the run's. A rule
         asked for by its old name (``gates``) names its own scorer the old way too, as it always did."""
         if self.composition.scorer is not None:
-            return (self.composition.scorer, dict(self.scorer_params))
+            return (self.scorer_spelling or self.composition.scorer, dict(self.scorer_params))
         if self.rule is None or self.rule.scorer is None:
             return None
         name, params = self.rule.scorer
@@ -83,7 +85,13 @@ class Composed:
 
     def reserved(self, run_reserved: int) -> int:
         """The always-kept tokens the rule shapes its budgets above: the composition's scorer's, else the run's."""
-        return SCORER_ALWAYS_KEPT[self.composition.scorer] if self.composition.scorer else run_reserved
+        if not self.composition.scorer:
+            return run_reserved
+        params = self.scorer_params  # a trained scorer's sinks and window, when the run gives others
+        if canonical_scorer(self.composition.scorer) in CHECKPOINT_KINDS and ({"sinks", "window"} & set(params)):
+            return params.get("sinks", CHECKPOINT_ALWAYS_KEPT["sinks"]) + params.get("window",
+                                                                                  CHECKPOINT_ALWAYS_KEPT["window"])
+        return SCORER_ALWAYS_KEPT[self.composition.scorer]
 
     @property
     def min_target(self) -> float:
@@ -174,19 +182,17 @@ def reading_checkpoints(name: str, checkpoints: dict | None = None,
     if scorer not in CHECKPOINT_KINDS:
         return method
     given = {canonical_scorer(key): value for key, value in (checkpoints or {}).items()}
-    kept: dict = {}
     if scorer in given:
-        path = str(given[scorer])
+        path, run_params, spelling = str(given[scorer]), {}, None
     elif run_scorer is not None and canonical_scorer(run_scorer[0]) == scorer and run_scorer[1].get("checkpoint"):
-        params = run_scorer[1]
-        path = str(params["checkpoint"])
-        kept = {k: params[k] for k in ("sinks", "window") if k in params}
+        path, run_params, spelling = str(run_scorer[1]["checkpoint"]), dict(run_scorer[1]), run_scorer[0]
     else:
         return method
-    if method.composition.scorer is not None:  # the composition's scorer: its parameters
-        return Composed(method.composition, method.rule, method.name, scorer_params={"checkpoint": path, **kept})
-    # the rule's own scorer (global-topk): the rule's parameters
-    kept = {k: v for k, v in kept.items() if hasattr(method.rule, k)}
+    if method.composition.scorer is not None:  # the composition's scorer: the run's settings, when it is the run's
+        return Composed(method.composition, method.rule, method.name, scorer_params={**run_params, "checkpoint": path},
+                        scorer_spelling=spelling)
+    # the rule's own scorer (global-topk): the rule's parameters (its always-kept tokens, the run's where it has them)
+    kept = {k: run_params[k] for k in ("sinks", "window") if k in run_params and hasattr(method.rule, k)}
     return make_baseline(name, checkpoint=path, **kept)
 
 
