@@ -42,7 +42,7 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only,
     if plan_only:
         from evolalloc.pipeline.plan import plan_run
 
-        for line in plan_run(loaded, runs_dir).lines():
+        for line in plan_run(loaded).lines():
             click.echo(line)
         if seeds is not None:
             click.echo(f"--seeds: {len(seeds)} runs like this one (the prefills and records are made once per run)")

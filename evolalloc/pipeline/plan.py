@@ -8,14 +8,11 @@ the search split (the model loaded, one prefill, one full batch of ``engine.batc
 uniform candidate at ``c`` evaluated in the search's fitness mode and one in the comparison's
 ``generate`` mode, each timed after a warm-up call): the record sizes and the seconds per prefill
 and per evaluated row. The totals are estimates — the calibration's times scaled by the counts —
-and the output says so on each line, and says when the machine was too busy to trust them. Where
-the held-out records spill beyond the memory free, the comparison reads them again cell after cell:
-``pipeline/plan_disk.py`` measures the disk and adds that.
+and the output says so on each line, and says when the machine was too busy to trust them.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -200,9 +197,8 @@ class RunPlan:
     record_memory: int | None
     counts: Counts
     calibration: Calibration
-    rereading: object = None  # plan_disk.ReReading where held-out records spill
 
-    def seconds(self, share: float | None = None) -> dict[str, float]:
+    def seconds(self) -> dict[str, float]:
         """The time estimate per phase: measured seconds times the counts."""
         c, k = self.counts, self.calibration
         return {
@@ -212,8 +208,6 @@ class RunPlan:
             "search": c.searches * c.evaluations_per_search * c.search_instances * k.search_row_seconds,
             "expansion candidates (rule: search)": c.expansion_candidates * c.search_instances * k.search_row_seconds,
             "held-out comparison": c.compare_evaluations * c.heldout_instances * k.generate_row_seconds,
-            "held-out comparison: spilled records read again (see the note)": (
-                self.rereading.seconds(*(() if share is None else (share,))) if self.rereading is not None else 0.0),
         }
 
     def memory(self) -> list[tuple[str, float]]:
@@ -267,24 +261,14 @@ class RunPlan:
         out.append("ESTIMATED time (measured seconds x counts, on this machine as busy as it was):")
         phases = self.seconds()
         out += [f"  {what}: {duration(s)}" for what, s in phases.items() if s > 0]
-        rereads = self.rereading is not None and self.rereading.applies
-        upper = f" (up to {duration(sum(self.seconds(1.0).values()))})" if rereads else ""
-        out.append(f"  total: about {duration(sum(phases.values()))}{upper}"
+        out.append(f"  total: about {duration(sum(phases.values()))}"
                    + (" + the scorer's training (not estimated)" if any("trains its scorer" in n for n in k.notes)
                       else ""))
-        if rereads:
-            out.append(self.rereading.line())
         return out
 
-    def spilled_heldout(self) -> float:
-        """Bytes of held-out records beyond ``engine.record_memory`` (the search's are released before)."""
-        nbytes = self.counts.heldout_instances * self.calibration.record_bytes_bounded
-        return max(0.0, nbytes - self.record_memory) if self.record_memory is not None else 0.0
 
-
-def plan_run(recipe, runs_dir=None) -> RunPlan:
-    """Count, calibrate and estimate the run ``recipe`` describes; writes nothing (but a file to time the
-    disk with, in ``runs_dir`` if it exists, removed at once, when held-out records would spill)."""
+def plan_run(recipe) -> RunPlan:
+    """Count, calibrate and estimate the run ``recipe`` describes; writes nothing."""
     from evolalloc.core.record_settings import parse_size
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.pipeline.start import blamed_on, check_context_fits
@@ -294,15 +278,7 @@ def plan_run(recipe, runs_dir=None) -> RunPlan:
         counts = count_run(recipe, experiment)
         calibration = calibrate(recipe, experiment, counts.b_max)
         contexts = sorted({str(e.context_tokens) for e in recipe.task_entries})
-        plan = RunPlan(name=recipe.name, model=recipe.model.spec, dtype=recipe.model.dtype,
+        return RunPlan(name=recipe.name, model=recipe.model.spec, dtype=recipe.model.dtype,
                        geometry=experiment.run.model.geometry,
                        context="/".join(contexts), record_dtype=recipe.engine.record_dtype,
                        record_memory=parse_size(recipe.engine.record_memory), counts=counts, calibration=calibration)
-    spilled = plan.spilled_heldout()
-    if spilled > 0:
-        from evolalloc.pipeline.plan_disk import ReReading, free_memory, read_rate
-
-        folder = str(runs_dir) if runs_dir is not None and os.path.isdir(runs_dir) else None
-        plan.rereading = ReReading(cells=counts.compare_evaluations, spilled_bytes=spilled, free_bytes=free_memory(),
-                                   rate=read_rate(calibration.record_bytes_bounded, folder))
-    return plan
