@@ -30,13 +30,15 @@ from evolalloc.report.method_style import method_color  # noqa: E402
 # One colour per method in every plot, so a reader learns them once (report/method_style.py).
 EVOLVED_COLOR = method_color(EVOLVED)
 DPI = 120
+#: Methods a score panel's legend holds inside the axes; more go beside them.
+LEGEND_INSIDE = 6
 
 
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")  # a legend beside the axes is kept in the picture
     plt.close(fig)
     return path
 
@@ -260,6 +262,8 @@ def _score_panel(ax, rows: Sequence[ComparisonRow], anchors: Sequence[float] = (
     ax.set_xlabel("budget c (tokens per KV head)")
     ax.set_ylabel("held-out score")
     ax.set_ylim(-0.05, 1.05)
-    if methods:
+    if len(methods) > LEGEND_INSIDE:  # beside the axes: inside, it hides the points in its corner
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8)
+    elif methods:
         ax.legend()
     ax.grid(alpha=0.3)

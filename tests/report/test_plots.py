@@ -53,3 +53,21 @@ def test_best_so_far_reads_record_objects_too():
             self.fitness, self.state, self.group = fitness, state, 0
 
     assert best_so_far([Record(None, "FAIL"), Record(0.3, "COMPLETE")]) == [None, 0.3]
+
+
+def test_a_long_legend_stands_beside_the_score_axes_where_it_hides_no_point(rows):
+    import dataclasses
+
+    import matplotlib.pyplot as plt
+
+    from evolalloc.report.plots import LEGEND_INSIDE, _score_panel
+
+    for copies, beside in ((1, False), (LEGEND_INSIDE + 1, True)):
+        many = [dataclasses.replace(row, method=f"{row.method}-{k}" if k else row.method)
+                for k in range(copies) for row in rows]
+        fig, ax = plt.subplots()
+        _score_panel(ax, many)
+        fig.canvas.draw()
+        legend, axes = ax.get_legend().get_window_extent(), ax.get_window_extent()
+        assert bool(legend.x0 >= axes.x1) is beside, copies
+        plt.close(fig)
