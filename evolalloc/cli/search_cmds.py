@@ -281,17 +281,12 @@ def _recipe(recipe_path, run_dir, overrides):
     return load_run_recipe(run_dir)
 
 
-def _reads_checkpoint(scorer: str) -> bool:
-    from evolalloc.core.scorer_names import CHECKPOINT_KINDS, canonical_scorer
-
-    return canonical_scorer(scorer) in CHECKPOINT_KINDS
-
-
 def _baseline_list(text: str) -> list[str]:
     """``--baselines`` as a list of method labels: names or compositions' labels (``pyramid+cake``);
     ``UserError`` with did-you-mean otherwise."""
     from evolalloc.core.baselines import make_baseline
     from evolalloc.core.errors import UserError
+    from evolalloc.core.scorer_names import reads_checkpoint
     from evolalloc.runtime.adaptive import ADAPTERS
 
     names, labels = [name.strip() for name in text.split(",") if name.strip()], []
@@ -304,7 +299,7 @@ def _baseline_list(text: str) -> list[str]:
             raise UserError(f"{name}: unknown adapter {method.adapter[0]!r}; known: "
                             f"{', '.join(sorted(ADAPTERS.load_all()))}", field="--baselines")
         # One ranking with a trained scorer reads the run's checkpoints: checked with its recipe (compare_run).
-        problem = method.problem() if method.scorer is None or not _reads_checkpoint(method.scorer[0]) else None
+        problem = method.problem() if method.scorer is None or not reads_checkpoint(method.scorer[0]) else None
         if problem:
             raise UserError(problem, field="--baselines")
         labels.append(method.name)  # its one label: uniform+cake is cake

@@ -30,4 +30,9 @@ def canonical_scorer(name: str) -> str:
     return SCORER_ALIASES.get(name, name)
 
 
-__all__ = ["CHECKPOINT_KINDS", "LEARNED", "RETENTION_GATES", "SCORER_ALIASES", "canonical_scorer"]
+def reads_checkpoint(name: str) -> bool:
+    """Whether scorer ``name`` (current or old name) ranks with a trained checkpoint."""
+    return canonical_scorer(name) in CHECKPOINT_KINDS
+
+
+__all__ = ["CHECKPOINT_KINDS", "LEARNED", "RETENTION_GATES", "SCORER_ALIASES", "canonical_scorer", "reads_checkpoint"]

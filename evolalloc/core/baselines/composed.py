@@ -21,7 +21,7 @@ from evolalloc.core.composition import (
 )
 from evolalloc.core.methods import BASELINES, EVOLVED
 from evolalloc.core.paths import CHECKPOINT_ALWAYS_KEPT, resolve_checkpoint
-from evolalloc.core.scorer_names import CHECKPOINT_KINDS, SCORER_ALIASES, canonical_scorer
+from evolalloc.core.scorer_names import CHECKPOINT_KINDS, SCORER_ALIASES, canonical_scorer, reads_checkpoint
 
 #: A scorer's current name -> its old one.
 OLD_SCORER_NAME = {new: old for old, new in SCORER_ALIASES.items()}
@@ -88,7 +88,7 @@ class Composed:
         if not self.composition.scorer:
             return run_reserved
         params = self.scorer_params  # a trained scorer's sinks and window, when the run gives others
-        if canonical_scorer(self.composition.scorer) in CHECKPOINT_KINDS and ({"sinks", "window"} & set(params)):
+        if reads_checkpoint(self.composition.scorer) and ({"sinks", "window"} & set(params)):
             return params.get("sinks", CHECKPOINT_ALWAYS_KEPT["sinks"]) + params.get("window",
                                                                                   CHECKPOINT_ALWAYS_KEPT["window"])
         return SCORER_ALWAYS_KEPT[self.composition.scorer]
