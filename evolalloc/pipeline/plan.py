@@ -5,10 +5,12 @@ a curated split's drawn candidates), the evaluations (per search: groups x gener
 population; the ``search`` expansion rule's candidates; the held-out comparison: methods x budgets),
 ``b_max`` and the bytes a record keeps. Measured by a short calibration on one drawn instance of
 the search split (the model loaded, one prefill, one full batch of ``engine.batch_size`` rows of a
-uniform candidate at ``c`` evaluated in the search's fitness mode and one in the comparison's
-``generate`` mode, each timed after a warm-up call): the record sizes and the seconds per prefill
-and per evaluated row. The totals are estimates — the calibration's times scaled by the counts —
-and the output says so on each line, and says when the machine was too busy to trust them.
+uniform candidate at ``c`` evaluated in the search's fitness mode, and in the comparison's ``generate``
+mode at every budget it scores and with the full cache — curation's judgment and the ``full`` row — the
+first timed after a warm-up call): the record sizes and the seconds per prefill and per evaluated row (a
+row's decode reads its whole kept cache, so at 8192 tokens a full-cache row costs many times a row at
+``c``). The totals are estimates — the calibration's times scaled by the counts — and the output
+says so on each line, and says when the machine was too busy to trust them.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class Counts:
     popsizes: list[int]
     expansion_candidates: int
     compare_evaluations: int  # methods x budgets on the held-out split
+    compare_budgets: list[int]  # the budgets the comparison scores, ascending
+    compressed_methods: int  # the methods scored at each budget but the full cache
+    full_rows: int  # 1 when the full cache is a row: evaluated once, its budgets the same at every c
     b_max: int | None
     b_max_note: str = ""
 
@@ -58,7 +63,9 @@ class Calibration:
     load_seconds: float
     prefill_seconds: float
     search_row_seconds: float  # one candidate on one instance, in the search's fitness mode
-    generate_row_seconds: float  # the same in generate mode (the comparison's)
+    generate_row_seconds: float  # the same in generate mode (the comparison's), at c
+    generate_by_budget: dict[int, float]  # the same at each budget the comparison scores
+    full_row_seconds: float  # one generate row with the full cache (curation's judgment, the ``full`` row)
     record_bytes_whole: int
     record_bytes_bounded: int
     notes: list[str] = field(default_factory=list)
@@ -88,7 +95,10 @@ def count_run(recipe, experiment) -> Counts:
             whole += drawn if curated else 0
             search_n += section.n if split == "search" else 0
             heldout_n += section.n if split == "heldout" else 0
+    from evolalloc.pipeline.evaluate import FULL_CACHE
+
     methods = 1 + len(recipe.baselines)
+    full_rows = int(FULL_CACHE in recipe.baselines)
     note = ""
     if recipe.scorer.train is None:
         b_max = experiment.run.records.policy.bound
@@ -104,7 +114,9 @@ def count_run(recipe, experiment) -> Counts:
     return Counts(search_instances=search_n, heldout_instances=heldout_n, prefills=prefills, whole_records=whole,
                   searches=searches, evaluations_per_search=per_search, groups=groups, generations=config.generations,
                   popsizes=popsizes, expansion_candidates=expansion_candidates,
-                  compare_evaluations=methods * len(resolved.budgets), b_max=b_max, b_max_note=note)
+                  compare_evaluations=methods * len(resolved.budgets),
+                  compare_budgets=sorted({int(b) for b in resolved.budgets}), compressed_methods=methods - full_rows,
+                  full_rows=full_rows, b_max=b_max, b_max_note=note)
 
 
 def _profiled_forwards(recipe, search_n: int, b_max: int | None) -> int:
@@ -130,9 +142,10 @@ def _timed_twice(work) -> float:
     return time.perf_counter() - started
 
 
-def calibrate(recipe, experiment, b_max: int | None) -> Calibration:
+def calibrate(recipe, experiment, b_max: int | None, compare_budgets: list[int]) -> Calibration:
     """Load the model, prefill one drawn search instance of the first task, bound its record at
-    ``b_max`` and evaluate a uniform candidate at ``c`` on it: the measured part of the plan."""
+    ``b_max`` and evaluate a uniform candidate on it at ``c`` (search's mode), at each of
+    ``compare_budgets`` and with the full cache (generate mode): the measured part of the plan."""
     import torch
 
     from evolalloc.engine.local import LocalEvaluator
@@ -169,18 +182,28 @@ def calibrate(recipe, experiment, b_max: int | None) -> Calibration:
     whole = record.nbytes()
     bounded = bound_record(record, b_max) if b_max is not None else record
     g = loaded.geometry
-    uniform = [np.full((g.num_layers, g.num_kv_heads), int(experiment.resolved.target), dtype=np.int64)]
-
     rows = max(1, recipe.engine.batch_size)  # one full batch of rows, as the evaluator forms them
 
-    def row_seconds(mode: str | None) -> float:
+    def row_seconds(mode: str | None, budget: int, kept=bounded, warm_up: bool = True) -> float:
         mode = mode or experiment.resolved.fitness_mode.split("+")[0]
-        evaluator = LocalEvaluator(loaded, part.task, [instance] * rows, scorer, records=[bounded] * rows, mode=mode,
+        evaluator = LocalEvaluator(loaded, part.task, [instance] * rows, scorer, records=[kept] * rows, mode=mode,
                                    batch_size=rows)
-        return _timed_twice(lambda: evaluator.evaluate(uniform)) / rows
+        uniform = [np.full((g.num_layers, g.num_kv_heads), budget, dtype=np.int64)]
+        if warm_up:
+            return _timed_twice(lambda: evaluator.evaluate(uniform)) / rows
+        started = time.perf_counter()
+        evaluator.evaluate(uniform)
+        return (time.perf_counter() - started) / rows
 
+    target = int(experiment.resolved.target)
+    at_c = row_seconds("generate", target)
+    # Warmed up at c: the larger budgets and the full cache are timed once each (at 8192 tokens a full
+    # batch of full-cache rows takes tens of seconds).
+    by_budget = {b: at_c if b == target else row_seconds("generate", b, warm_up=False) for b in compare_budgets}
     return Calibration(prompt_tokens=record.length, load_seconds=load_seconds, prefill_seconds=prefill_seconds,
-                       search_row_seconds=row_seconds(None), generate_row_seconds=row_seconds("generate"),
+                       search_row_seconds=row_seconds(None, target), generate_row_seconds=at_c,
+                       generate_by_budget=by_budget,
+                       full_row_seconds=row_seconds("generate", g.max_positions, kept=record, warm_up=False),
                        record_bytes_whole=whole, record_bytes_bounded=bounded.nbytes(), notes=notes)
 
 
@@ -204,10 +227,11 @@ class RunPlan:
         return {
             "load the model": k.load_seconds,
             "prefill": sum(c.prefills.values()) * k.prefill_seconds,
-            "curation (full-cache judgment of the drawn)": c.whole_records * k.generate_row_seconds,
+            "curation (full-cache judgment of the drawn)": c.whole_records * k.full_row_seconds,
             "search": c.searches * c.evaluations_per_search * c.search_instances * k.search_row_seconds,
             "expansion candidates (rule: search)": c.expansion_candidates * c.search_instances * k.search_row_seconds,
-            "held-out comparison": c.compare_evaluations * c.heldout_instances * k.generate_row_seconds,
+            "held-out comparison": c.heldout_instances * (
+                c.compressed_methods * sum(k.generate_by_budget.values()) + c.full_rows * k.full_row_seconds),
         }
 
     def memory(self) -> list[tuple[str, float]]:
@@ -234,7 +258,8 @@ class RunPlan:
                        "candidates (rule search) on the search instances")
         out += [
             f"               + {c.compare_evaluations} held-out evaluations "
-            f"(methods x budgets) on {c.heldout_instances} instances",
+            f"(methods x budgets) on {c.heldout_instances} instances"
+            + (" (the full cache's scored once: the same at every budget)" if c.full_rows else ""),
             f"  b_max: {c.b_max if c.b_max is not None else 'none (whole records)'}{c.b_max_note}; "
             f"records in {self.record_dtype}, up to "
             f"{size(self.record_memory) if self.record_memory is not None else 'no limit'} "
@@ -242,8 +267,9 @@ class RunPlan:
             f"MEASURED (one drawn search instance, {k.prompt_tokens} "
             f"tokens): model load {k.load_seconds:.1f} s, prefill "
             f"{k.prefill_seconds:.2f} s, one candidate on one instance "
-            f"{k.search_row_seconds:.3f} s (search's fitness mode), "
-            f"{k.generate_row_seconds:.3f} s (generate), per row of a "
+            f"{k.search_row_seconds:.3f} s (search's fitness mode), in generate mode "
+            + ", ".join(f"{s:.3f} s at {b}" for b, s in k.generate_by_budget.items())
+            + f" and {k.full_row_seconds:.3f} s with the full cache, per row of a "
             f"full batch; record {size(k.record_bytes_bounded)} bounded, "
             f"{size(k.record_bytes_whole)} whole",
             *(f"  note: {note}" for note in k.notes),
@@ -276,7 +302,7 @@ def plan_run(recipe) -> RunPlan:
     check_context_fits(recipe)
     with Experiment(recipe, progress=False) as experiment, blamed_on(recipe):
         counts = count_run(recipe, experiment)
-        calibration = calibrate(recipe, experiment, counts.b_max)
+        calibration = calibrate(recipe, experiment, counts.b_max, counts.compare_budgets)
         contexts = sorted({str(e.context_tokens) for e in recipe.task_entries})
         return RunPlan(name=recipe.name, model=recipe.model.spec, dtype=recipe.model.dtype,
                        geometry=experiment.run.model.geometry,

@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
+
 from evolalloc.config.run_folder import (
     COMPARISON_FILE,
     CURATION_FILE,
@@ -135,7 +137,7 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
             for key, (scorer, group) in scorer_groups(per_budget).items():
                 if key not in evaluators:
                     evaluators[key] = part.evaluator(HELDOUT, scorer, mode="generate")
-                results = evaluators[key].evaluate([a.budgets for a in group.values()])
+                results = evaluate_distinct(evaluators[key], list(group.values()))
                 for budget, result in zip(group, results):
                     if not result.ok:
                         raise RuntimeError(f"held-out evaluation of {method} at "
@@ -149,6 +151,16 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
         rows = compare_scores(per_task[experiment.label], reference="evolved", seed=run.seed)
     save_comparison(rows, run_dir / COMPARISON_FILE, meta=comparison_meta(experiment), scores=per_task)
     return rows, methods
+
+
+def evaluate_distinct(evaluator, allocations: list[Allocation]) -> list:
+    """``evaluator``'s results for ``allocations``, in their order, each distinct budget array evaluated once:
+    the full cache's budgets are the same at every ``c`` (at 8192 tokens its rows cost more than any other's)."""
+    first: dict[tuple, int] = {}
+    index = [first.setdefault((a.budgets.shape, np.asarray(a.budgets).tobytes()), len(first)) for a in allocations]
+    distinct = list({i: a.budgets for i, a in zip(index, allocations)}.values())
+    results = evaluator.evaluate(distinct)
+    return [results[i] for i in index]
 
 
 def by_scorer(per_budget: dict[float, Allocation]) -> list[tuple[object, dict[float, Allocation]]]:

@@ -62,3 +62,51 @@ def test_a_search_with_the_full_row_reports_and_plots_it(tmp_path, tiny_model_di
     assert "full" in (run / "report.md").read_text() and (run / "score-vs-budget.png").is_file()
     shown = run_cli("show", run)
     assert shown.code == 0 and "full" in shown.stdout
+
+
+def test_the_full_cache_is_decoded_once_for_every_budget_and_its_result_shared(tiny_model_dir, tmp_path,
+                                                                                monkeypatch):
+    from evolalloc.engine.local import LocalEvaluator
+
+    decoded = []  # per evaluate call: how many of its budget arrays keep every position
+    evaluate = LocalEvaluator.evaluate
+
+    def counting(self, budgets):
+        decoded.append(sum(int((np.asarray(b) >= self.loaded.geometry.max_positions).all()) for b in budgets))
+        return evaluate(self, budgets)
+
+    monkeypatch.setattr(LocalEvaluator, "evaluate", counting)
+    run = recipe(tiny_model_dir, ["uniform", "full"])
+    with Experiment(run, progress=False) as experiment:
+        geometry = experiment.geometry
+        evolved = {b: Allocation(model="m", geometry=geometry, scorer="snapkv", scorer_params={"window": 8},
+                                 target=b, budgets=np.full((geometry.num_layers, geometry.num_kv_heads), int(b)),
+                                 provenance={"method": "evolved"}) for b in (24.0, 48.0, 96.0)}
+        decoded.clear()  # curation's judgments (the full cache too) are not the comparison's
+        rows, _ = compare(tmp_path, experiment, evolved)
+    assert sum(decoded) == 1  # three budgets, one full-cache decode of the held-out split
+    full = {r.budget: r.score.mean for r in rows if r.method == "full"}
+    assert sorted(full) == [24.0, 48.0, 96.0] and len(set(full.values())) == 1
+
+
+def test_evaluate_distinct_evaluates_each_budget_array_once_and_answers_in_order():
+    from evolalloc.pipeline.run import evaluate_distinct
+
+    class Recording:
+        def __init__(self):
+            self.calls = []
+
+        def evaluate(self, budgets):
+            self.calls.append([int(b[0, 0]) for b in budgets])
+            return [f"result of {int(b[0, 0])}" for b in budgets]
+
+    geometry = ModelGeometry(num_layers=2, num_query_heads=2, num_kv_heads=1, head_dim=4, max_positions=64)
+
+    def allocation(value):
+        return Allocation(model="m", geometry=geometry, scorer="snapkv", scorer_params={}, target=float(value),
+                          budgets=np.full((2, 1), value), provenance={"method": "uniform"})
+
+    evaluator = Recording()
+    results = evaluate_distinct(evaluator, [allocation(64), allocation(8), allocation(64), allocation(16)])
+    assert evaluator.calls == [[64, 8, 16]]
+    assert results == ["result of 64", "result of 8", "result of 64", "result of 16"]

@@ -66,3 +66,30 @@ def test_a_recipe_the_model_cannot_hold_is_refused_by_the_plan_as_by_the_run(tmp
     assert result.code == 2 and len(result.error_lines) == 1
     assert "4000 tokens do not fit the model's 2048 positions" in result.error_lines[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_comparison_is_timed_at_each_of_its_budgets_and_the_full_cache_once_and_curation_with_the_full_cache():
+    from evolalloc.pipeline.plan import Calibration, Counts, RunPlan
+
+    counts = Counts(search_instances=16, heldout_instances=64, prefills={"x": 1}, whole_records=20, searches=1,
+                    evaluations_per_search=78, groups=[8], generations=2, popsizes=[10], expansion_candidates=0,
+                    compare_evaluations=12 * 3, compare_budgets=[512, 1024, 2048], compressed_methods=11, full_rows=1,
+                    b_max=8192)
+    calibration = Calibration(prompt_tokens=8160, load_seconds=1.0, prefill_seconds=30.0, search_row_seconds=0.05,
+                              generate_row_seconds=0.1, generate_by_budget={512: 0.1, 1024: 0.2, 2048: 0.4},
+                              full_row_seconds=2.0, record_bytes_whole=1, record_bytes_bounded=1)
+    plan = RunPlan(name="r", model="m", dtype="float32", geometry=None, context="8160", record_dtype="float32",
+                   record_memory=None, counts=counts, calibration=calibration)
+    seconds = plan.seconds()
+    # 11 compressed methods at 512, 1024 and 2048, and the full cache once (not once per budget)
+    assert abs(seconds["held-out comparison"] - 64 * (11 * (0.1 + 0.2 + 0.4) + 2.0)) < 1e-9
+    assert seconds["curation (full-cache judgment of the drawn)"] == 20 * 2.0  # the judgment keeps every token
+
+
+def test_the_plan_prints_a_generate_row_at_each_budget_and_with_the_full_cache(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, baselines=["uniform", "full"])
+    result = run_cli("search", recipe, "--plan", "--runs-dir", tmp_path / "runs", "--set", "engine.threads=1")
+    assert result.code == 0, result.stderr
+    assert "(the full cache's scored once: the same at every budget)" in result.stdout
+    measured = next(line for line in result.stdout.splitlines() if line.startswith("MEASURED"))
+    assert " s at 24, " in measured and " s at 48 and " in measured and " s with the full cache" in measured
