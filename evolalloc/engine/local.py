@@ -146,8 +146,9 @@ class LocalEvaluator:
     def _decode(self, keys, budgets, settings, errors) -> list[Generation | None]:
         """Decode rows ``keys`` (``(allocation, instance)``, allocation-major) in batches of ``batch_size``
         consecutive keys; a failing batch is retried row by row to isolate the culprit. The batches run
-        instance-block-major (``by_instance_block``): the same batches, each record read once for all the
-        allocations instead of once per allocation."""
+        instance-block-major (``by_instance_block``): the same batches, so the same answers, and where the
+        instances fill whole batches each record is read once for all the allocations instead of once per
+        allocation. The generations come back in ``keys``' order."""
         chunks = [keys[start : start + self.batch_size] for start in range(0, len(keys), self.batch_size)]
         out: list[list[Generation | None]] = [[] for _ in chunks]
         for c in by_instance_block(chunks):
@@ -205,11 +206,12 @@ class LocalEvaluator:
 
 
 def by_instance_block(chunks: list[list[tuple[int, int]]]) -> list[int]:
-    """The order to run batches ``chunks`` of ``(allocation, instance)`` keys in: by their first instance,
+    """The order to run batches ``chunks`` of ``(allocation, instance)`` keys in: by their lowest instance,
     allocation order kept among equals. A batch's rows, and so every result, stay as batched; what changes
     is that a record is decoded for every allocation while it is mapped: at long context the held-out
     records outgrow the page cache, and allocation-major batches read each from disk once per allocation
-    (results/long-context-8k: 468 GB read for 25.7 GB of records)."""
+    (results/long-context-8k: 468 GB read for 25.7 GB of records). A batch that straddles two allocations
+    (instances not a multiple of the batch size) runs with the block of its lowest instance."""
     return sorted(range(len(chunks)), key=lambda c: min(i for _, i in chunks[c]))
 
 

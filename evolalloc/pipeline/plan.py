@@ -6,8 +6,8 @@ population; the ``search`` expansion rule's candidates; the held-out comparison:
 ``b_max`` and the bytes a record keeps. Measured by a short calibration on one drawn instance of
 the search split (the model loaded, one prefill, one full batch of ``engine.batch_size`` rows of a
 uniform candidate at ``c`` evaluated in the search's fitness mode, and in the comparison's ``generate``
-mode at every budget it scores and with the full cache — curation's judgment and the ``full`` row — the
-first timed after a warm-up call): the record sizes and the seconds per prefill and per evaluated row (a
+mode at every budget it scores and, when the run curates or scores it, with the full cache — curation's
+judgment and the ``full`` row; each mode's first batch timed after a warm-up call): the record sizes and the seconds per prefill and per evaluated row (a
 row's decode reads its whole kept cache, so at 8192 tokens a full-cache row costs many times a row at
 ``c``). The totals are estimates — the calibration's times scaled by the counts — and the output
 says so on each line, and says when the machine was too busy to trust them.
@@ -48,7 +48,7 @@ class Counts:
     popsizes: list[int]
     expansion_candidates: int
     compare_evaluations: int  # methods x budgets on the held-out split
-    compare_budgets: list[int]  # the budgets the comparison scores, ascending
+    compare_budgets: list[float]  # the budgets the comparison scores, ascending
     compressed_methods: int  # the methods scored at each budget but the full cache
     full_rows: int  # 1 when the full cache is a row: evaluated once, its budgets the same at every c
     b_max: int | None
@@ -63,9 +63,8 @@ class Calibration:
     load_seconds: float
     prefill_seconds: float
     search_row_seconds: float  # one candidate on one instance, in the search's fitness mode
-    generate_row_seconds: float  # the same in generate mode (the comparison's), at c
-    generate_by_budget: dict[int, float]  # the same at each budget the comparison scores
-    full_row_seconds: float  # one generate row with the full cache (curation's judgment, the ``full`` row)
+    generate_by_budget: dict[float, float]  # the same in generate mode (the comparison's), at each budget it scores
+    full_row_seconds: float  # one generate row with the full cache (curation's judgment, the ``full`` row); 0: unused
     record_bytes_whole: int
     record_bytes_bounded: int
     notes: list[str] = field(default_factory=list)
@@ -115,7 +114,7 @@ def count_run(recipe, experiment) -> Counts:
                   searches=searches, evaluations_per_search=per_search, groups=groups, generations=config.generations,
                   popsizes=popsizes, expansion_candidates=expansion_candidates,
                   compare_evaluations=methods * len(resolved.budgets),
-                  compare_budgets=sorted({int(b) for b in resolved.budgets}), compressed_methods=methods - full_rows,
+                  compare_budgets=sorted(float(b) for b in resolved.budgets), compressed_methods=methods - full_rows,
                   full_rows=full_rows, b_max=b_max, b_max_note=note)
 
 
@@ -134,18 +133,11 @@ def _profiled_forwards(recipe, search_n: int, b_max: int | None) -> int:
     return search_n * (2 if bounded else 1)
 
 
-def _timed_twice(work) -> float:
-    """Seconds of the second call of ``work`` (the first pays for first-use allocations and kernels)."""
-    work()
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
-
-
-def calibrate(recipe, experiment, b_max: int | None, compare_budgets: list[int]) -> Calibration:
+def calibrate(recipe, experiment, counts: Counts) -> Calibration:
     """Load the model, prefill one drawn search instance of the first task, bound its record at
-    ``b_max`` and evaluate a uniform candidate on it at ``c`` (search's mode), at each of
-    ``compare_budgets`` and with the full cache (generate mode): the measured part of the plan."""
+    ``counts.b_max`` and evaluate a uniform candidate on it at ``c`` (search's mode), at each of
+    ``counts.compare_budgets`` and, when the run judges or scores it, with the full cache (generate
+    mode): the measured part of the plan."""
     import torch
 
     from evolalloc.engine.local import LocalEvaluator
@@ -180,30 +172,36 @@ def calibrate(recipe, experiment, b_max: int | None, compare_budgets: list[int])
                      f"of its {torch.get_num_threads()} thread(s)' time; "
                      "the times scale with that")
     whole = record.nbytes()
-    bounded = bound_record(record, b_max) if b_max is not None else record
+    bounded = bound_record(record, counts.b_max) if counts.b_max is not None else record
     g = loaded.geometry
     rows = max(1, recipe.engine.batch_size)  # one full batch of rows, as the evaluator forms them
 
-    def row_seconds(mode: str | None, budget: int, kept=bounded, warm_up: bool = True) -> float:
+    def row_seconds(mode: str | None, budget: float, kept=bounded, warm_up: bool = True) -> float:
         mode = mode or experiment.resolved.fitness_mode.split("+")[0]
         evaluator = LocalEvaluator(loaded, part.task, [instance] * rows, scorer, records=[kept] * rows, mode=mode,
                                    batch_size=rows)
-        uniform = [np.full((g.num_layers, g.num_kv_heads), budget, dtype=np.int64)]
+        uniform = [np.full((g.num_layers, g.num_kv_heads), int(budget), dtype=np.int64)]
         if warm_up:
-            return _timed_twice(lambda: evaluator.evaluate(uniform)) / rows
+            evaluator.evaluate(uniform)  # the first call pays for first-use allocations and kernels
         started = time.perf_counter()
-        evaluator.evaluate(uniform)
-        return (time.perf_counter() - started) / rows
+        results = evaluator.evaluate(uniform)
+        seconds = (time.perf_counter() - started) / rows
+        if not results[0].ok:  # a failed batch (out of memory, at the full cache first) is not a row's time
+            notes.append(f"a calibration batch at c = {budget:g} ({mode}) failed: {results[0].error}; "
+                         "the time estimated from it is not a row's")
+        return seconds
 
-    target = int(experiment.resolved.target)
+    target = float(experiment.resolved.target)
     at_c = row_seconds("generate", target)
     # Warmed up at c: the larger budgets and the full cache are timed once each (at 8192 tokens a full
     # batch of full-cache rows takes tens of seconds).
-    by_budget = {b: at_c if b == target else row_seconds("generate", b, warm_up=False) for b in compare_budgets}
+    by_budget = {b: at_c if b == target else row_seconds("generate", b, warm_up=False)
+                 for b in counts.compare_budgets}
+    full = (row_seconds("generate", g.max_positions, kept=record, warm_up=False)
+            if counts.full_rows or counts.whole_records else 0.0)
     return Calibration(prompt_tokens=record.length, load_seconds=load_seconds, prefill_seconds=prefill_seconds,
-                       search_row_seconds=row_seconds(None, target), generate_row_seconds=at_c,
-                       generate_by_budget=by_budget,
-                       full_row_seconds=row_seconds("generate", g.max_positions, kept=record, warm_up=False),
+                       search_row_seconds=row_seconds(None, target),
+                       generate_by_budget=by_budget, full_row_seconds=full,
                        record_bytes_whole=whole, record_bytes_bounded=bounded.nbytes(), notes=notes)
 
 
@@ -257,9 +255,10 @@ class RunPlan:
             out.append(f"               + {c.expansion_candidates} expansion "
                        "candidates (rule search) on the search instances")
         out += [
-            f"               + {c.compare_evaluations} held-out evaluations "
-            f"(methods x budgets) on {c.heldout_instances} instances"
-            + (" (the full cache's scored once: the same at every budget)" if c.full_rows else ""),
+            f"               + {c.compressed_methods * len(c.compare_budgets) + c.full_rows} held-out evaluations "
+            f"(methods x budgets"
+            + (", the full cache's once: the same at every budget" if c.full_rows else "")
+            + f") on {c.heldout_instances} instances",
             f"  b_max: {c.b_max if c.b_max is not None else 'none (whole records)'}{c.b_max_note}; "
             f"records in {self.record_dtype}, up to "
             f"{size(self.record_memory) if self.record_memory is not None else 'no limit'} "
@@ -268,9 +267,9 @@ class RunPlan:
             f"tokens): model load {k.load_seconds:.1f} s, prefill "
             f"{k.prefill_seconds:.2f} s, one candidate on one instance "
             f"{k.search_row_seconds:.3f} s (search's fitness mode), in generate mode "
-            + ", ".join(f"{s:.3f} s at {b}" for b, s in k.generate_by_budget.items())
-            + f" and {k.full_row_seconds:.3f} s with the full cache, per row of a "
-            f"full batch; record {size(k.record_bytes_bounded)} bounded, "
+            + ", ".join(f"{s:.3f} s at {b:g}" for b, s in k.generate_by_budget.items())
+            + (f" and {k.full_row_seconds:.3f} s with the full cache" if k.full_row_seconds else "")
+            + f", per row of a full batch; record {size(k.record_bytes_bounded)} bounded, "
             f"{size(k.record_bytes_whole)} whole",
             *(f"  note: {note}" for note in k.notes),
             "ESTIMATED memory of the records (measured record x count):",
@@ -302,7 +301,7 @@ def plan_run(recipe) -> RunPlan:
     check_context_fits(recipe)
     with Experiment(recipe, progress=False) as experiment, blamed_on(recipe):
         counts = count_run(recipe, experiment)
-        calibration = calibrate(recipe, experiment, counts.b_max, counts.compare_budgets)
+        calibration = calibrate(recipe, experiment, counts)
         contexts = sorted({str(e.context_tokens) for e in recipe.task_entries})
         return RunPlan(name=recipe.name, model=recipe.model.spec, dtype=recipe.model.dtype,
                        geometry=experiment.run.model.geometry,

@@ -157,7 +157,8 @@ def evaluate_distinct(evaluator, allocations: list[Allocation]) -> list:
     """``evaluator``'s results for ``allocations``, in their order, each distinct budget array evaluated once:
     the full cache's budgets are the same at every ``c`` (at 8192 tokens its rows cost more than any other's)."""
     first: dict[tuple, int] = {}
-    index = [first.setdefault((a.budgets.shape, np.asarray(a.budgets).tobytes()), len(first)) for a in allocations]
+    arrays = [np.asarray(a.budgets) for a in allocations]
+    index = [first.setdefault((b.shape, b.dtype.str, b.tobytes()), len(first)) for b in arrays]
     distinct = list({i: a.budgets for i, a in zip(index, allocations)}.values())
     results = evaluator.evaluate(distinct)
     return [results[i] for i in index]

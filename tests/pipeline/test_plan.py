@@ -23,6 +23,7 @@ def test_the_plan_prints_counts_measurements_and_estimates_and_writes_nothing(tm
             "population = 2 x 6 + 2 x 6), each on 2 search instances") in text
     # evolved + uniform, pyramid, streaming (the default baselines) at c = 24 and its expansion 48.
     assert "+ 8 held-out evaluations (methods x budgets) on 3 instances" in text
+    assert "with the full cache" not in text  # neither curated nor a full row: not timed
     assert "b_max: 192" in text  # 4 x the largest budget, 48
     for label in ("COUNTED (exact", "MEASURED (one drawn search instance", "ESTIMATED memory", "ESTIMATED time",
                   "total: about"):
@@ -76,7 +77,7 @@ def test_the_comparison_is_timed_at_each_of_its_budgets_and_the_full_cache_once_
                     compare_evaluations=12 * 3, compare_budgets=[512, 1024, 2048], compressed_methods=11, full_rows=1,
                     b_max=8192)
     calibration = Calibration(prompt_tokens=8160, load_seconds=1.0, prefill_seconds=30.0, search_row_seconds=0.05,
-                              generate_row_seconds=0.1, generate_by_budget={512: 0.1, 1024: 0.2, 2048: 0.4},
+                              generate_by_budget={512: 0.1, 1024: 0.2, 2048: 0.4},
                               full_row_seconds=2.0, record_bytes_whole=1, record_bytes_bounded=1)
     plan = RunPlan(name="r", model="m", dtype="float32", geometry=None, context="8160", record_dtype="float32",
                    record_memory=None, counts=counts, calibration=calibration)
@@ -90,6 +91,8 @@ def test_the_plan_prints_a_generate_row_at_each_budget_and_with_the_full_cache(t
     recipe = tiny_recipe(tmp_path, tiny_model_dir, baselines=["uniform", "full"])
     result = run_cli("search", recipe, "--plan", "--runs-dir", tmp_path / "runs", "--set", "engine.threads=1")
     assert result.code == 0, result.stderr
-    assert "(the full cache's scored once: the same at every budget)" in result.stdout
+    # evolved + uniform + full at 24 and 48, the full cache's once: 2 x 2 + 1
+    text = result.stdout
+    assert "+ 5 held-out evaluations (methods x budgets, the full cache's once: the same at every budget)" in text
     measured = next(line for line in result.stdout.splitlines() if line.startswith("MEASURED"))
     assert " s at 24, " in measured and " s at 48 and " in measured and " s with the full cache" in measured
