@@ -5,12 +5,16 @@ a curated split's drawn candidates), the evaluations (per search: groups x gener
 population; the ``search`` expansion rule's candidates; the held-out comparison: methods x budgets),
 ``b_max`` and the bytes a record keeps. Measured by a short calibration on one drawn instance of
 the search split (the model loaded, one prefill, one full batch of ``engine.batch_size`` rows of a
-uniform candidate at ``c`` evaluated in the search's fitness mode, and in the comparison's ``generate``
-mode at every budget it scores and, when the run curates or scores it, with the full cache — curation's
-judgment and the ``full`` row; each mode's first batch timed after a warm-up call): the record sizes and the seconds per prefill and per evaluated row (a
-row's decode reads its whole kept cache, so at 8192 tokens a full-cache row costs many times a row at
-``c``). The totals are estimates — the calibration's times scaled by the counts — and the output
-says so on each line, and says when the machine was too busy to trust them.
+uniform candidate at ``c`` evaluated in the search's fitness mode, and in the comparison's
+``generate`` mode at every budget it scores and, when the run curates or scores it, with the full
+cache — curation's judgment and the ``full`` row; each mode's first batch timed after a warm-up
+call): the record sizes and the seconds per prefill and per evaluated row (a row's decode reads its
+whole kept cache, so at 8192 tokens a full-cache row costs many times a row at ``c``). The totals
+are estimates — the calibration's times scaled by the counts — and the output says so on each
+line, and says when the machine was too busy to trust them. A generate row's time also grows with
+its answer, which one instance cannot tell for the others: the comparison gets an upper figure too,
+every answer as long as the task allows (results/long-context-4k/mkword: the comparison ran 2.2x the
+estimate from the calibration's own answers).
 """
 
 from __future__ import annotations
@@ -68,6 +72,10 @@ class Calibration:
     record_bytes_whole: int
     record_bytes_bounded: int
     notes: list[str] = field(default_factory=list)
+    # A generate row's time grows with its answer, which the one calibration instance cannot know for the rest:
+    # its answers' mean length in tokens per budget (``None``: the full cache) and the most a row may decode.
+    answer_tokens: dict[float | None, float] = field(default_factory=dict)
+    max_new_tokens: int = 0
 
 
 def count_run(recipe, experiment) -> Counts:
@@ -176,6 +184,8 @@ def calibrate(recipe, experiment, counts: Counts) -> Calibration:
     g = loaded.geometry
     rows = max(1, recipe.engine.batch_size)  # one full batch of rows, as the evaluator forms them
 
+    answer_tokens: dict[float | None, float] = {}
+
     def row_seconds(mode: str | None, budget: float, kept=bounded, warm_up: bool = True) -> float:
         mode = mode or experiment.resolved.fitness_mode.split("+")[0]
         evaluator = LocalEvaluator(loaded, part.task, [instance] * rows, scorer, records=[kept] * rows, mode=mode,
@@ -186,6 +196,9 @@ def calibrate(recipe, experiment, counts: Counts) -> Calibration:
         started = time.perf_counter()
         results = evaluator.evaluate(uniform)
         seconds = (time.perf_counter() - started) / rows
+        if mode == "generate" and results[0].ok:
+            answer_tokens[None if kept is record and budget >= record.length else budget] = float(
+                np.mean([o.generated_tokens for o in results[0].instances]))
         if not results[0].ok:  # a failed batch (out of memory, at the full cache first) is not a row's time
             notes.append(f"a calibration batch at c = {budget:g} ({mode}) failed: {results[0].error}; "
                          "the time estimated from it is not a row's")
@@ -202,7 +215,8 @@ def calibrate(recipe, experiment, counts: Counts) -> Calibration:
     return Calibration(prompt_tokens=record.length, load_seconds=load_seconds, prefill_seconds=prefill_seconds,
                        search_row_seconds=row_seconds(None, target),
                        generate_by_budget=by_budget, full_row_seconds=full,
-                       record_bytes_whole=whole, record_bytes_bounded=bounded.nbytes(), notes=notes)
+                       record_bytes_whole=whole, record_bytes_bounded=bounded.nbytes(), notes=notes,
+                       answer_tokens=answer_tokens, max_new_tokens=int(instance.max_new_tokens or 0))
 
 
 @dataclass
@@ -231,6 +245,21 @@ class RunPlan:
             "held-out comparison": c.heldout_instances * (
                 c.compressed_methods * sum(k.generate_by_budget.values()) + c.full_rows * k.full_row_seconds),
         }
+
+    def comparison_upper(self) -> float | None:
+        """The held-out comparison if every answer ran to ``max_new_tokens`` (each calibration row's time
+        scaled by ``max_new_tokens`` over its answer's length: an upper figure, its fixed costs scaled too);
+        ``None`` when the calibration has no answer lengths."""
+        c, k = self.counts, self.calibration
+        if not k.max_new_tokens or not k.answer_tokens:
+            return None
+
+        def longest(seconds: float, key) -> float:
+            return seconds * k.max_new_tokens / max(1.0, k.answer_tokens.get(key, k.max_new_tokens))
+
+        per_budget = sum(longest(s, b) for b, s in k.generate_by_budget.items())
+        return c.heldout_instances * (c.compressed_methods * per_budget
+                                      + c.full_rows * longest(k.full_row_seconds, None))
 
     def memory(self) -> list[tuple[str, float]]:
         c, k = self.counts, self.calibration
@@ -284,9 +313,17 @@ class RunPlan:
         out.append(f"  disk if records spill: up to {size(spilled)}" if spilled
                    else "  disk: none (every record fits in memory)")
         out.append("ESTIMATED time (measured seconds x counts, on this machine as busy as it was):")
-        phases = self.seconds()
+        phases, upper = self.seconds(), self.comparison_upper()
         out += [f"  {what}: {duration(s)}" for what, s in phases.items() if s > 0]
-        out.append(f"  total: about {duration(sum(phases.values()))}"
+        compare = phases["held-out comparison"]
+        longer = upper is not None and upper > 1.05 * compare
+        if longer:
+            lengths = ", ".join(f"{t:.0f}" for t in k.answer_tokens.values())
+            out.append(f"    (up to {duration(upper)} if every answer runs to {k.max_new_tokens} tokens: the "
+                       f"calibration's answers were {lengths} tokens long, and a row's decode grows with its answer)")
+        total = sum(phases.values())
+        out.append(f"  total: about {duration(total)}"
+                   + (f" (up to {duration(total - compare + upper)})" if longer else "")
                    + (" + the scorer's training (not estimated)" if any("trains its scorer" in n for n in k.notes)
                       else ""))
         return out

@@ -70,6 +70,7 @@ def test_a_recipe_the_model_cannot_hold_is_refused_by_the_plan_as_by_the_run(tmp
 
 
 def test_the_comparison_is_timed_at_each_of_its_budgets_and_the_full_cache_once_and_curation_with_the_full_cache():
+    from evolalloc.core.geometry import ModelGeometry
     from evolalloc.pipeline.plan import Calibration, Counts, RunPlan
 
     counts = Counts(search_instances=16, heldout_instances=64, prefills={"x": 1}, whole_records=20, searches=1,
@@ -79,12 +80,20 @@ def test_the_comparison_is_timed_at_each_of_its_budgets_and_the_full_cache_once_
     calibration = Calibration(prompt_tokens=8160, load_seconds=1.0, prefill_seconds=30.0, search_row_seconds=0.05,
                               generate_by_budget={512: 0.1, 1024: 0.2, 2048: 0.4},
                               full_row_seconds=2.0, record_bytes_whole=1, record_bytes_bounded=1)
-    plan = RunPlan(name="r", model="m", dtype="float32", geometry=None, context="8160", record_dtype="float32",
+    geometry = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=8192)
+    plan = RunPlan(name="r", model="m", dtype="float32", geometry=geometry, context="8160", record_dtype="float32",
                    record_memory=None, counts=counts, calibration=calibration)
     seconds = plan.seconds()
     # 11 compressed methods at 512, 1024 and 2048, and the full cache once (not once per budget)
     assert abs(seconds["held-out comparison"] - 64 * (11 * (0.1 + 0.2 + 0.4) + 2.0)) < 1e-9
     assert seconds["curation (full-cache judgment of the drawn)"] == 20 * 2.0  # the judgment keeps every token
+    assert plan.comparison_upper() is None  # no answer lengths measured: no upper figure
+
+    # The calibration's answers: 4 tokens at 512, 32 (the most) at the larger budgets, 8 with the full cache.
+    calibration.answer_tokens, calibration.max_new_tokens = {512: 4.0, 1024: 32.0, 2048: 32.0, None: 8.0}, 32
+    assert abs(plan.comparison_upper() - 64 * (11 * (0.1 * 8 + 0.2 + 0.4) + 2.0 * 4)) < 1e-9
+    lines = "\n".join(plan.lines())
+    assert "(up to 25 min if every answer runs to 32 tokens" in lines
 
 
 def test_the_plan_prints_a_generate_row_at_each_budget_and_with_the_full_cache(tmp_path, tiny_model_dir):
