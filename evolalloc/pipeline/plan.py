@@ -51,12 +51,16 @@ class Counts:
     generations: int
     popsizes: list[int]
     expansion_candidates: int
-    compare_evaluations: int  # methods x budgets on the held-out split
     compare_budgets: list[float]  # the budgets the comparison scores, ascending
     compressed_methods: int  # the methods scored at each budget but the full cache
     full_rows: int  # 1 when the full cache is a row: evaluated once, its budgets the same at every c
     b_max: int | None
     b_max_note: str = ""
+
+    @property
+    def compare_evaluations(self) -> int:
+        """Held-out evaluations: each compressed method at each budget, the full cache once."""
+        return self.compressed_methods * len(self.compare_budgets) + self.full_rows
 
 
 @dataclass
@@ -80,6 +84,7 @@ class Calibration:
 
 def count_run(recipe, experiment) -> Counts:
     """The counts of ``recipe`` on ``experiment`` (``Experiment``; only the model's config is read)."""
+    from evolalloc.pipeline.evaluate import FULL_CACHE
     from evolalloc.pipeline.expansion import SEARCHED_RULES
     from evolalloc.pipeline.record_bound import record_bound
     from evolalloc.pipeline.search_settings import search_config
@@ -102,8 +107,6 @@ def count_run(recipe, experiment) -> Counts:
             whole += drawn if curated else 0
             search_n += section.n if split == "search" else 0
             heldout_n += section.n if split == "heldout" else 0
-    from evolalloc.pipeline.evaluate import FULL_CACHE
-
     methods = 1 + len(recipe.baselines)
     full_rows = int(FULL_CACHE in recipe.baselines)
     note = ""
@@ -121,7 +124,6 @@ def count_run(recipe, experiment) -> Counts:
     return Counts(search_instances=search_n, heldout_instances=heldout_n, prefills=prefills, whole_records=whole,
                   searches=searches, evaluations_per_search=per_search, groups=groups, generations=config.generations,
                   popsizes=popsizes, expansion_candidates=expansion_candidates,
-                  compare_evaluations=methods * len(resolved.budgets),
                   compare_budgets=sorted(float(b) for b in resolved.budgets), compressed_methods=methods - full_rows,
                   full_rows=full_rows, b_max=b_max, b_max_note=note)
 
@@ -186,7 +188,9 @@ def calibrate(recipe, experiment, counts: Counts) -> Calibration:
 
     answer_tokens: dict[float | None, float] = {}
 
-    def row_seconds(mode: str | None, budget: float, kept=bounded, warm_up: bool = True) -> float:
+    def row_seconds(mode: str | None, budget: float, kept=bounded, warm_up: bool = True, full: bool = False) -> float:
+        """Seconds per row of one batch at ``budget``; a generate batch's mean answer length goes to
+        ``answer_tokens[budget]``, or ``answer_tokens[None]`` for the full cache (``full``)."""
         mode = mode or experiment.resolved.fitness_mode.split("+")[0]
         evaluator = LocalEvaluator(loaded, part.task, [instance] * rows, scorer, records=[kept] * rows, mode=mode,
                                    batch_size=rows)
@@ -197,7 +201,7 @@ def calibrate(recipe, experiment, counts: Counts) -> Calibration:
         results = evaluator.evaluate(uniform)
         seconds = (time.perf_counter() - started) / rows
         if mode == "generate" and results[0].ok:
-            answer_tokens[None if kept is record and budget >= record.length else budget] = float(
+            answer_tokens[None if full else budget] = float(
                 np.mean([o.generated_tokens for o in results[0].instances]))
         if not results[0].ok:  # a failed batch (out of memory, at the full cache first) is not a row's time
             notes.append(f"a calibration batch at c = {budget:g} ({mode}) failed: {results[0].error}; "
@@ -210,7 +214,7 @@ def calibrate(recipe, experiment, counts: Counts) -> Calibration:
     # batch of full-cache rows takes tens of seconds).
     by_budget = {b: at_c if b == target else row_seconds("generate", b, warm_up=False)
                  for b in counts.compare_budgets}
-    full = (row_seconds("generate", g.max_positions, kept=record, warm_up=False)
+    full = (row_seconds("generate", g.max_positions, kept=record, warm_up=False, full=True)
             if counts.full_rows or counts.whole_records else 0.0)
     return Calibration(prompt_tokens=record.length, load_seconds=load_seconds, prefill_seconds=prefill_seconds,
                        search_row_seconds=row_seconds(None, target),
@@ -284,7 +288,7 @@ class RunPlan:
             out.append(f"               + {c.expansion_candidates} expansion "
                        "candidates (rule search) on the search instances")
         out += [
-            f"               + {c.compressed_methods * len(c.compare_budgets) + c.full_rows} held-out evaluations "
+            f"               + {c.compare_evaluations} held-out evaluations "
             f"(methods x budgets"
             + (", the full cache's once: the same at every budget" if c.full_rows else "")
             + f") on {c.heldout_instances} instances",

@@ -75,7 +75,7 @@ def test_the_comparison_is_timed_at_each_of_its_budgets_and_the_full_cache_once_
 
     counts = Counts(search_instances=16, heldout_instances=64, prefills={"x": 1}, whole_records=20, searches=1,
                     evaluations_per_search=78, groups=[8], generations=2, popsizes=[10], expansion_candidates=0,
-                    compare_evaluations=12 * 3, compare_budgets=[512, 1024, 2048], compressed_methods=11, full_rows=1,
+                    compare_budgets=[512, 1024, 2048], compressed_methods=11, full_rows=1,
                     b_max=8192)
     calibration = Calibration(prompt_tokens=8160, load_seconds=1.0, prefill_seconds=30.0, search_row_seconds=0.05,
                               generate_by_budget={512: 0.1, 1024: 0.2, 2048: 0.4},
