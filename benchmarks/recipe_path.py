@@ -5,6 +5,7 @@ through, and how often does it come back to one? (Issue 37: each room entered at
     python benchmarks/recipe_path.py                # a tiny random-weight model, in-process
     python benchmarks/recipe_path.py --depth 3      # the path cut at another depth
     python benchmarks/recipe_path.py --tree         # and the walk itself, one line per call
+    python benchmarks/recipe_path.py --calls        # every call to --depth, not only the recipe's path
 
 It builds a 4-layer random Llama with the bundled tokenizer (as ``tests/conftest.py`` does), runs
 ``evolalloc search`` on a tiny passkey recipe in this process under ``sys.setprofile``, and records
@@ -12,14 +13,23 @@ every call of a function defined in ``evolalloc/`` made while the ``search`` com
 
 Definitions (the issue leaves them open):
 
-* the *walk* is those calls in the order they are made (a pre-order of the call tree), from the
-  ``search`` command (depth 0) down to ``--depth`` levels of evolalloc functions below it: deeper
-  calls are the rooms' own business (the runtime's per-layer and per-token loops, for one). Frames
-  of other packages (torch, click, optuna) and comprehensions do not count as levels. A generator
+* the *recipe's path* (what the limits are checked on) is the calls that are handed the recipe:
+  one of their arguments (``self`` included) is the ``Recipe`` or the ``ResolvedRun``, or an
+  object that holds one of them (an attribute of it, or of an attribute of it: the experiment, its
+  splits, the scorers), at any depth below ``search``. A call handed only a piece (a section, a
+  budget, an allocation, a result) is the piece's business, not the recipe's: a helper that parses
+  a method's name or writes a file, called from every step, is not the recipe going back and forth.
+* ``--calls`` walks every evolalloc call instead, down to ``--depth`` levels below ``search``
+  (deeper calls are the rooms' own business: the runtime's per-layer and per-token loops). It is
+  the wider, stricter figure, printed for comparison.
+* either walk is its calls in the order they are made (a pre-order of the call tree). Frames of
+  other packages (torch, click, optuna) and comprehensions do not count as levels. A generator
   resumed is not a new call. Imports are not calls: a module's top level and class bodies run
   when it is imported, and what they call is left out.
 * the walk *enters* a room when a function of that module is called from another module (a call
-  within a module stays in the room, however deep). A *stay* is a maximal run of consecutive
+  within a module stays in the room, however deep); on the recipe's path, "called from" is the
+  nearest caller on the path (a call through a helper that is not handed the recipe does not
+  leave the room). A *stay* is a maximal run of consecutive
   entries into one room; a room's stays are how many times the walk enters it, and "at most twice"
   is at most 2 stays. A room that hands control back and forth (``A -> B``, back, ``A -> B`` again
   from another call) is entered each time.
@@ -107,15 +117,55 @@ def step_entries(walk: list[Call], depth: int, module: str = RUN_MODULE) -> list
     return out
 
 
-class Recorder:
-    """A ``sys.setprofile`` hook: the calls of evolalloc functions made inside the root call."""
+def carries_recipe(value, levels: int = 2) -> bool:
+    """Whether ``value`` is the recipe or what it resolved to, or holds one of them as an attribute
+    (``levels`` deep: the experiment holds the recipe; its splits hold the experiment)."""
+    from evolalloc.config.recipe_type import Recipe
+    from evolalloc.config.resolved import ResolvedRun
 
-    def __init__(self, package_dir: Path, max_depth: int):
+    if isinstance(value, (Recipe, ResolvedRun)):
+        return True
+    if levels == 0 or isinstance(value, type):
+        return False
+    attributes = getattr(value, "__dict__", None)
+    return isinstance(attributes, dict) and any(carries_recipe(v, levels - 1) for v in list(attributes.values()))
+
+
+def handed_recipe(frame) -> bool:
+    """Whether one of the arguments of the call ``frame`` begins is the recipe or holds it. The recipe's
+    own methods and properties (``self`` the ``Recipe`` or ``ResolvedRun``: ``resolved.fitness_mode``)
+    are the recipe read where it is, not handed to their module: they count only when handed another
+    argument that is or holds the recipe."""
+    from evolalloc.config.recipe_type import Recipe
+    from evolalloc.config.resolved import ResolvedRun
+
+    code = frame.f_code
+    named = code.co_argcount + code.co_kwonlyargcount
+    count = named + bool(code.co_flags & 0x4) + bool(code.co_flags & 0x8)  # *args, **kwargs
+    values = []
+    for i, name in enumerate(code.co_varnames[:count]):
+        value = frame.f_locals.get(name)
+        if i == 0 and name == "self" and isinstance(value, (Recipe, ResolvedRun)):
+            continue
+        if i >= named:  # *args (a tuple) or **kwargs (a dict): their values
+            values.extend(value.values() if isinstance(value, dict) else value or ())
+        else:
+            values.append(value)
+    return any(carries_recipe(v) for v in values)
+
+
+class Recorder:
+    """A ``sys.setprofile`` hook: the calls of evolalloc functions made inside the root call, either
+    every one down to ``max_depth`` (``follow=False``) or those handed the recipe (``follow=True``)."""
+
+    def __init__(self, package_dir: Path, max_depth: int, follow: bool = True):
         self.prefix = str(package_dir) + os.sep
         self.max_depth = max_depth
+        self.follow = follow
         self.modules: dict[object, str | None] = {}  # code object -> module name, or None: not ours
-        # evolalloc frames open below (and including) the root: (frame, module, counts as a level, import)
-        self.stack: list[tuple[object, str, bool, bool]] = []
+        # evolalloc frames open below (and including) the root:
+        # (frame, module, counts as a level, import, module of the nearest caller on the recipe's path)
+        self.stack: list[tuple[object, str, bool, bool, str | None]] = []
         self.importing = 0  # how many of them are a module's top level or a class body
         self.resumable: dict[int, object] = {}  # generator frames already called (kept alive: ids stay unique)
         self.walk: list[Call] = []
@@ -141,10 +191,16 @@ class Recorder:
             if code.co_flags & GENERATOR_FLAGS:
                 self.resumable[id(frame)] = frame
             depth = sum(1 for entry in self.stack if entry[2])
-            if not resumed and not imported and not self.importing and depth <= self.max_depth:
+            on_path = self.stack[-1][4] if self.stack else None  # the module of the nearest caller on the path
+            counted = not resumed and not imported and not self.importing
+            if self.follow:
+                if counted and level and (not self.stack or handed_recipe(frame)):
+                    self.walk.append(Call(depth, module, code.co_name, on_path))
+                    on_path = module
+            elif counted and depth <= self.max_depth:
                 caller = self.stack[-1][1] if self.stack else None
                 self.walk.append(Call(depth, module, code.co_name, caller))
-            self.stack.append((frame, module, level, imported))
+            self.stack.append((frame, module, level, imported, on_path))
             self.importing += imported
         elif event == "return" and self.stack and self.stack[-1][0] is frame:
             self.importing -= self.stack.pop()[3]
@@ -179,12 +235,13 @@ def tiny_run(folder: Path) -> Path:
     return folder / "recipe.yaml"
 
 
-def record_search(recipe: Path, runs_dir: Path, max_depth: int) -> list[Call]:
-    """The walk of ``evolalloc search RECIPE`` run in this process, down to ``max_depth``."""
+def record_search(recipe: Path, runs_dir: Path, max_depth: int, follow: bool = True) -> list[Call]:
+    """The walk of ``evolalloc search RECIPE`` run in this process: the recipe's path (``follow``), or
+    every call down to ``max_depth``."""
     import evolalloc
     from evolalloc.cli import main
 
-    recorder = Recorder(Path(evolalloc.__file__).parent, max_depth)
+    recorder = Recorder(Path(evolalloc.__file__).parent, max_depth, follow)
     sys.setprofile(recorder)
     try:
         main.main(["search", str(recipe), "--runs-dir", str(runs_dir), "--no-progress"], standalone_mode=False)
@@ -212,11 +269,11 @@ def tree_lines(walk: list[Call], depth: int) -> list[str]:
     return [text + (f"  (x{n})" if n > 1 else "") for text, n in lines]
 
 
-def print_path(walk: list[Call], depth: int) -> int:
+def print_path(walk: list[Call], depth: int, what: str) -> int:
     """Prints the counts and the violators; returns how many violators."""
     per_module = stays_per_module(walk, depth)
     calls = [c for c in walk if c.depth <= depth]
-    print(f"walk: {len(calls)} evolalloc calls at depth <= {depth} below `search`, "
+    print(f"walk: {len(calls)} evolalloc calls {what}, "
           f"{sum(c.enters for c in calls)} of them entering a room, in {sum(per_module.values())} stays "
           f"in {len(per_module)} modules")
     print("\nstays per module (times the walk enters it):")
@@ -237,19 +294,23 @@ def print_path(walk: list[Call], depth: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", action="store_true",
+                        help="walk every evolalloc call down to --depth, not only those handed the recipe")
     parser.add_argument("--depth", type=int, default=5,
-                        help="levels of evolalloc calls below `search` that make the path (default 5: "
+                        help="with --calls: levels of evolalloc calls below `search` that make the walk (default 5: "
                              "search, start_run, run_prepared, finish, a step, what the step calls)")
     parser.add_argument("--tree", action="store_true", help="print the walk first, one line per call")
     args = parser.parse_args()
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    depth = args.depth if args.calls else sys.maxsize
     with tempfile.TemporaryDirectory(prefix="recipe-path-") as tmp:
         recipe = tiny_run(Path(tmp))
-        walk = record_search(recipe, Path(tmp) / "runs", args.depth)
+        walk = record_search(recipe, Path(tmp) / "runs", depth, follow=not args.calls)
     print()
     if args.tree:
-        print("\n".join(tree_lines(walk, args.depth)) + "\n")
-    print_path(walk, args.depth)
+        print("\n".join(tree_lines(walk, depth)) + "\n")
+    print_path(walk, depth, f"at depth <= {depth} below `search`" if args.calls
+               else "handed the recipe (or what holds it) below `search`, at any depth")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ class _Run:
         recipe = experiment.recipe
         self.curation_file, self.run_dir = curation_file, run_dir
         self.model = ModelHandle(recipe.model.spec, recipe.model.dtype, recipe.engine.threads)
-        self.scorers = RunScorers(recipe, lambda: _trainer(experiment), progress=experiment.progress)
+        self.scorers = RunScorers.for_recipe(recipe, lambda: _trainer(experiment), progress=experiment.progress)
         self.records = RunRecords(
             recipe.engine, f"{recipe.model.spec}|{recipe.model.dtype}",
             bound=lambda: _run_bound(experiment) if bounded else None,  # False: whole records (`evaluate`)
@@ -107,7 +107,8 @@ class Experiment:
         self._owns_run = _run is None  # the parts of a multi-task run share their whole's
         self.run = _run or _Run(self, Path(curation_file) if curation_file is not None else None,
                                 Path(run_dir) if run_dir is not None else None, bounded)
-        self.splits = TaskSplits(self)
+        self.splits = TaskSplits(recipe.task, self.run, self._curate, label=self.label, source=recipe.source,
+                                 progress=progress)
         self._engine: Engine | None = None
 
     def __enter__(self) -> "Experiment":
@@ -141,6 +142,12 @@ class Experiment:
         twin.resolved = resolve_run(recipe)
         twin._owns_run = False
         return twin
+
+    def _curate(self, split: str, drawn: list):
+        """Judge ``split``'s ``drawn`` candidates with the model (its splits ask, on first need)."""
+        from evolalloc.pipeline.curation import curate
+
+        return curate(self, split, drawn, self.label)
 
     def record_curations(self, path: str | Path) -> None:
         """Write every curation made so far into ``path`` (the run folder's ``curation.json``, once it
@@ -198,14 +205,9 @@ class Experiment:
         return self.run.methods.baseline(method, target, base=base)
 
     # The task's splits (pipeline/task_splits.py) and the records kept of them (pipeline/run_records.py).
-    @cached_property
+    @property
     def task(self):
-        from fitness import FitnessError, get_task
-
-        try:
-            return get_task(self.recipe.task.name, **self.recipe.task.params)
-        except FitnessError as err:
-            raise UserError(str(err), source=self.recipe.source, field="task") from None
+        return self.splits.task
 
     @property
     def curations(self) -> dict[str, object]:
@@ -271,14 +273,18 @@ class Experiment:
     @cached_property
     def workload(self) -> Workload:
         """What the engine evaluates (``engine/workload.py``); the model, task, instances and records
-        are this experiment's own, provided on the engine's first use of each."""
+        are this experiment's own, provided on the engine's first use of each (its splits' own, so
+        that an engine asking for them does not come back through the experiment)."""
+        return self._workload(self.splits.instances)
+
+    def _workload(self, instances) -> Workload:
         recipe = self.recipe
         return Workload(
             model_spec=recipe.model.spec, dtype=recipe.model.dtype, task_name=recipe.task.name,
             task_params=dict(recipe.task.params), question_after_compression=recipe.task.question_after_compression,
             batch_size=recipe.engine.batch_size, workers=recipe.engine.workers, threads=recipe.engine.threads,
-            address=recipe.engine.address, load_model=lambda: self.loaded, load_task=lambda: self.task,
-            scorers=lambda: self.scorers, instances=self.instances, records=self.records,
+            address=recipe.engine.address, load_model=lambda: self.run.model.loaded, load_task=lambda: self.task,
+            scorers=lambda: self.run.scorers.all, instances=instances, records=self.splits.records,
             record_policy_for=self.run.records.policy_for,
         )
 
@@ -323,6 +329,10 @@ class MultiTaskExperiment(Experiment):
 
     def instances(self, split: str) -> list:
         return [inst for _, _, part in self.parts for inst in part.instances(split)]
+
+    @cached_property
+    def workload(self) -> Workload:
+        return self._workload(self.instances)  # every part's (its evaluators are the parts')
 
     def evaluator(self, split: str, scorer: Scorer | None = None, mode: str | None = "generate") -> Evaluator:
         """The weighted mean of the parts' scores (``WeightedEvaluator``)."""

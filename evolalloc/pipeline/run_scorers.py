@@ -16,52 +16,67 @@ from evolalloc.runtime.scorers import Scorer, get_scorer
 
 
 class RunScorers:
-    """Args:
-        recipe: the run's recipe (its ``scorer``, ``baselines`` and ``search_space`` sections).
+    """The pieces of the recipe it reads, not the recipe (issue 37: a piece handed on is that piece's
+    business; ``RunScorers.for_recipe`` takes them from a recipe).
+
+    Args:
+        scorer: the recipe's ``scorer`` section (``name``, ``params``, ``train``).
+        baselines: the methods compared (``baselines``), each of which may rank with its own scorer.
+        search_space: the ``search_space`` section (a hybrid space's budget adapter).
+        checkpoints: ``checkpoints``: a baseline scorer's trained weights, by scorer name.
+        model_spec: the model the checkpoints must have been trained for.
+        source: the recipe's file, named in errors.
         trainer: makes the run's ``TrainedScorer`` (``pipeline/scorer_training.py``) when
             ``scorer.train`` asks for one; called once, on first need.
         progress: show the training's progress.
     """
 
-    def __init__(self, recipe, trainer: Callable[[], object], *, progress: bool = True):
-        self.recipe = recipe
+    def __init__(self, scorer, baselines, search_space, checkpoints: dict, model_spec: str, source: str | None,
+                 trainer: Callable[[], object], *, progress: bool = True):
+        self.section, self.baselines, self.search_space = scorer, list(baselines), search_space
+        self.checkpoints, self.model_spec, self.source = dict(checkpoints or {}), model_spec, source
         self._trainer = trainer
         self.progress = progress
         #: Scorers ranked at prefill besides the recipe's and the baselines' (``pipeline/headroom.py``;
         #: ``evaluate``: an allocation file's own scorer); set before the first records are made.
         self.extra: list[Scorer] = []
 
+    @classmethod
+    def for_recipe(cls, recipe, trainer: Callable[[], object], *, progress: bool = True) -> "RunScorers":
+        return cls(recipe.scorer, recipe.baselines, recipe.search_space, recipe.checkpoints, recipe.model.spec,
+                   recipe.source, trainer, progress=progress)
+
     def _build(self, params: dict) -> Scorer:
         try:
-            return get_scorer(self.recipe.scorer.name, **params)
+            return get_scorer(self.section.name, **params)
         except ValueError as err:
-            raise UserError(str(err), source=self.recipe.source, field="scorer") from None
+            raise UserError(str(err), source=self.source, field="scorer") from None
 
     @cached_property
     def declared(self) -> Scorer:
         """The scorer as the recipe's section declares it, built without the model: the same settings
         (and ``min_budget``) as ``scorer``, whose checkpoint path a run that trains its scorer only
         knows once the weights are loaded. The cheap checks of a start use this one."""
-        return self._build(dict(self.recipe.scorer.params))
+        return self._build(dict(self.section.params))
 
     @cached_property
     def trained(self):
         """The in-run training ``scorer.train`` asks for (``pipeline.scorer_training``), or None."""
-        return self._trainer() if self.recipe.scorer.train is not None else None
+        return self._trainer() if self.section.train is not None else None
 
     @cached_property
     def scorer(self) -> Scorer:
         """The run's scorer; a trained one reads the checkpoint keyed by content (which needs the weights)."""
-        if self.recipe.scorer.train is None:
+        if self.section.train is None:
             return self.declared
-        return self._build({**self.recipe.scorer.params, "checkpoint": str(self.trained.checkpoint)})
+        return self._build({**self.section.params, "checkpoint": str(self.trained.checkpoint)})
 
     def check_without_weights(self) -> None:
         """Build (and so check) what needs no model weights: the declared scorer, and every scorer the
         baselines rank with too, unless the run trains its scorer (its checkpoint path is keyed by
         the weights: those are built once the model is loaded)."""
         self.declared  # noqa: B018
-        if self.recipe.scorer.train is None:
+        if self.section.train is None:
             self.all  # noqa: B018
 
     @cached_property
@@ -94,8 +109,8 @@ class RunScorers:
         scorers = {self.scorer.key: self.scorer}
         for extra in self.extra:
             scorers.setdefault(extra.key, extra)
-        for name in self.recipe.baselines:
-            declared = baseline_method(name, self.scorer, self.recipe.checkpoints).scorer
+        for name in self.baselines:
+            declared = baseline_method(name, self.scorer, self.checkpoints).scorer
             if declared is not None:
                 extra = get_scorer(declared[0], **declared[1])
                 scorers.setdefault(extra.key, extra)
@@ -106,7 +121,7 @@ class RunScorers:
         or trained for another ``model`` (the loaded torch module); one the run trains itself is not checked."""
         from evolalloc.runtime.policy import model_identity
 
-        identity = model_identity(self.recipe.model.spec, model)
+        identity = model_identity(self.model_spec, model)
         trained = str(self.trained.checkpoint) if self.trained is not None else None
         for scorer in self.all:
             if trained is not None and scorer.params().get("checkpoint") == trained:
@@ -115,14 +130,14 @@ class RunScorers:
                 scorer.check_checkpoint(geometry.to_dict(), identity)
             except ValueError as err:
                 field = "scorer.params.checkpoint" if scorer is self.scorer else self._named_in(scorer)
-                raise UserError(str(err), source=self.recipe.source, field=field) from None
+                raise UserError(str(err), source=self.source, field=field) from None
 
     def _named_in(self, scorer: Scorer) -> str:
         """The recipe field that gave a baseline's ``scorer`` its checkpoint: ``checkpoints.KEY``, else
         ``baselines``."""
         from evolalloc.core.scorer_names import canonical_scorer
 
-        for key in self.recipe.checkpoints:
+        for key in self.checkpoints:
             if canonical_scorer(str(key)) == canonical_scorer(scorer.name):
                 return f"checkpoints.{key}"
         return "baselines"
@@ -134,15 +149,15 @@ class RunScorers:
         from evolalloc.search.config import space_params_of
         from searchspaces import SEARCH_SPACES
 
-        adapter = SEARCH_SPACES.get(self.recipe.search_space.name).adapter
+        adapter = SEARCH_SPACES.get(self.search_space.name).adapter
         if adapter is None:
             return self.scorer
         from evolalloc.runtime.adaptive import Adapted, get_adapter
 
         try:  # the space's own settings are its adapter's (floors_under_global_topk's floor_fraction)
-            return Adapted(self.scorer, get_adapter(adapter, **space_params_of(self.recipe.search_space)))
+            return Adapted(self.scorer, get_adapter(adapter, **space_params_of(self.search_space)))
         except ValueError as err:
-            raise UserError(str(err), source=self.recipe.source, field="search_space.name") from None
+            raise UserError(str(err), source=self.source, field="search_space.name") from None
 
 
 def scorer_for(allocation: Allocation) -> Scorer:

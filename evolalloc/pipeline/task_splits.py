@@ -8,6 +8,8 @@ candidates a curated split is chosen from (``pipeline/curation.py``), or a slice
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from evolalloc.core.errors import UserError
 from evolalloc.core.phases import announce
 from evolalloc.pipeline.curation import DRAWN, is_drawn
@@ -15,18 +17,40 @@ from evolalloc.runtime.instances import prefill_instances
 
 
 class TaskSplits:
-    """The splits of ``experiment``'s (one) task; it takes the run's model, scorers and record
-    keeping from the run's own pieces (``experiment.run``), not through the experiment's facade."""
+    """The splits of one task, made from the pieces of the run they need, not from the experiment
+    (issue 37: what is handed the recipe is what goes back and forth).
 
-    def __init__(self, experiment):
-        self.experiment = experiment
+    Args:
+        section: the recipe's ``task`` section (``name``, ``params``, ``search``, ``heldout``, ...).
+        run: the run's shared pieces (``Experiment.run``): the model, scorers, record keeping, and the
+            run folder's ``curation.json`` (``run.curation_file``).
+        curate: ``curate(split, drawn) -> Curation``: judges a curated split's drawn candidates with
+            the model (``pipeline/curation.py``, through the experiment's evaluators).
+        label: the task's label in curations and messages.
+        source: the recipe's file, named in errors.
+        progress: show progress bars.
+    """
+
+    def __init__(self, section, run, curate, *, label: str, source: str | None, progress: bool = True):
+        self.task_section, self.run, self._curate = section, run, curate
+        self.label, self.source, self.progress = label, source, progress
         self.instances_of: dict[str, list] = {}
         self.records_of: dict[str, list] = {}
         self.curations: dict[str, object] = {}  # split -> Curation
 
+    @cached_property
+    def task(self):
+        """The task object (``fitness``) the recipe's ``task`` section names, built once."""
+        from fitness import FitnessError, get_task
+
+        try:
+            return get_task(self.task_section.name, **self.task_section.params)
+        except FitnessError as err:
+            raise UserError(str(err), source=self.source, field="task") from None
+
     def section(self, split: str):
         """The recipe section (``n``, ``seed``, ``curate``) of ``split`` ("search" or "heldout")."""
-        task = self.experiment.recipe.task
+        task = self.task_section
         return task.search if split.partition(DRAWN)[0] == "search" else task.heldout
 
     def draw(self, splits) -> list[str]:
@@ -45,7 +69,7 @@ class TaskSplits:
             base, _, piece = split.partition(DRAWN)
             if piece:  # a slice "[start:stop]" of the drawn candidates, judged by curation
                 start, stop = (int(i) for i in piece.strip("[]").split(":"))
-                self.instances_of[split] = self.experiment.instances(base + DRAWN)[start:stop]
+                self.instances_of[split] = self.instances(base + DRAWN)[start:stop]
             elif is_drawn(split):
                 drawn = section.curate.draw or 2 * section.n
                 self.instances_of[split] = self.generate(split.removesuffix(DRAWN), drawn)
@@ -58,28 +82,27 @@ class TaskSplits:
     def generate(self, split: str, n: int) -> list:
         from fitness import FitnessError
 
-        experiment, section = self.experiment, self.section(split)
-        recipe = experiment.recipe
+        section = self.section(split)
         try:
             announce("drawing instances")
-            instances = experiment.task.instances(split, n, section.seed, recipe.task.context_tokens,
-                                                  experiment.run.model.tokenizer)
+            instances = self.task.instances(split, n, section.seed, self.task_section.context_tokens,
+                                            self.run.model.tokenizer)
         except FitnessError as err:
-            raise UserError(str(err), source=recipe.source, field=f"task.{split}") from None
+            raise UserError(str(err), source=self.source, field=f"task.{split}") from None
         self.check_fits(instances)
         return instances
 
     def curated(self, split: str) -> list:
         from tqdm import tqdm
 
-        from evolalloc.pipeline.curation import curate, load_curation, save_curation
+        from evolalloc.pipeline.curation import load_curation, save_curation
 
-        experiment, section = self.experiment, self.section(split)
-        drawn = experiment.instances(split + DRAWN)
-        curation_file = experiment.run.curation_file
-        record = load_curation(curation_file, experiment.label, split, section)
+        section = self.section(split)
+        drawn = self.instances(split + DRAWN)
+        curation_file = self.run.curation_file
+        record = load_curation(curation_file, self.label, split, section)
         if record is None:
-            record = curate(experiment, split, drawn, experiment.label)
+            record = self._curate(split, drawn)
             save_curation(curation_file, record, section)
             self.discard_unkept(split, set(record.kept_uids))
         by_uid = {inst.uid: inst for inst in drawn}
@@ -91,13 +114,13 @@ class TaskSplits:
         tqdm.write(record.line())
         if not record.kept_uids:
             raise UserError(f"curation kept no instance of the {split} split ({record.line()})",
-                            source=experiment.recipe.source, field=f"task.{split}.curate")
+                            source=self.source, field=f"task.{split}.curate")
         return [by_uid[uid] for uid in record.kept_uids]
 
     def discard_unkept(self, split: str, kept: set[str]) -> None:
         """Drop the judged candidates of ``split`` that curation did not keep, now (their spilled
         files too, ``RecordKeeper.discard``); the kept ones' records stay for the split."""
-        keeper = self.experiment.run.records.keeper
+        keeper = self.run.records.keeper
         for name in [name for name in self.records_of if is_drawn(name) and name.partition(DRAWN)[0] == split]:
             records = self.records_of[name]
             keeper.discard([r for r in records if r.uid not in kept])
@@ -108,17 +131,17 @@ class TaskSplits:
         from evolalloc.runtime.instances import tokenize_instance
         from evolalloc.runtime.positions import positions_beyond
 
-        experiment, model = self.experiment, self.experiment.run.model
+        model = self.run.model
         limit = model.geometry.max_positions
         if not limit:
             return
-        after = experiment.recipe.task.question_after_compression
+        after = self.task_section.question_after_compression
         for instance in instances:
             ids, question = tokenize_instance(model.tokenizer, instance, after)
             needed = positions_beyond(limit, len(ids), len(question or []), instance.max_new_tokens)
             if needed:
                 raise UserError(f"instance {instance.uid} needs {needed} positions (prompt and answer), beyond the "
-                                f"model's {limit}; choose a shorter context", source=experiment.recipe.source,
+                                f"model's {limit}; choose a shorter context", source=self.source,
                                 field="task.context_tokens")
 
     def records(self, split: str) -> list:
@@ -127,8 +150,8 @@ class TaskSplits:
         A curated split re-uses the records its drawn candidates already have.
         """
         if split not in self.records_of:
-            experiment, run = self.experiment, self.experiment.run
-            instances = experiment.instances(split)  # a curated split's curation makes its drawn records
+            run = self.run
+            instances = self.instances(split)  # a curated split's curation makes its drawn records
             # Drop the drawn candidates' records once the kept ones are picked: ~46 MB each at 1k tokens.
             # Curation may have judged them a slice at a time: every slice of this split's drawn ones.
             slices = [name for name in self.records_of if name.partition(DRAWN)[0] == split and is_drawn(name)]
@@ -151,8 +174,8 @@ class TaskSplits:
                 run.scorers.ensure_trained()  # its ranking is in every record
                 self.records_of[split] = prefill_instances(
                     run.model.loaded, instances, run.scorers.all,
-                    question_after_compression=experiment.recipe.task.question_after_compression,
-                    progress=experiment.progress, keeper=run.records.keeper,
+                    question_after_compression=self.task_section.question_after_compression,
+                    progress=self.progress, keeper=run.records.keeper,
                     bound=run.records.policy_for(split).bound,  # None for drawn ones: whole
                     # Drawn candidates are whole and judged once: spilled, so the memory held is
                     # left to the bounded records of the search (issue 22: curation was the peak).

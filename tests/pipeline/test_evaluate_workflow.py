@@ -16,13 +16,13 @@ def recipe(tmp_path, tiny_model_dir):
 
 
 def test_a_bad_allocation_file_is_refused_before_anything_is_prefilled(tmp_path, recipe, monkeypatch):
-    from evolalloc.pipeline import experiment
     from evolalloc.pipeline.evaluate import evaluate_allocations
+    from evolalloc.pipeline.task_splits import TaskSplits
 
     def records(self, split):
         raise AssertionError("a split was prefilled before every file was read")
 
-    monkeypatch.setattr(experiment.Experiment, "records", records)
+    monkeypatch.setattr(TaskSplits, "records", records)
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     with pytest.raises(UserError) as err:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from evolalloc.config.recipe import load_recipe
-from evolalloc.pipeline import experiment as experiment_module
 from evolalloc.pipeline import task_splits as task_splits_module
 from evolalloc.pipeline.headroom import measure_headroom
 from tests.pipeline.test_pipeline import evolalloc, tiny_recipe
@@ -16,7 +15,7 @@ from tests.pipeline.test_pipeline import evolalloc, tiny_recipe
 def spied(monkeypatch):
     """Which splits get instances, and how many prefill passes run."""
     seen = {"splits": [], "prefills": 0}
-    instances, prefill = experiment_module.Experiment.instances, task_splits_module.prefill_instances
+    instances, prefill = task_splits_module.TaskSplits.instances, task_splits_module.prefill_instances
 
     def spy_instances(self, split):
         seen["splits"].append(split)
@@ -26,7 +25,7 @@ def spied(monkeypatch):
         seen["prefills"] += 1
         return prefill(*args, **kwargs)
 
-    monkeypatch.setattr(experiment_module.Experiment, "instances", spy_instances)
+    monkeypatch.setattr(task_splits_module.TaskSplits, "instances", spy_instances)
     monkeypatch.setattr(task_splits_module, "prefill_instances", spy_prefill)
     return seen
 

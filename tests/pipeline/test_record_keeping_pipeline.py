@@ -90,16 +90,17 @@ def test_held_out_records_are_bounded_by_what_compare_scores_on_them(tmp_path, t
     """The held-out split keeps only the most any compared allocation gives one unit (below the
     run's b_max), and the run reads the same scores as with records bounded at the run's b_max."""
     from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.task_splits import TaskSplits
 
     made = {}
-    real = Experiment.records
+    real = TaskSplits.records
 
     def records(self, split):
         out = real(self, split)
         made[split] = {r.bound for r in out}
         return out
 
-    monkeypatch.setattr(Experiment, "records", records)
+    monkeypatch.setattr(TaskSplits, "records", records)
     # No PyramidKV: its bottom layer would set both bounds. b_max = 1.5 x 48 = 72 here.
     run, tight, profiles = run_scores(tmp_path, tiny_model_dir, "tight", ["uniform", "streaming"],
                                       record_memory="64GiB")

@@ -42,8 +42,8 @@ def test_resume_on_a_finished_run_says_so_at_once_and_changes_nothing(finished_r
 
 
 def test_resume_after_a_lost_report_redoes_compare_and_report_but_not_the_search(finished_run, monkeypatch):
-    from evolalloc.pipeline import experiment
     from evolalloc.pipeline.run import resume_run, run_finished
+    from evolalloc.pipeline.task_splits import TaskSplits
 
     profiles = {p.name: p.read_bytes() for p in finished_run.glob("allocation-c*.json")}
     assert sorted(profiles) == ["allocation-c24.json", "allocation-c48.json"]
@@ -52,13 +52,13 @@ def test_resume_after_a_lost_report_redoes_compare_and_report_but_not_the_search
     assert not run_finished(finished_run)
 
     prefilled = []
-    records = experiment.Experiment.records
+    records = TaskSplits.records
 
     def spy(self, split):
         prefilled.append(split)
         return records(self, split)
 
-    monkeypatch.setattr(experiment.Experiment, "records", spy)
+    monkeypatch.setattr(TaskSplits, "records", spy)
     resume_run(finished_run, progress=False)
     assert run_finished(finished_run)
     assert "search" not in prefilled and "heldout" in prefilled  # the expansion by search is not re-done

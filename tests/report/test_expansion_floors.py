@@ -25,15 +25,15 @@ def test_the_fractions_run_from_proportional_to_the_global_top_k():
 def test_every_fraction_and_both_unsearched_rows_are_scored_and_zero_floors_are_the_global_gates(
         home, tiny_model_dir, tmp_path, monkeypatch):
     from evolalloc.config.run_folder import create_run_folder
-    from evolalloc.pipeline.experiment import Experiment
     from evolalloc.pipeline.run import search_run
+    from evolalloc.pipeline.task_splits import TaskSplits
 
     recipe = topup_recipe(tiny_model_dir, rule="proportional")
     run = create_run_folder(recipe, tmp_path / "runs")
     search_run(run, recipe, progress=False)
     before = sorted(p.name for p in run.iterdir())
-    splits, instances = [], Experiment.instances
-    monkeypatch.setattr(Experiment, "instances", lambda self, split: splits.append(split) or instances(self, split))
+    splits, instances = [], TaskSplits.instances
+    monkeypatch.setattr(TaskSplits, "instances", lambda self, split: splits.append(split) or instances(self, split))
     out, work = tmp_path / "floors.json", tmp_path / "work"
     budget = 2 * TARGET
     assert script().main([str(run), "--budgets", str(budget), "--search-n", "3", "--work", str(work), "--out",

@@ -46,11 +46,11 @@ def test_every_profile_of_a_run_is_scored_at_its_budget_on_n_search_prompts_like
 
 
 def test_the_held_out_split_is_never_drawn(tmp_path, tiny_model_dir, monkeypatch):
-    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.task_splits import TaskSplits
 
     drawn = []
-    original = Experiment.instances
-    monkeypatch.setattr(Experiment, "instances", lambda self, split: drawn.append(split) or original(self, split))
+    original = TaskSplits.instances
+    monkeypatch.setattr(TaskSplits, "instances", lambda self, split: drawn.append(split) or original(self, split))
     recipe_path = tiny_recipe(tmp_path, tiny_model_dir)
     run = copies_of_uniform(tmp_path, recipe_path, budgets=(40,))
     assert script().main([str(recipe_path), "--run", f"E-s0={run}", "--seed", "5", "--n", "2", "--out",
