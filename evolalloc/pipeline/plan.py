@@ -3,28 +3,36 @@
 Counted from the recipe and the model's config (exact): the prefills (every split's instances,
 a curated split's drawn candidates), the evaluations (per search: groups x generations x
 population; the ``search`` expansion rule's candidates; the held-out comparison: methods x budgets),
-``b_max`` and the bytes a record keeps. Measured by a short calibration on one drawn instance of
-the search split (the model loaded, one prefill, one full batch of ``engine.batch_size`` rows of a
-uniform candidate at ``c`` evaluated in the search's fitness mode, and in the comparison's
-``generate`` mode at every budget it scores and, when the run curates or scores it, with the full
-cache — curation's judgment and the ``full`` row; each mode's first batch timed after a warm-up
-call): the record sizes and the seconds per prefill and per evaluated row (a row's decode reads its
-whole kept cache, so at 8192 tokens a full-cache row costs many times a row at ``c``). The totals
-are estimates — the calibration's times scaled by the counts — and the output says so on each
-line, and says when the machine was too busy to trust them. A generate row's time also grows with
-its answer, which one instance cannot tell for the others: the comparison gets an upper figure too,
-every answer as long as the task allows (results/long-context-4k/mkword: the comparison ran 2.2x the
-estimate from the calibration's own answers).
+``b_max`` and the bytes a record keeps. Measured by a short calibration on a few drawn instances of
+the search split (``DISTINCT`` prompts: the model loaded, their prefills, one full batch of
+``engine.batch_size`` rows made of them, evaluated with a uniform candidate at ``c`` in the search's
+fitness mode, and in the comparison's ``generate`` mode at every budget it scores and, when the run
+curates or scores it, with the full cache — curation's judgment and the ``full`` row; each mode's
+first batch timed after a warm-up call): the record sizes and the seconds per prefill and per
+evaluated row (a row's decode reads its whole kept cache, so at 8192 tokens a full-cache row costs
+many times a row at ``c``).
+
+What one prompt timed alone misses (results/long-context-4k/mkword: the comparison ran 1.8-2.2x such
+an estimate): a generate batch decodes until its *longest* answer, so its rows are timed on several
+prompts' answers at once; a run whose records spill beyond memory reads them from disk each time
+(memory-mapped), so the calibration's records are spilled too and, when the run's spilled records
+cannot all stay in the page cache, each timed batch starts with its files dropped from it (a cold
+read: ``cold_read``); an evaluation's last batch is partly empty but costs a batch (``padded``).
+The totals are estimates — the calibration's times scaled by the counts — and the output says so on
+each line, and says when the machine was too busy to trust them. The comparison also gets an upper
+figure: every batch's longest answer as long as the task allows.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 GIB, MIB = 1024**3, 1024**2
+DISTINCT = 4  # prompts a calibration batch is made of (repeated to fill engine.batch_size): its answers vary
 
 
 def size(nbytes: float) -> str:
@@ -65,7 +73,7 @@ class Counts:
 
 @dataclass
 class Calibration:
-    """Measured on one drawn instance of the search split."""
+    """Measured on ``prompts`` drawn instances of the search split, in batches of ``batch_rows`` rows."""
 
     prompt_tokens: int
     load_seconds: float
@@ -76,10 +84,13 @@ class Calibration:
     record_bytes_whole: int
     record_bytes_bounded: int
     notes: list[str] = field(default_factory=list)
-    # A generate row's time grows with its answer, which the one calibration instance cannot know for the rest:
-    # its answers' mean length in tokens per budget (``None``: the full cache) and the most a row may decode.
+    # A generate batch decodes until its longest answer: the calibration batch's longest, in tokens, per
+    # budget (``None``: the full cache), and the most a row may decode.
     answer_tokens: dict[float | None, float] = field(default_factory=dict)
     max_new_tokens: int = 0
+    prompts: int = 1
+    batch_rows: int = 1
+    cold: bool = False  # each timed batch read its records from disk (dropped from the page cache first)
 
 
 def count_run(recipe, experiment) -> Counts:
@@ -143,14 +154,17 @@ def _profiled_forwards(recipe, search_n: int, b_max: int | None) -> int:
     return search_n * (2 if bounded else 1)
 
 
-def calibrate(recipe, experiment, counts: Counts) -> Calibration:
-    """Load the model, prefill one drawn search instance of the first task, bound its record at
-    ``counts.b_max`` and evaluate a uniform candidate on it at ``c`` (search's mode), at each of
+def calibrate(recipe, experiment, counts: Counts, distinct: int = DISTINCT) -> Calibration:
+    """Load the model, prefill ``distinct`` drawn search instances of the first task, bound their records
+    at ``counts.b_max`` (spilled to disk when the run's would be) and evaluate a uniform candidate on a
+    batch of ``engine.batch_size`` rows of them at ``c`` (search's mode), at each of
     ``counts.compare_budgets`` and, when the run judges or scores it, with the full cache (generate
     mode): the measured part of the plan."""
+    import tempfile
+
     import torch
 
-    from evolalloc.engine.local import LocalEvaluator
+    from evolalloc.core.record_settings import parse_size
     from evolalloc.runtime.bounded import bound_record
     from evolalloc.runtime.instances import tokenize_instance
     from evolalloc.runtime.prefill import prefill
@@ -170,43 +184,119 @@ def calibrate(recipe, experiment, counts: Counts) -> Calibration:
         scorers = [scorer]
         notes.append("the run trains its scorer first (not estimated here); calibrated with snapkv's ranking")
     section, tokenizer = part.splits.section("search"), experiment.run.model.tokenizer
-    instance = part.task.instances("search", 1, section.seed, part.recipe.task.context_tokens, tokenizer)[0]
-    ids, question = tokenize_instance(tokenizer, instance, part.recipe.task.question_after_compression)
-    prefill(loaded.model, ids[:64], scorers)  # warm-up: first-use costs
-    started, cpu = time.perf_counter(), time.process_time()
-    record = prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question)
-    prefill_seconds = time.perf_counter() - started
-    share = (time.process_time() - cpu) / (prefill_seconds * torch.get_num_threads())
-    if share < 0.6:  # the other processes on this machine took the rest: every time below is inflated by it
-        notes.append(f"this machine is busy: the prefill got {share:.0%} "
-                     f"of its {torch.get_num_threads()} thread(s)' time; "
-                     "the times scale with that")
-    whole = record.nbytes()
-    bounded = bound_record(record, counts.b_max) if counts.b_max is not None else record
-    g = loaded.geometry
     rows = max(1, recipe.engine.batch_size)  # one full batch of rows, as the evaluator forms them
+    instances = part.task.instances("search", max(1, min(rows, distinct)), section.seed,
+                                    part.recipe.task.context_tokens, tokenizer)
+    after = part.recipe.task.question_after_compression
+    prefill(loaded.model, tokenize_instance(tokenizer, instances[0], after)[0][:64], scorers)  # first-use costs
+    records, seconds = [], []
+    for instance in instances:
+        ids, question = tokenize_instance(tokenizer, instance, after)
+        started, cpu = time.perf_counter(), time.process_time()
+        records.append(prefill(loaded.model, ids, scorers, uid=instance.uid, question_ids=question))
+        seconds.append(time.perf_counter() - started)
+        share = (time.process_time() - cpu) / (seconds[-1] * torch.get_num_threads())
+        if len(records) == 1 and share < 0.6:  # other processes took the rest: every time below is inflated
+            notes.append(f"this machine is busy: the prefill got {share:.0%} "
+                         f"of its {torch.get_num_threads()} thread(s)' time; the times scale with that")
+    whole = int(np.mean([r.nbytes() for r in records]))
+    bounded = [bound_record(r, counts.b_max) if counts.b_max is not None else r for r in records]
+    bounded_bytes = int(np.mean([r.nbytes() for r in bounded]))
+    limit = parse_size(recipe.engine.record_memory)
+    in_memory = limit is None or (counts.search_instances + counts.heldout_instances) * bounded_bytes <= limit
+    with tempfile.TemporaryDirectory(prefix="evolalloc-plan-") as folder:
+        cold = False
+        if not in_memory:  # the run reads most records from disk: so does the calibration
+            spilled = (counts.search_instances + counts.heldout_instances) * bounded_bytes - limit
+            # What the page cache can hold of them: the memory available now, less what the run holds
+            # itself (its weights and the records it keeps in memory).
+            weights = sum(t.numel() * t.element_size() for t in loaded.model.state_dict().values())
+            cache = max(0, available_memory() - weights - limit)
+            cold = spilled > cache
+            notes.append("records spill to disk: calibrated on spilled records"
+                         + (f", read cold (the {size(spilled)} spilled exceed the {size(cache)} of memory left to "
+                            "cache them)" if cold else ", in the page cache"))
+            records, bounded = _spilled(records, folder), _spilled(bounded, folder)
+        calibration = _time_rows(experiment, part, loaded.geometry, scorer, instances, records, bounded, rows,
+                                 counts, cold, notes)
+    return Calibration(prompt_tokens=records[0].length, load_seconds=load_seconds,
+                       prefill_seconds=float(np.mean(seconds)), record_bytes_whole=whole,
+                       record_bytes_bounded=bounded_bytes, notes=notes,
+                       max_new_tokens=int(max(i.max_new_tokens or 0 for i in instances)), prompts=len(instances),
+                       batch_rows=rows, cold=cold, **calibration)
+
+
+def available_memory() -> int:
+    """Bytes of memory the system could give now (Linux ``MemAvailable``; else the free pages)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _spilled(records: list, folder: str) -> list:
+    """``records`` written to ``folder`` and memory-mapped back, as a run keeps the records it spills."""
+    from evolalloc.runtime.spill import open_spilled, write_spilled
+
+    out, written = [], {}
+    for record in records:
+        if id(record) not in written:  # a record bounded at no less than its length is the whole one
+            path = write_spilled(record, os.path.join(folder, f"{len(os.listdir(folder))}.safetensors"), "plan")
+            written[id(record)] = open_spilled(path, "plan", verify=False)[0]
+        out.append(written[id(record)])
+    return out
+
+
+def cold_read(records) -> None:
+    """Drop the spilled files of ``records`` from the page cache, so the next batch reads them from disk."""
+    for record in records:
+        mapping = getattr(getattr(record, "keys", None), "mapping", None)
+        path = getattr(mapping, "path", None)
+        if path is not None and hasattr(os, "posix_fadvise"):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def _time_rows(experiment, part, geometry, scorer, instances, whole, bounded, rows: int, counts: Counts,
+               cold: bool, notes: list[str]) -> dict:
+    """The per-row seconds of one batch of ``rows`` rows (``instances`` repeated) in each mode and budget,
+    and the batches' longest answers: the ``Calibration`` fields ``_time_rows`` measures."""
+    from evolalloc.engine.local import LocalEvaluator
 
     answer_tokens: dict[float | None, float] = {}
+    picked = [i % len(instances) for i in range(rows)]
 
     def row_seconds(mode: str | None, budget: float, kept=bounded, warm_up: bool = True, full: bool = False) -> float:
-        """Seconds per row of one batch at ``budget``; a generate batch's mean answer length goes to
-        ``answer_tokens[budget]``, or ``answer_tokens[None]`` for the full cache (``full``)."""
+        """Seconds per row of one batch at ``budget``; a generate batch's longest answer goes to
+        ``answer_tokens[budget]``, or ``answer_tokens[None]`` for the full cache (``full``). Read cold,
+        a batch of ``rows`` distinct records reads ``rows / len(instances)`` times the files the
+        calibration's batch reads: that part of its time is scaled so."""
         mode = mode or experiment.resolved.fitness_mode.split("+")[0]
-        evaluator = LocalEvaluator(loaded, part.task, [instance] * rows, scorer, records=[kept] * rows, mode=mode,
-                                   batch_size=rows)
-        uniform = [np.full((g.num_layers, g.num_kv_heads), int(budget), dtype=np.int64)]
+        evaluator = LocalEvaluator(experiment.run.model.loaded, part.task, [instances[i] for i in picked], scorer,
+                                   records=[kept[i] for i in picked], mode=mode, batch_size=rows)
+        uniform = [np.full((geometry.num_layers, geometry.num_kv_heads), int(budget), dtype=np.int64)]
         if warm_up:
             evaluator.evaluate(uniform)  # the first call pays for first-use allocations and kernels
         started = time.perf_counter()
         results = evaluator.evaluate(uniform)
-        seconds = (time.perf_counter() - started) / rows
+        seconds = time.perf_counter() - started
+        if cold:
+            cold_read(kept)
+            started = time.perf_counter()
+            evaluator.evaluate(uniform)
+            seconds += max(0.0, time.perf_counter() - started - seconds) * rows / len(instances)
         if mode == "generate" and results[0].ok:
-            answer_tokens[None if full else budget] = float(
-                np.mean([o.generated_tokens for o in results[0].instances]))
+            answer_tokens[None if full else budget] = float(max(o.generated_tokens for o in results[0].instances))
         if not results[0].ok:  # a failed batch (out of memory, at the full cache first) is not a row's time
             notes.append(f"a calibration batch at c = {budget:g} ({mode}) failed: {results[0].error}; "
                          "the time estimated from it is not a row's")
-        return seconds
+        return seconds / rows
 
     target = float(experiment.resolved.target)
     at_c = row_seconds("generate", target)
@@ -214,13 +304,10 @@ def calibrate(recipe, experiment, counts: Counts) -> Calibration:
     # batch of full-cache rows takes tens of seconds).
     by_budget = {b: at_c if b == target else row_seconds("generate", b, warm_up=False)
                  for b in counts.compare_budgets}
-    full = (row_seconds("generate", g.max_positions, kept=record, warm_up=False, full=True)
+    full = (row_seconds("generate", geometry.max_positions, kept=whole, warm_up=False, full=True)
             if counts.full_rows or counts.whole_records else 0.0)
-    return Calibration(prompt_tokens=record.length, load_seconds=load_seconds, prefill_seconds=prefill_seconds,
-                       search_row_seconds=row_seconds(None, target),
-                       generate_by_budget=by_budget, full_row_seconds=full,
-                       record_bytes_whole=whole, record_bytes_bounded=bounded.nbytes(), notes=notes,
-                       answer_tokens=answer_tokens, max_new_tokens=int(instance.max_new_tokens or 0))
+    return {"search_row_seconds": row_seconds(None, target), "generate_by_budget": by_budget,
+            "full_row_seconds": full, "answer_tokens": answer_tokens}
 
 
 @dataclass
@@ -237,23 +324,30 @@ class RunPlan:
     counts: Counts
     calibration: Calibration
 
+    def padded(self, n: int) -> int:
+        """Rows ``n`` instances cost: an evaluation's last batch is partly empty, and a batch's decode
+        costs about the same however many of its rows are filled."""
+        rows = max(1, self.calibration.batch_rows)
+        return -(-n // rows) * rows
+
     def seconds(self) -> dict[str, float]:
         """The time estimate per phase: measured seconds times the counts."""
         c, k = self.counts, self.calibration
         return {
             "load the model": k.load_seconds,
             "prefill": sum(c.prefills.values()) * k.prefill_seconds,
-            "curation (full-cache judgment of the drawn)": c.whole_records * k.full_row_seconds,
-            "search": c.searches * c.evaluations_per_search * c.search_instances * k.search_row_seconds,
-            "expansion candidates (rule: search)": c.expansion_candidates * c.search_instances * k.search_row_seconds,
-            "held-out comparison": c.heldout_instances * (
+            "curation (full-cache judgment of the drawn)": self.padded(c.whole_records) * k.full_row_seconds,
+            "search": c.searches * c.evaluations_per_search * self.padded(c.search_instances) * k.search_row_seconds,
+            "expansion candidates (rule: search)": (c.expansion_candidates * self.padded(c.search_instances)
+                                                    * k.search_row_seconds),
+            "held-out comparison": self.padded(c.heldout_instances) * (
                 c.compressed_methods * sum(k.generate_by_budget.values()) + c.full_rows * k.full_row_seconds),
         }
 
     def comparison_upper(self) -> float | None:
-        """The held-out comparison if every answer ran to ``max_new_tokens`` (each calibration row's time
-        scaled by ``max_new_tokens`` over its answer's length: an upper figure, its fixed costs scaled too);
-        ``None`` when the calibration has no answer lengths."""
+        """The held-out comparison if every batch's longest answer ran to ``max_new_tokens`` (each
+        calibration row's time scaled by ``max_new_tokens`` over its batch's longest answer: an upper
+        figure, its fixed costs scaled too); ``None`` when the calibration has no answer lengths."""
         c, k = self.counts, self.calibration
         if not k.max_new_tokens or not k.answer_tokens:
             return None
@@ -262,8 +356,8 @@ class RunPlan:
             return seconds * k.max_new_tokens / max(1.0, k.answer_tokens.get(key, k.max_new_tokens))
 
         per_budget = sum(longest(s, b) for b, s in k.generate_by_budget.items())
-        return c.heldout_instances * (c.compressed_methods * per_budget
-                                      + c.full_rows * longest(k.full_row_seconds, None))
+        return self.padded(c.heldout_instances) * (c.compressed_methods * per_budget
+                                                   + c.full_rows * longest(k.full_row_seconds, None))
 
     def memory(self) -> list[tuple[str, float]]:
         c, k = self.counts, self.calibration
@@ -296,9 +390,9 @@ class RunPlan:
             f"records in {self.record_dtype}, up to "
             f"{size(self.record_memory) if self.record_memory is not None else 'no limit'} "
             f"held in memory (engine.record_memory), the rest spilled to disk",
-            f"MEASURED (one drawn search instance, {k.prompt_tokens} "
-            f"tokens): model load {k.load_seconds:.1f} s, prefill "
-            f"{k.prefill_seconds:.2f} s, one candidate on one instance "
+            f"MEASURED ({k.prompts} drawn search instance{'s' if k.prompts > 1 else ''} of {k.prompt_tokens} "
+            f"tokens, in batches of {k.batch_rows} rows): model load {k.load_seconds:.1f} s, prefill "
+            f"{k.prefill_seconds:.2f} s each, one candidate on one instance "
             f"{k.search_row_seconds:.3f} s (search's fitness mode), in generate mode "
             + ", ".join(f"{s:.3f} s at {b:g}" for b, s in k.generate_by_budget.items())
             + (f" and {k.full_row_seconds:.3f} s with the full cache" if k.full_row_seconds else "")
@@ -323,8 +417,9 @@ class RunPlan:
         longer = upper is not None and upper > 1.05 * compare
         if longer:
             lengths = ", ".join(f"{t:.0f}" for t in k.answer_tokens.values())
-            out.append(f"    (up to {duration(upper)} if every answer runs to {k.max_new_tokens} tokens: the "
-                       f"calibration's answers were {lengths} tokens long, and a row's decode grows with its answer)")
+            out.append(f"    (up to {duration(upper)} if every batch's longest answer runs to {k.max_new_tokens} "
+                       f"tokens: the calibration batches' longest were {lengths}, and a batch decodes until its "
+                       "longest answer)")
         total = sum(phases.values())
         out.append(f"  total: about {duration(total)}"
                    + (f" (up to {duration(total - compare + upper)})" if longer else "")

@@ -25,7 +25,7 @@ def test_the_plan_prints_counts_measurements_and_estimates_and_writes_nothing(tm
     assert "+ 8 held-out evaluations (methods x budgets) on 3 instances" in text
     assert "with the full cache" not in text  # neither curated nor a full row: not timed
     assert "b_max: 192" in text  # 4 x the largest budget, 48
-    for label in ("COUNTED (exact", "MEASURED (one drawn search instance", "ESTIMATED memory", "ESTIMATED time",
+    for label in ("COUNTED (exact", "MEASURED (4 drawn search instances", "ESTIMATED memory", "ESTIMATED time",
                   "total: about"):
         assert label in text, label
 
@@ -89,11 +89,18 @@ def test_the_comparison_is_timed_at_each_of_its_budgets_and_the_full_cache_once_
     assert seconds["curation (full-cache judgment of the drawn)"] == 20 * 2.0  # the judgment keeps every token
     assert plan.comparison_upper() is None  # no answer lengths measured: no upper figure
 
-    # The calibration's answers: 4 tokens at 512, 32 (the most) at the larger budgets, 8 with the full cache.
+    # The calibration batches' longest answers: 4 tokens at 512, 32 (the most) at the larger budgets, 8 with
+    # the full cache.
     calibration.answer_tokens, calibration.max_new_tokens = {512: 4.0, 1024: 32.0, 2048: 32.0, None: 8.0}, 32
     assert abs(plan.comparison_upper() - 64 * (11 * (0.1 * 8 + 0.2 + 0.4) + 2.0 * 4)) < 1e-9
     lines = "\n".join(plan.lines())
-    assert "(up to 25 min if every answer runs to 32 tokens" in lines
+    assert "(up to 25 min if every batch's longest answer runs to 32 tokens" in lines
+
+    # In batches of 16 rows, 64 held-out instances are 4 full batches; 70 cost 5 (the last one partly empty).
+    calibration.batch_rows = 16
+    assert plan.padded(64) == 64 and plan.padded(70) == 80 and plan.padded(0) == 0
+    counts.heldout_instances = 70
+    assert abs(plan.seconds()["held-out comparison"] - 80 * (11 * (0.1 + 0.2 + 0.4) + 2.0)) < 1e-9
 
 
 def test_the_plan_prints_a_generate_row_at_each_budget_and_with_the_full_cache(tmp_path, tiny_model_dir):
@@ -105,3 +112,27 @@ def test_the_plan_prints_a_generate_row_at_each_budget_and_with_the_full_cache(t
     assert "+ 5 held-out evaluations (methods x budgets, the full cache's once: the same at every budget)" in text
     measured = next(line for line in result.stdout.splitlines() if line.startswith("MEASURED"))
     assert " s at 24, " in measured and " s at 48 and " in measured and " s with the full cache" in measured
+
+
+def test_records_that_spill_are_calibrated_spilled_and_read_cold_when_memory_cannot_cache_them(
+        tmp_path, tiny_model_dir, monkeypatch):
+    from evolalloc.pipeline import plan
+
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, baselines=["uniform", "full"])
+    ran = []
+    real = plan.cold_read
+    monkeypatch.setattr(plan, "cold_read", lambda records: ran.append(len(records)) or real(records))
+    result = run_cli("search", recipe, "--plan", "--runs-dir", tmp_path / "runs", "--set", "engine.threads=1",
+                     "--set", "engine.record_memory=1KB")
+    assert result.code == 0, result.stderr
+    assert "note: records spill to disk: calibrated on spilled records, in the page cache" in result.stdout
+    assert not ran  # this machine has the memory to cache a few KB: no cold read
+
+    monkeypatch.setattr(plan, "available_memory", lambda: 0)
+    result = run_cli("search", recipe, "--plan", "--runs-dir", tmp_path / "runs", "--set", "engine.threads=1",
+                     "--set", "engine.record_memory=1KB")
+    assert result.code == 0, result.stderr
+    assert "calibrated on spilled records, read cold" in result.stdout
+    # every timed batch, none of the warm-ups: 2 budgets and the full cache (generate), and the search's mode
+    assert ran == [4] * 4  # the 4 distinct records, before each
+    assert not (tmp_path / "runs").exists()
