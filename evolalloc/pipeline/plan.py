@@ -90,7 +90,7 @@ class Calibration:
     max_new_tokens: int = 0
     prompts: int = 1
     batch_rows: int = 1
-    cold: bool = False  # each timed batch read its records from disk (dropped from the page cache first)
+    cold: bool = False  # the comparison's timed batches read their records from disk (page cache dropped first)
 
 
 def count_run(recipe, experiment) -> Counts:
@@ -203,19 +203,26 @@ def calibrate(recipe, experiment, counts: Counts, distinct: int = DISTINCT) -> C
     bounded = [bound_record(r, counts.b_max) if counts.b_max is not None else r for r in records]
     bounded_bytes = int(np.mean([r.nbytes() for r in bounded]))
     limit = parse_size(recipe.engine.record_memory)
-    in_memory = limit is None or (counts.search_instances + counts.heldout_instances) * bounded_bytes <= limit
+    # Each split's records beyond the memory limit spill (the search split's are released before the
+    # held-out split is prefilled: each has the limit to itself).
+    spilled = {"search": max(0, counts.search_instances * bounded_bytes - limit) if limit is not None else 0,
+               "heldout": max(0, counts.heldout_instances * bounded_bytes - limit) if limit is not None else 0}
     with tempfile.TemporaryDirectory(prefix="evolalloc-plan-") as folder:
-        cold = False
-        if not in_memory:  # the run reads most records from disk: so does the calibration
-            spilled = (counts.search_instances + counts.heldout_instances) * bounded_bytes - limit
+        cold = {"search": False, "heldout": False}
+        if any(spilled.values()):  # the run reads most records from disk: so does the calibration
             # What the page cache can hold of them: the memory available now, less what the run holds
             # itself (its weights and the records it keeps in memory).
             weights = sum(t.numel() * t.element_size() for t in loaded.model.state_dict().values())
             cache = max(0, available_memory() - weights - limit)
-            cold = spilled > cache
-            notes.append("records spill to disk: calibrated on spilled records"
-                         + (f", read cold (the {size(spilled)} spilled exceed the {size(cache)} of memory left to "
-                            "cache them)" if cold else ", in the page cache"))
+            cold = {mode: nbytes > cache for mode, nbytes in spilled.items()}
+            said = {"search": "the search split's", "heldout": "the held-out split's"}
+            notes.append("records spill to disk: calibrated on spilled records; "
+                         + "; ".join(f"{said[mode]} {size(nbytes)} spilled "
+                                     + ("exceed" if cold[mode] else "fit in")
+                                     + f" the {size(cache)} of memory left to cache them: read "
+                                     + ("cold (dropped from the page cache before each timed batch)" if cold[mode]
+                                        else "from the page cache")
+                                     for mode, nbytes in spilled.items() if nbytes))
             records, bounded = _spilled(records, folder), _spilled(bounded, folder)
         calibration = _time_rows(experiment, part, loaded.geometry, scorer, instances, records, bounded, rows,
                                  counts, cold, notes)
@@ -223,7 +230,7 @@ def calibrate(recipe, experiment, counts: Counts, distinct: int = DISTINCT) -> C
                        prefill_seconds=float(np.mean(seconds)), record_bytes_whole=whole,
                        record_bytes_bounded=bounded_bytes, notes=notes,
                        max_new_tokens=int(max(i.max_new_tokens or 0 for i in instances)), prompts=len(instances),
-                       batch_rows=rows, cold=cold, **calibration)
+                       batch_rows=rows, cold=cold["heldout"], **calibration)
 
 
 def available_memory() -> int:
@@ -264,7 +271,7 @@ def cold_read(records) -> None:
 
 
 def _time_rows(experiment, part, geometry, scorer, instances, whole, bounded, rows: int, counts: Counts,
-               cold: bool, notes: list[str]) -> dict:
+               cold: dict[str, bool], notes: list[str]) -> dict:
     """The per-row seconds of one batch of ``rows`` rows (``instances`` repeated) in each mode and budget,
     and the batches' longest answers: the ``Calibration`` fields ``_time_rows`` measures."""
     from evolalloc.engine.local import LocalEvaluator
@@ -272,11 +279,12 @@ def _time_rows(experiment, part, geometry, scorer, instances, whole, bounded, ro
     answer_tokens: dict[float | None, float] = {}
     picked = [i % len(instances) for i in range(rows)]
 
-    def row_seconds(mode: str | None, budget: float, kept=bounded, warm_up: bool = True, full: bool = False) -> float:
-        """Seconds per row of one batch at ``budget``; a generate batch's longest answer goes to
-        ``answer_tokens[budget]``, or ``answer_tokens[None]`` for the full cache (``full``). Read cold,
-        a batch of ``rows`` distinct records reads ``rows / len(instances)`` times the files the
-        calibration's batch reads: that part of its time is scaled so."""
+    def row_seconds(mode: str | None, budget: float, kept=bounded, warm_up: bool = True, full: bool = False,
+                    split: str = "heldout") -> float:
+        """Seconds per row of one batch at ``budget``, as ``split``'s records are read; a generate batch's
+        longest answer goes to ``answer_tokens[budget]``, or ``answer_tokens[None]`` for the full cache
+        (``full``). Read cold, a batch of ``rows`` distinct records reads ``rows / len(instances)`` times
+        the files the calibration's batch reads: that part of its time is scaled so."""
         mode = mode or experiment.resolved.fitness_mode.split("+")[0]
         evaluator = LocalEvaluator(experiment.run.model.loaded, part.task, [instances[i] for i in picked], scorer,
                                    records=[kept[i] for i in picked], mode=mode, batch_size=rows)
@@ -286,7 +294,7 @@ def _time_rows(experiment, part, geometry, scorer, instances, whole, bounded, ro
         started = time.perf_counter()
         results = evaluator.evaluate(uniform)
         seconds = time.perf_counter() - started
-        if cold:
+        if cold[split]:
             cold_read(kept)
             started = time.perf_counter()
             evaluator.evaluate(uniform)
@@ -306,7 +314,7 @@ def _time_rows(experiment, part, geometry, scorer, instances, whole, bounded, ro
                  for b in counts.compare_budgets}
     full = (row_seconds("generate", geometry.max_positions, kept=whole, warm_up=False, full=True)
             if counts.full_rows or counts.whole_records else 0.0)
-    return {"search_row_seconds": row_seconds(None, target), "generate_by_budget": by_budget,
+    return {"search_row_seconds": row_seconds(None, target, split="search"), "generate_by_budget": by_budget,
             "full_row_seconds": full, "answer_tokens": answer_tokens}
 
 
