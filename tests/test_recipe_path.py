@@ -69,3 +69,33 @@ def test_the_tree_marks_the_calls_that_enter_a_room_and_counts_repeats():
     assert lines[0] == "> cli/search_cmds.py: search"
     assert lines[3] == "      config/recipe.py: recipe_from_dict"
     assert lines[-1] == "        > engine/local.py: evaluate  (x2)"
+
+
+def probe(self, value, *args, **kwargs):
+    """A call's frame, for ``handed_recipe`` to read its arguments."""
+    return sys._getframe()
+
+
+class Holder:
+    def __init__(self, held):
+        self.held = held
+
+
+def test_the_recipes_path_is_the_calls_handed_the_recipe_or_what_holds_it_two_levels_deep():
+    from evolalloc.config.recipe import load_recipe
+
+    recipe = load_recipe(ROOT / "runs" / "quickstart.yaml", check_names=False)
+    assert tool.carries_recipe(recipe) and tool.carries_recipe(recipe.resolved)
+    # as the experiment holds it, and an object holding the experiment
+    assert tool.carries_recipe(Holder(recipe)) and tool.carries_recipe(Holder(Holder(recipe)))
+    assert not tool.carries_recipe(Holder(Holder(Holder(recipe))))
+    assert not tool.carries_recipe(recipe.task) and not tool.carries_recipe(Holder(recipe.engine))  # a piece handed on
+    assert not tool.carries_recipe(Holder)  # a class is not an object holding the recipe
+
+    assert tool.handed_recipe(probe(None, recipe))
+    assert tool.handed_recipe(probe(None, Holder(recipe)))
+    assert tool.handed_recipe(probe(None, 1, 2, recipe)) and tool.handed_recipe(probe(None, 1, key=recipe))
+    assert not tool.handed_recipe(probe(None, recipe.task, recipe.budget))
+    # The recipe's own methods and properties read it where it is: ``self`` alone does not make a call the path's.
+    assert not tool.handed_recipe(probe(recipe, 1)) and not tool.handed_recipe(probe(recipe.resolved, 1))
+    assert tool.handed_recipe(probe(recipe, Holder(recipe)))

@@ -37,3 +37,9 @@ def parse_size(text) -> int:
     if not match or match.group(2).lower() not in _UNITS:
         raise ValueError(f"expected a size such as 4GiB or 512MB, got {text!r}")
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def format_size(nbytes: float) -> str:
+    """``nbytes`` as a person reads it: ``"1.50 GiB"`` from 1 GiB up, else ``"12.0 MiB"`` (``parse_size``
+    reads both)."""
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"

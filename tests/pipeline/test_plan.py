@@ -116,7 +116,7 @@ def test_the_plan_prints_a_generate_row_at_each_budget_and_with_the_full_cache(t
 
 def test_records_that_spill_are_calibrated_spilled_and_read_cold_when_memory_cannot_cache_them(
         tmp_path, tiny_model_dir, monkeypatch):
-    from evolalloc.pipeline import plan
+    from evolalloc.pipeline import plan_calibration as plan
 
     recipe = tiny_recipe(tmp_path, tiny_model_dir, baselines=["uniform", "full"])
     ran = []
@@ -127,14 +127,41 @@ def test_records_that_spill_are_calibrated_spilled_and_read_cold_when_memory_can
     assert result.code == 0, result.stderr
     note = next(line for line in result.stdout.splitlines() if "records spill to disk" in line)
     assert "calibrated on spilled records; the search split's" in note and "the held-out split's" in note
-    assert note.count("read from the page cache") == 2 and "cold" not in note
+    assert note.count("timed as read from the page cache") == 2 and "from disk" not in note
     assert not ran  # this machine has the memory to cache a few KB: no cold read
 
     monkeypatch.setattr(plan, "available_memory", lambda: 0)
     result = run_cli("search", recipe, "--plan", "--runs-dir", tmp_path / "runs", "--set", "engine.threads=1",
                      "--set", "engine.record_memory=1KB")
     assert result.code == 0, result.stderr
-    assert result.stdout.count("read cold (dropped from the page cache before each timed batch)") == 2
+    assert result.stdout.count("timed as read from disk (dropped from the page cache before each timed batch)") == 2
     # every timed batch, none of the warm-ups: 2 budgets and the full cache (generate), and the search's mode
     assert ran == [4] * 4  # the 4 distinct records, before each
     assert not (tmp_path / "runs").exists()
+
+
+def test_spilled_records_read_over_and_over_stay_cached_up_to_half_the_memory_left_and_are_read_from_disk_beyond_it():
+    from evolalloc.pipeline.plan_calibration import read_mode
+
+    assert [read_mode(spilled, 20) for spilled in (0, 10, 11, 20, 21)] == ["cached", "cached", "either", "either",
+                                                                           "disk"]
+
+
+def test_where_records_may_not_stay_cached_the_upper_figure_reads_them_from_disk():
+    from evolalloc.core.geometry import ModelGeometry
+    from evolalloc.pipeline.plan import Calibration, Counts, RunPlan
+
+    counts = Counts(search_instances=16, heldout_instances=100, prefills={"x": 1}, whole_records=0, searches=1,
+                    evaluations_per_search=78, groups=[8], generations=2, popsizes=[10], expansion_candidates=0,
+                    compare_budgets=[128, 256], compressed_methods=9, full_rows=1, b_max=8192)
+    calibration = Calibration(prompt_tokens=4096, load_seconds=1.0, prefill_seconds=10.0, search_row_seconds=0.01,
+                              generate_by_budget={128: 0.1, 256: 0.2}, full_row_seconds=0.5, record_bytes_whole=1,
+                              record_bytes_bounded=1, answer_tokens={128: 20.0, 256: 20.0, None: 20.0},
+                              max_new_tokens=20, batch_rows=8)
+    geometry = ModelGeometry(num_layers=30, num_query_heads=9, num_kv_heads=3, head_dim=64, max_positions=8192)
+    plan = RunPlan(name="r", model="m", dtype="float32", geometry=geometry, context="4096", record_dtype="float32",
+                   record_memory=None, counts=counts, calibration=calibration)
+    assert plan.comparison_upper() == plan.seconds()["held-out comparison"]  # every answer already ran to 20
+    calibration.generate_cold_by_budget, calibration.full_row_cold_seconds = {128: 0.15, 256: 0.3}, 0.6
+    assert abs(plan.comparison_upper() - 104 * (9 * (0.15 + 0.3) + 0.6)) < 1e-9  # 100 prompts: 13 batches of 8
+    assert "its records are read from disk each time" in "\n".join(plan.lines())
