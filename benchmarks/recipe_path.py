@@ -14,11 +14,16 @@ every call of a function defined in ``evolalloc/`` made while the ``search`` com
 Definitions (the issue leaves them open):
 
 * the *recipe's path* (what the limits are checked on) is the calls that are handed the recipe:
-  one of their arguments (``self`` included) is the ``Recipe`` or the ``ResolvedRun``, or an
-  object that holds one of them (an attribute of it, or of an attribute of it: the experiment, its
-  splits, the scorers), at any depth below ``search``. A call handed only a piece (a section, a
-  budget, an allocation, a result) is the piece's business, not the recipe's: a helper that parses
-  a method's name or writes a file, called from every step, is not the recipe going back and forth.
+  one of their arguments (``self`` included, ``*args`` and ``**kwargs`` too) is the ``Recipe`` or
+  the ``ResolvedRun``, or an object that holds one of them as an attribute, or as an attribute of an
+  attribute (the experiment; an object holding the experiment), at any depth below ``search``. Not
+  looked into: lists and tuples passed as one argument, and callables (a bound method's or a lambda's
+  ``__dict__`` is empty): a piece handed a callback (``TaskSplits``'s ``curate``) is not handed the
+  recipe, though the callback reaches it. The recipe's own methods and properties (``self`` the
+  ``Recipe`` or ``ResolvedRun``) read it where it is and do not count. A call handed only a piece (a
+  section, a budget, an allocation, a result) is the piece's business, not the recipe's: a helper
+  that parses a method's name or writes a file, called from every step, is not the recipe going
+  back and forth.
 * ``--calls`` walks every evolalloc call instead, down to ``--depth`` levels below ``search``
   (deeper calls are the rooms' own business: the runtime's per-layer and per-token loops). It is
   the wider, stricter figure, printed for comparison.
@@ -119,7 +124,7 @@ def step_entries(walk: list[Call], depth: int, module: str = RUN_MODULE) -> list
 
 def carries_recipe(value, levels: int = 2) -> bool:
     """Whether ``value`` is the recipe or what it resolved to, or holds one of them as an attribute
-    (``levels`` deep: the experiment holds the recipe; its splits hold the experiment)."""
+    (``levels`` deep: the experiment holds the recipe; an object holding the experiment, two levels)."""
     from evolalloc.config.recipe_type import Recipe
     from evolalloc.config.resolved import ResolvedRun
 

@@ -275,16 +275,13 @@ class Experiment:
         """What the engine evaluates (``engine/workload.py``); the model, task, instances and records
         are this experiment's own, provided on the engine's first use of each (its splits' own, so
         that an engine asking for them does not come back through the experiment)."""
-        return self._workload(self.splits.instances)
-
-    def _workload(self, instances) -> Workload:
         recipe = self.recipe
         return Workload(
             model_spec=recipe.model.spec, dtype=recipe.model.dtype, task_name=recipe.task.name,
             task_params=dict(recipe.task.params), question_after_compression=recipe.task.question_after_compression,
             batch_size=recipe.engine.batch_size, workers=recipe.engine.workers, threads=recipe.engine.threads,
             address=recipe.engine.address, load_model=lambda: self.run.model.loaded, load_task=lambda: self.task,
-            scorers=lambda: self.run.scorers.all, instances=instances, records=self.splits.records,
+            scorers=lambda: self.run.scorers.all, instances=self.splits.instances, records=self.splits.records,
             record_policy_for=self.run.records.policy_for,
         )
 
@@ -329,10 +326,6 @@ class MultiTaskExperiment(Experiment):
 
     def instances(self, split: str) -> list:
         return [inst for _, _, part in self.parts for inst in part.instances(split)]
-
-    @cached_property
-    def workload(self) -> Workload:
-        return self._workload(self.instances)  # every part's (its evaluators are the parts')
 
     def evaluator(self, split: str, scorer: Scorer | None = None, mode: str | None = "generate") -> Evaluator:
         """The weighted mean of the parts' scores (``WeightedEvaluator``)."""

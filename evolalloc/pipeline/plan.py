@@ -132,23 +132,33 @@ class RunPlan:
     calibration: Calibration
 
     def padded(self, n: int) -> int:
-        """Rows ``n`` instances cost: an evaluation's last batch is partly empty, and a batch's decode
-        costs about the same however many of its rows are filled."""
+        """Rows ``n`` rows of one evaluation cost: its rows (every allocation's instances, in order) are cut
+        into batches of ``batch_rows``, the last one partly empty, and a batch's decode costs about the same
+        however many of its rows are filled."""
         rows = max(1, self.calibration.batch_rows)
         return -(-n // rows) * rows
 
+    def comparison(self, by_budget: dict[float, float], full: float) -> float:
+        """The held-out comparison's seconds from per-row times: each compressed method one evaluation of its
+        budgets on every held-out instance, the full cache one of its own."""
+        c = self.counts
+        n, budgets = c.heldout_instances, len(by_budget)
+        spread = self.padded(budgets * n) / (budgets * n) if budgets and n else 1.0
+        return c.compressed_methods * n * spread * sum(by_budget.values()) + c.full_rows * self.padded(n) * full
+
     def seconds(self) -> dict[str, float]:
-        """The time estimate per phase: measured seconds times the counts."""
+        """The time estimate per phase: measured seconds times the counts (a search evaluates each
+        generation's candidates in one call; the comparison each method's budgets in one)."""
         c, k = self.counts, self.calibration
+        search = c.searches * sum(c.generations * self.padded(p * c.search_instances) for p in c.popsizes)
         return {
             "load the model": k.load_seconds,
             "prefill": sum(c.prefills.values()) * k.prefill_seconds,
             "curation (full-cache judgment of the drawn)": self.padded(c.whole_records) * k.full_row_seconds,
-            "search": c.searches * c.evaluations_per_search * self.padded(c.search_instances) * k.search_row_seconds,
-            "expansion candidates (rule: search)": (c.expansion_candidates * self.padded(c.search_instances)
+            "search": search * k.search_row_seconds,
+            "expansion candidates (rule: search)": (self.padded(c.expansion_candidates * c.search_instances)
                                                     * k.search_row_seconds),
-            "held-out comparison": self.padded(c.heldout_instances) * (
-                c.compressed_methods * sum(k.generate_by_budget.values()) + c.full_rows * k.full_row_seconds),
+            "held-out comparison": self.comparison(k.generate_by_budget, k.full_row_seconds),
         }
 
     def comparison_upper(self) -> float | None:
@@ -156,20 +166,19 @@ class RunPlan:
         calibration row's time scaled by ``max_new_tokens`` over its batch's longest answer, its fixed
         costs scaled too) and, where its records may not stay in the page cache, every row read them
         from disk: an upper figure; ``None`` when the calibration measured neither."""
-        c, k = self.counts, self.calibration
-        by_budget = k.generate_cold_by_budget or k.generate_by_budget
-        full = k.full_row_cold_seconds or k.full_row_seconds
-        if not (k.max_new_tokens and k.answer_tokens) and not k.generate_cold_by_budget:
+        k = self.calibration
+        lengths = bool(k.max_new_tokens and k.answer_tokens)
+        if not lengths and not k.generate_cold_by_budget:
             return None
+        by_budget = {**k.generate_by_budget, **k.generate_cold_by_budget}
+        full = k.full_row_cold_seconds or k.full_row_seconds
 
         def longest(seconds: float, key) -> float:
-            if not (k.max_new_tokens and k.answer_tokens):
+            if not lengths:
                 return seconds
             return seconds * k.max_new_tokens / max(1.0, k.answer_tokens.get(key, k.max_new_tokens))
 
-        per_budget = sum(longest(s, b) for b, s in by_budget.items())
-        rows = c.compressed_methods * per_budget + c.full_rows * longest(full, None)
-        return self.padded(c.heldout_instances) * rows
+        return self.comparison({b: longest(s, b) for b, s in by_budget.items()}, longest(full, None))
 
     def memory(self) -> list[tuple[str, float]]:
         c, k = self.counts, self.calibration

@@ -45,7 +45,6 @@ class Calibration:
     max_new_tokens: int = 0
     prompts: int = 1
     batch_rows: int = 1
-    cold: bool = False  # the comparison's timed batches read their records from disk (page cache dropped first)
     # Where the held-out records may or may not stay in the page cache (``read_mode`` "either"): the
     # comparison's rows read from disk, for the upper figure (empty otherwise).
     generate_cold_by_budget: dict[float, float] = field(default_factory=dict)
@@ -106,27 +105,31 @@ def calibrate(recipe, experiment, counts, distinct: int = DISTINCT) -> Calibrati
     # held-out split is prefilled: each has the limit to itself).
     spilled = {"search": max(0, counts.search_instances * bounded_bytes - limit) if limit is not None else 0,
                "heldout": max(0, counts.heldout_instances * bounded_bytes - limit) if limit is not None else 0}
+    on_gpu = records[0].first_logits.device.type == "cuda"
+    if on_gpu and any(spilled.values()):
+        notes.append("records beyond engine.record_memory are pinned in host memory on a GPU, not spilled: "
+                     "calibrated on records in memory")
     with tempfile.TemporaryDirectory(prefix="evolalloc-plan-") as folder:
         modes = {"search": "cached", "heldout": "cached"}
-        if any(spilled.values()):  # the run reads most records from disk: so does the calibration
-            # What the page cache can hold of them: the memory available now, less what the run holds
-            # itself (its weights and the records it keeps in memory).
-            weights = sum(t.numel() * t.element_size() for t in loaded.model.state_dict().values())
-            cache = max(0, available_memory() - weights - limit)
+        if any(spilled.values()) and not on_gpu:  # the run reads most records from disk: so does the calibration
+            # What the page cache can hold of them: the memory available now (the model already loaded),
+            # less the records the run will hold in memory.
+            cache = max(0, available_memory() - limit)
             modes = {split: read_mode(nbytes, cache) for split, nbytes in spilled.items()}
             said = {"search": "the search split's", "heldout": "the held-out split's"}
             notes.append("records spill to disk: calibrated on spilled records; "
                          + "; ".join(f"{said[split]} {format_size(nbytes)} spilled, {format_size(cache)} of "
                                      f"memory left to cache them: {READ_WORDS[modes[split]]}"
                                      for split, nbytes in spilled.items() if nbytes))
-            records, bounded = _spilled(records, folder), _spilled(bounded, folder)
+            written: dict = {}
+            records, bounded = _spilled(records, folder, written), _spilled(bounded, folder, written)
         calibration = _time_rows(experiment, part, loaded.geometry, scorer, instances, records, bounded, rows,
                                  counts, modes, notes)
     return Calibration(prompt_tokens=records[0].length, load_seconds=load_seconds,
                        prefill_seconds=float(np.mean(seconds)), record_bytes_whole=whole,
                        record_bytes_bounded=bounded_bytes, notes=notes,
                        max_new_tokens=int(max(i.max_new_tokens or 0 for i in instances)), prompts=len(instances),
-                       batch_rows=rows, cold=modes["heldout"] == "disk", **calibration)
+                       batch_rows=rows, **calibration)
 
 
 READ_WORDS = {"cached": "timed as read from the page cache",
@@ -157,11 +160,13 @@ def available_memory() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def _spilled(records: list, folder: str) -> list:
-    """``records`` written to ``folder`` and memory-mapped back, as a run keeps the records it spills."""
+def _spilled(records: list, folder: str, written: dict) -> list:
+    """``records`` written to ``folder`` and memory-mapped back, as a run keeps the records it spills;
+    ``written`` (``id(record)`` -> the mapped one) is shared by the calls, so a record passed twice
+    (bounded at no less than its length, the whole one) is written once."""
     from evolalloc.runtime.spill import open_spilled, write_spilled
 
-    out, written = [], {}
+    out = []
     for record in records:
         if id(record) not in written:  # a record bounded at no less than its length is the whole one
             path = write_spilled(record, os.path.join(folder, f"{len(os.listdir(folder))}.safetensors"), "plan")
@@ -215,7 +220,7 @@ def _time_rows(experiment, part, geometry, scorer, instances, whole, bounded, ro
             cold = seconds + max(0.0, time.perf_counter() - started - seconds) * rows / len(instances)
             if modes[split] == "disk":
                 seconds = cold
-            elif mode == "generate":
+            elif split == "heldout":
                 from_disk[None if full else budget] = cold / rows
         if mode == "generate" and results[0].ok:
             answer_tokens[None if full else budget] = float(max(o.generated_tokens for o in results[0].instances))

@@ -96,18 +96,18 @@ def test_rule_search_expansions_are_scored_on_one_search_prefill_for_every_run(t
     """Each run's expansions are chosen on the search split (rule ``search``), and the split is
     prefilled once for all runs: not again after the first run's ``finish`` released it."""
     from evolalloc.core.allocation_file import load_allocation
-    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.task_splits import TaskSplits
     from tests.report.test_design_scores import benchmark_script
 
     prefilled = []
-    original = Experiment.records
+    original = TaskSplits.records
 
     def counting(self, split):
-        if split not in self.splits.records_of:
+        if split not in self.records_of:
             prefilled.append(split)
         return original(self, split)
 
-    monkeypatch.setattr(Experiment, "records", counting)
+    monkeypatch.setattr(TaskSplits, "records", counting)
     recipe = tiny_recipe(tmp_path, tiny_model_dir,
                          budget={"target": 24, "expansions": [32], "expansion_rule": "search"},
                          baselines=[])

@@ -42,7 +42,7 @@ def elsewhere_checkpoints(path: Path, placeholder: Path) -> list[str]:
 
     merged, _ = read_recipe_file(path)
     return [f"checkpoints.{key}={placeholder}" for key, value in (merged.get("checkpoints") or {}).items()
-            if not Path(str(value)).expanduser().is_file()]
+            if isinstance(value, str) and not Path(value).expanduser().is_file()]
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)

@@ -96,11 +96,15 @@ def test_the_comparison_is_timed_at_each_of_its_budgets_and_the_full_cache_once_
     lines = "\n".join(plan.lines())
     assert "(up to 25 min if every batch's longest answer runs to 32 tokens" in lines
 
-    # In batches of 16 rows, 64 held-out instances are 4 full batches; 70 cost 5 (the last one partly empty).
+    # In batches of 16 rows, 64 rows are 4 full batches; 70 cost 5 (the last one partly empty).
     calibration.batch_rows = 16
     assert plan.padded(64) == 64 and plan.padded(70) == 80 and plan.padded(0) == 0
+    # A method's three budgets on 70 instances are one evaluation of 210 rows: 14 batches, 224 rows;
+    # the full cache's 70 rows cost 80.
     counts.heldout_instances = 70
-    assert abs(plan.seconds()["held-out comparison"] - 80 * (11 * (0.1 + 0.2 + 0.4) + 2.0)) < 1e-9
+    assert abs(plan.seconds()["held-out comparison"] - (11 * 70 * 224 / 210 * (0.1 + 0.2 + 0.4) + 80 * 2.0)) < 1e-9
+    # A search generation's 10 candidates on 16 instances are one evaluation: 160 rows, 10 batches.
+    assert abs(plan.seconds()["search"] - 2 * 160 * 0.05) < 1e-9
 
 
 def test_the_plan_prints_a_generate_row_at_each_budget_and_with_the_full_cache(tmp_path, tiny_model_dir):
@@ -163,5 +167,6 @@ def test_where_records_may_not_stay_cached_the_upper_figure_reads_them_from_disk
                    record_memory=None, counts=counts, calibration=calibration)
     assert plan.comparison_upper() == plan.seconds()["held-out comparison"]  # every answer already ran to 20
     calibration.generate_cold_by_budget, calibration.full_row_cold_seconds = {128: 0.15, 256: 0.3}, 0.6
-    assert abs(plan.comparison_upper() - 104 * (9 * (0.15 + 0.3) + 0.6)) < 1e-9  # 100 prompts: 13 batches of 8
+    # 9 methods x (2 budgets x 100 prompts: 25 full batches of 8) + the full cache's 100 rows (13 batches: 104)
+    assert abs(plan.comparison_upper() - (9 * 100 * (0.15 + 0.3) + 104 * 0.6)) < 1e-9
     assert "its records are read from disk each time" in "\n".join(plan.lines())
