@@ -25,9 +25,7 @@ import numpy as np
 import torch
 
 from evolalloc.bench.eval import floor_decode_seconds, random_allocations, synchronize
-
-GIB = 1024**3
-MIB = 1024**2
+from evolalloc.core.record_settings import format_size as size
 
 
 @dataclass
@@ -151,11 +149,6 @@ class GpuBenchResult:
                    f"{self.estimated_candidate_seconds:.2f} s per candidate, "
                    f"{3600 / self.estimated_candidate_seconds:.0f} candidates per hour")
         return out
-
-
-def size(nbytes: float) -> str:
-    """``1.23 GiB`` or ``45.6 MiB``."""
-    return f"{nbytes / GIB:.2f} GiB" if nbytes >= GIB else f"{nbytes / MIB:.1f} MiB"
 
 
 def timed(device, work: Callable[[], object]) -> tuple[float, object]:

@@ -168,8 +168,8 @@ def _spilled(records: list, folder: str, written: dict) -> list:
 
     out = []
     for record in records:
-        if id(record) not in written:  # a record bounded at no less than its length is the whole one
-            path = write_spilled(record, os.path.join(folder, f"{len(os.listdir(folder))}.safetensors"), "plan")
+        if id(record) not in written:
+            path = write_spilled(record, os.path.join(folder, f"{len(written)}.safetensors"), "plan")
             written[id(record)] = open_spilled(path, "plan", verify=False)[0]
         out.append(written[id(record)])
     return out
