@@ -211,8 +211,11 @@ class Recorder:
             self.importing -= self.stack.pop()[3]
 
 
-def tiny_run(folder: Path) -> Path:
-    """A tiny random Llama (``tests/conftest.py::tiny_model_dir``) and a passkey recipe over it."""
+def tiny_run(folder: Path, curated: bool = False) -> Path:
+    """A tiny random Llama (``tests/conftest.py::tiny_model_dir``) and a passkey recipe over it;
+    ``curated``: its search split curated as the main job's is (drawn, judged with the full cache),
+    on the bundled SmolLM2-135M, which solves passkey (the random model solves nothing, so curation
+    would keep nothing)."""
     import torch
     import yaml
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -227,8 +230,9 @@ def tiny_run(folder: Path) -> Path:
     LlamaForCausalLM(config).save_pretrained(folder / "model")
     tokenizer.save_pretrained(folder / "model")
     recipe = {
-        "name": "path", "model": {"spec": str(folder / "model")},
-        "task": {"name": "passkey", "context_tokens": 160, "search": {"n": 2}, "heldout": {"n": 2}},
+        "name": "path", "model": {"spec": "bundled:smollm2-135m-instruct" if curated else str(folder / "model")},
+        "task": {"name": "passkey", "context_tokens": 160, "heldout": {"n": 2},
+                 "search": {"n": 2, "curate": {"full_cache_solves": True, "draw": 4}} if curated else {"n": 2}},
         "scorer": {"name": "snapkv", "params": {"window": 8}},
         "budget": {"target": 64, "expansions": [96]},
         "search_space": {"name": "layer_groups", "group_size": 2},
@@ -303,13 +307,15 @@ def main() -> None:
                         help="walk every evolalloc call down to --depth, not only those handed the recipe")
     parser.add_argument("--depth", type=int, default=5,
                         help="with --calls: levels of evolalloc calls below `search` that make the walk (default 5: "
-                             "search, start_run, run_prepared, finish, a step, what the step calls)")
+                             "search, start_run, run_prepared, ship_and_compare, a step, what the step calls)")
     parser.add_argument("--tree", action="store_true", help="print the walk first, one line per call")
+    parser.add_argument("--curated", action="store_true",
+                        help="the search split curated, as the main job's (runs/quickstart.yaml) is")
     args = parser.parse_args()
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     depth = args.depth if args.calls else sys.maxsize
     with tempfile.TemporaryDirectory(prefix="recipe-path-") as tmp:
-        recipe = tiny_run(Path(tmp))
+        recipe = tiny_run(Path(tmp), curated=args.curated)
         walk = record_search(recipe, Path(tmp) / "runs", depth, follow=not args.calls)
     print()
     if args.tree:

@@ -97,11 +97,11 @@ def run(args) -> int:
         HELDOUT,
         _OnFirstUse,
         evolved_allocation,
-        finish,
         quiet_optuna,
+        report_and_tidy,
         run_finished,
-        search_config,
         ship,
+        ship_and_compare,
     )
     from evolalloc.pipeline.wall_clock import begin_session
     from evolalloc.search import resume_search, run_search
@@ -127,8 +127,8 @@ def run(args) -> int:
         searched = []
         if any(not (args.runs_dir / recipe.name).exists() for _, _, recipe in todo) and not base.multi_task:
             experiment.records("search")  # the shared prefill, outside every run's search time
-        for vname, seed, recipe in todo:  # every search first: finish() releases the search records
-            config = search_config(experiment.variant(recipe))
+        for vname, seed, recipe in todo:  # every search first: ship_and_compare() releases the search records
+            config = experiment.variant(recipe).search_config
             started = time.perf_counter()
             run_dir = args.runs_dir / recipe.name
             if run_dir.exists():  # killed, or searched for --held-in only: replay the stored trials, evaluate the rest
@@ -144,7 +144,7 @@ def run(args) -> int:
                   f"best search fitness {result.best_fitness}", flush=True)
         if args.held_in:
             return held_in(args, searched, experiment)
-        # Every run ships before any finish(): finish() releases the search records, and rule `search`
+        # Every run ships before any ship_and_compare(): it releases the search records, and rule `search`
         # scores each run's expansions on them (else each later run would prefill the split again).
         shipped = []
         for run_dir, recipe, result, config, seconds in searched:
@@ -158,7 +158,8 @@ def run(args) -> int:
             started = time.perf_counter()
             # The report's wall time: this run's search and shipping plus its own comparison, not the shared prefill.
             begin_session(run_dir, time.time() - seconds)
-            finish(run_dir, experiment.variant(recipe), result, config, profiles=profiles, progress=progress)
+            report_and_tidy(ship_and_compare(run_dir, experiment.variant(recipe), result, config, profiles=profiles,
+                                             progress=progress))
             timings[run_dir.name] = (len(result.history), seconds + time.perf_counter() - started)
     for name, (evaluations, seconds) in timings.items():
         print(f"{name}: {evaluations} evaluations, {seconds:.0f} s (search + held-out comparison, busy machine)")

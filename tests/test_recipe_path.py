@@ -23,7 +23,7 @@ Call = tool.Call
 RUN = "evolalloc.pipeline.run"
 
 # search -> load_recipe (config) -> run_prepared -> resume_search, which calls back into run.py
-# -> finish -> ship -> expand (another room) and a run.py helper -> compare -> two engine calls in a
+# -> ship_and_compare -> ship -> expand (another room) and a run.py helper -> compare -> two engine calls in a
 # row, and one call below the depth the tests cut at.
 WALK = [
     Call(0, "evolalloc.cli.search_cmds", "search", None),
@@ -33,7 +33,7 @@ WALK = [
     Call(1, RUN, "run_prepared", "evolalloc.cli.search_cmds"),
     Call(2, "evolalloc.search.loop", "resume_search", RUN),
     Call(3, RUN, "allocate", "evolalloc.search.loop"),
-    Call(2, RUN, "finish", RUN),
+    Call(2, RUN, "ship_and_compare", RUN),
     Call(3, RUN, "ship", RUN),
     Call(4, "evolalloc.pipeline.expansion", "expand_profile", RUN),
     Call(4, RUN, "allocation_name", RUN),

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -92,25 +92,28 @@ def select(
     return kept[:wanted], len(solved), len(also)
 
 
-def curate(experiment, split: str, drawn: list, label: str) -> Curation:
+def curate(section, split: str, drawn: list, label: str, *, geometry, target: float, engine,
+           baseline: Callable[[str, float], object], evaluator: Callable[[str], object]) -> Curation:
     """Evaluate ``drawn`` (instances of ``split``) and decide which are kept (see the module docstring).
 
-    ``experiment`` must evaluate the drawn instances as its split ``f"{split}:drawn"``.
+    ``section``: the split's section (its ``n`` and ``curate`` rules); ``geometry``: the model's (the
+    full cache's budgets); ``target``: the run's ``c``, where the reference is judged; ``engine``: the
+    recipe's engine section (how many are judged at a time); ``baseline(method, target)``: a method's
+    allocation (the reference's); ``evaluator(name)``: an evaluator, in generate mode, of the
+    pseudo-split ``name`` of drawn candidates (``drawn_slice``).
     """
-    section = experiment.splits.section(split)
     rules = section.curate
-    geometry = experiment.run.model.geometry
     budgets = [np.full((geometry.num_layers, geometry.num_kv_heads), FULL_BUDGET, dtype=np.int64)]
-    target = float(experiment.resolved.target)
+    target = float(target)
     if rules.reference_unsolved is not None:
-        budgets.append(experiment.run.methods.baseline(rules.reference_unsolved, target).budgets)
-    size = slice_size(experiment.recipe.engine, len(drawn))
+        budgets.append(baseline(rules.reference_unsolved, target).budgets)
+    size = slice_size(engine, len(drawn))
     scores: list[list[float]] = [[] for _ in budgets]
     judged = 0
     while judged < len(drawn):
         stop = min(judged + size, len(drawn))
         # Curation judges with what every result is reported with: greedy answers, the task's metric.
-        results = experiment.evaluator(drawn_slice(split, judged, stop, len(drawn)), mode="generate").evaluate(budgets)
+        results = evaluator(drawn_slice(split, judged, stop, len(drawn))).evaluate(budgets)
         for what, result, column in zip(("the full cache", rules.reference_unsolved), results, scores):
             if not result.ok:
                 raise RuntimeError(f"curating {label}/{split}: evaluating {what} failed: {result.error}")

@@ -16,8 +16,9 @@ Those pieces are ``experiment.run.model``, ``.scorers``, ``.records`` and ``.met
 needs one takes it from there once (``run = experiment.run; run.scorers.min_budget``) rather than
 through a forwarding method of the experiment, so a step does not go back and forth through this
 module for every value (issue 37: ``benchmarks/recipe_path.py`` counts the trips). What stays here is
-what needs the experiment itself: its parts, splits, engine and evaluators, and the few forwards
-older callers (benchmarks, tests, the engine's workload) still read.
+what needs the experiment itself: its parts, splits, search settings, engine and evaluators, and the
+few forwards older callers (benchmarks, tests, the engine's workload) still read. The pieces, and the
+modules it calls (curation, the record bound), are handed what they read, not the experiment.
 
 A recipe with several ``tasks`` makes a ``MultiTaskExperiment``: one ``Experiment`` per task
 (each a single-task recipe, ``Recipe.for_task``) sharing the run's model, scorers, record keeping
@@ -41,8 +42,10 @@ from evolalloc.pipeline.loaded_model import ModelHandle
 from evolalloc.pipeline.run_methods import RunMethods
 from evolalloc.pipeline.run_records import RunRecords
 from evolalloc.pipeline.run_scorers import RunScorers, scorer_for
+from evolalloc.pipeline.search_settings import search_config
 from evolalloc.pipeline.task_splits import TaskSplits
 from evolalloc.runtime.scorers import Scorer
+from evolalloc.search.config import SearchConfig
 
 
 class _Run:
@@ -52,7 +55,9 @@ class _Run:
         recipe = experiment.recipe
         self.curation_file, self.run_dir = curation_file, run_dir
         self.model = ModelHandle(recipe.model.spec, recipe.model.dtype, recipe.engine.threads)
-        self.scorers = RunScorers.for_recipe(recipe, lambda: _trainer(experiment), progress=experiment.progress)
+        self.scorers = RunScorers(recipe.scorer, recipe.baselines, recipe.search_space, recipe.checkpoints,
+                                  recipe.model.spec, recipe.source, lambda: _trainer(experiment),
+                                  progress=experiment.progress)
         self.records = RunRecords(
             recipe.engine, f"{recipe.model.spec}|{recipe.model.dtype}",
             bound=lambda: _run_bound(experiment) if bounded else None,  # False: whole records (`evaluate`)
@@ -70,7 +75,8 @@ def _trainer(experiment):
 def _run_bound(experiment) -> int:
     from evolalloc.pipeline.record_bound import run_record_bound
 
-    return max(run_record_bound(part.recipe, part) for _, _, part in experiment.parts)
+    return max(run_record_bound(part.resolved.budgets, part.search_config, part.resolved.baselines, part.run.methods)
+               for _, _, part in experiment.parts)
 
 
 def _profile_lukv(experiment):
@@ -89,6 +95,8 @@ class Experiment:
         bounded: False: whole records (a one-off evaluation of any budgets, e.g. ``evaluate``).
         run_dir: the run folder, where a profiled baseline's curves are read from or saved to
             (``lukv-curves.npz``); None: profiled in memory.
+        resolved: what ``recipe`` resolved to (``config.resolved.resolve_run``), when the caller has
+            it already (``pipeline/start.py``); None: resolved here.
     """
 
     def __new__(cls, recipe=None, **kwargs):  # recipe None: ``copy.copy`` making a ``variant``
@@ -97,11 +105,12 @@ class Experiment:
         return super().__new__(cls)
 
     def __init__(self, recipe, *, progress: bool = True, curation_file: str | Path | None = None, bounded: bool = True,
-                 run_dir: str | Path | None = None, _run: _Run | None = None, _label: str | None = None):
+                 run_dir: str | Path | None = None, resolved: ResolvedRun | None = None, _run: _Run | None = None,
+                 _label: str | None = None):
         self.recipe = recipe
         #: What the recipe resolved to (``config/resolved.py``), once: the budgets, the fitness modes
         #: and the methods every later step takes from here.
-        self.resolved: ResolvedRun = resolve_run(recipe)
+        self.resolved: ResolvedRun = resolved if resolved is not None else resolve_run(recipe)
         self.progress = progress
         self.label = _label or self.resolved.task_names
         self._owns_run = _run is None  # the parts of a multi-task run share their whole's
@@ -140,14 +149,26 @@ class Experiment:
         twin = copy.copy(self)
         twin.recipe = recipe
         twin.resolved = resolve_run(recipe)
+        twin.__dict__.pop("search_config", None)  # the variant's own settings, made on first use
         twin._owns_run = False
         return twin
+
+    @cached_property
+    def search_config(self) -> SearchConfig:
+        """The search's settings on this model (``pipeline/search_settings.py``), made once: the start
+        checks them, the search runs them and the record bound reads their ratio bound."""
+        recipe = self.recipe
+        return search_config(recipe.search_space, recipe.optimizer, target=self.resolved.target,
+                             geometry=self.run.model.geometry, min_budget=self.run.scorers.min_budget,
+                             storage=recipe.storage, study_name=recipe.name)
 
     def _curate(self, split: str, drawn: list):
         """Judge ``split``'s ``drawn`` candidates with the model (its splits ask, on first need)."""
         from evolalloc.pipeline.curation import curate
 
-        return curate(self, split, drawn, self.label)
+        return curate(self.splits.section(split), split, drawn, self.label, geometry=self.run.model.geometry,
+                      target=self.resolved.target, engine=self.recipe.engine, baseline=self.run.methods.baseline,
+                      evaluator=lambda name: self.evaluator(name, mode="generate"))
 
     def record_curations(self, path: str | Path) -> None:
         """Write every curation made so far into ``path`` (the run folder's ``curation.json``, once it

@@ -60,10 +60,9 @@ def count_run(recipe, experiment) -> Counts:
     from evolalloc.pipeline.evaluate import FULL_CACHE
     from evolalloc.pipeline.expansion import SEARCHED_RULES
     from evolalloc.pipeline.record_bound import record_bound
-    from evolalloc.pipeline.search_settings import search_config
 
     resolved = experiment.resolved
-    config = search_config(experiment)
+    config = experiment.search_config
     groups = [len(g) for g in config.build_space().groups()]
     popsizes = [config.popsize_for(n) for n in groups]
     per_search = sum(config.generations * p for p in popsizes)

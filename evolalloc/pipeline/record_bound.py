@@ -38,16 +38,12 @@ def record_bound(targets, upper_ratio: float, baseline_budgets) -> int:
     return int(bound)
 
 
-def run_record_bound(recipe, experiment) -> int:
-    """``b_max`` of the run ``recipe`` describes, on ``experiment``'s model (see the module docstring)."""
-    from evolalloc.search import SearchConfig
-
-    targets = [float(c) for c in experiment.resolved.budgets]  # the target, its expansions or its curve's grid
-    g = experiment.run.model.geometry
-    config = SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space,
-                                        optimizer=recipe.optimizer,
-                                        num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
-                                        min_budget=experiment.run.scorers.min_budget)
+def run_record_bound(targets, config, baselines, methods) -> int:
+    """``b_max`` of a run (see the module docstring): its budgets ``targets`` (the target, its
+    expansions or its curve's grid), its search's ``config`` (``Experiment.search_config``: the
+    space's upper ratio bound), the names of its ``baselines`` and its ``methods``
+    (``pipeline/run_methods.py``), which make each static baseline's budgets on the model."""
+    targets = [float(c) for c in targets]
     upper = config.build_space().ratio_bounds[1]  # the search space resolves its default bound
 
     def static(name: str, target: float):
@@ -61,6 +57,6 @@ def run_record_bound(recipe, experiment) -> int:
             or target < baseline.min_target
         ):
             return None
-        return experiment.run.methods.baseline(name, target).budgets
+        return methods.baseline(name, target).budgets
 
-    return record_bound(targets, upper, (static(name, c) for name in recipe.baselines for c in targets))
+    return record_bound(targets, upper, (static(name, c) for name in baselines for c in targets))

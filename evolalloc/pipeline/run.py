@@ -7,11 +7,16 @@
    intervals and paired tests (``comparison.json``);
 4. report: plots and ``report.md`` (its wall time: every session of the run, ``pipeline/wall_clock.py``);
 5. tidy: the spilled prefill records (``records/``) removed unless ``engine.keep_records``.
+
+Steps 1-3 need the experiment (model, engine, records: ``run_prepared``, ``ship_and_compare``);
+4-5 are made from what they return (``Compared``) once the experiment is closed
+(``report_and_tidy``), so the report's plotting holds no Ray worker and no held-out record.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +37,8 @@ from evolalloc.core.phases import announce
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.pipeline.run_scorers import scorer_for
 
-# search_config and quiet_optuna are re-exported: code that drives a run imports them from here too.
-from evolalloc.pipeline.search_settings import quiet_optuna, search_config
+# quiet_optuna is re-exported: code that drives a run imports it from here too.
+from evolalloc.pipeline.search_settings import quiet_optuna
 from evolalloc.pipeline.wall_clock import begin_session, end_session
 from evolalloc.search import SearchConfig, resume_search, run_search
 from evolalloc.search.loop import open_search
@@ -194,15 +199,30 @@ def comparison_meta(experiment: Experiment) -> dict:
     return meta
 
 
-def report(run_dir: Path, experiment: Experiment, result, rows, methods, wall_seconds: float) -> Path:
+@dataclass(frozen=True)
+class Compared:
+    """What the report is written from, once the experiment's work is done (``ship_and_compare``):
+    the report needs no model, engine or records, so the experiment can be closed before it."""
+
+    run_dir: Path
+    resolved: object  # the run's ``ResolvedRun``
+    result: object  # the search's result (best profile, history, optimizer)
+    rows: list  # comparison.json's rows
+    methods: dict[str, dict[float, Allocation]]  # every compared profile, by method and budget
+    meta: dict  # comparison.json's context line (``comparison_meta``)
+
+
+def report(compared: Compared, wall_seconds: float) -> Path:
+    """The plots and ``report.md`` of a compared run; returns the report's path."""
     from evolalloc.config.run_folder import PLOT_FITNESS, PLOT_HEAD_BUDGETS, PLOT_LAYER_BUDGETS, PLOT_SCORE_VS_BUDGET
+    from evolalloc.pipeline.curation import read_curations
     from evolalloc.report.markdown import write_report
+    from evolalloc.report.method_style import in_budget_plot
     from evolalloc.report.plots import plot_fitness_history, plot_head_budgets, plot_layer_budgets, plot_score_vs_budget
 
-    resolved = experiment.resolved
+    run_dir, resolved, result, rows, methods = (compared.run_dir, compared.resolved, compared.result, compared.rows,
+                                                compared.methods)
     target = float(resolved.target)
-    from evolalloc.report.method_style import in_budget_plot
-
     profiles = {name: per_budget[target] for name, per_budget in methods.items() if in_budget_plot(name)}
     plots = {
         "Budgets per layer at the target": plot_layer_budgets(profiles, run_dir / PLOT_LAYER_BUDGETS).name,
@@ -217,18 +237,16 @@ def report(run_dir: Path, experiment: Experiment, result, rows, methods, wall_se
     best = {"fitness": result.best_fitness, "task_score": result.best_task_score,
             "optimizer": "/".join(result.implementation), "evaluations": len(result.history)}
     allocations = profile_filenames(methods["evolved"])
-    from evolalloc.pipeline.curation import read_curations
-
     return write_report(run_dir, resolved, history=result.history, comparison=rows, allocations=allocations,
-                        plots=plots, best=best, wall_seconds=wall_seconds, comparison_meta=comparison_meta(experiment),
+                        plots=plots, best=best, wall_seconds=wall_seconds, comparison_meta=compared.meta,
                         curation=[c.line() for c in read_curations(run_dir / CURATION_FILE)],
                         scorer_checkpoint=methods["evolved"][target].provenance.get("scorer_checkpoint"))
 
 
-def finish(run_dir: Path, experiment: Experiment, result, config: SearchConfig,
-           profiles: dict[float, Allocation] | None = None, progress: bool = True) -> Path:
-    """Ship (unless ``profiles``, already shipped, are given), compare, report, and remove the spilled
-    records (a finished run never reads them; ``engine.keep_records`` keeps them)."""
+def ship_and_compare(run_dir: Path, experiment: Experiment, result, config: SearchConfig,
+                     profiles: dict[float, Allocation] | None = None, progress: bool = True) -> Compared:
+    """Ship (unless ``profiles``, already shipped, are given) and compare: the steps that need the
+    experiment. ``report_and_tidy`` finishes the run from what this returns."""
     if profiles is None:
         profiles = ship(run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
     run = experiment.run
@@ -236,9 +254,15 @@ def finish(run_dir: Path, experiment: Experiment, result, config: SearchConfig,
     run.methods.profile_for(experiment.resolved.baselines)  # on the search records, so before they are released
     experiment.release("search")  # its prefill records are not needed for the held-out comparison
     rows, methods = compare(run_dir, experiment, profiles)
-    path = report(run_dir, experiment, result, rows, methods, end_session(run_dir))
-    if not experiment.resolved.keep_records:
-        remove_records(run_dir)  # after the report: a run killed before it still resumes from them
+    return Compared(Path(run_dir), experiment.resolved, result, rows, methods, comparison_meta(experiment))
+
+
+def report_and_tidy(compared: Compared) -> Path:
+    """Report, and remove the spilled records (a finished run never reads them; ``engine.keep_records``
+    keeps them); returns the report's path."""
+    path = report(compared, end_session(compared.run_dir))
+    if not compared.resolved.keep_records:
+        remove_records(compared.run_dir)  # after the report: a run killed before it still resumes from them
     return path
 
 
@@ -251,20 +275,21 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     begin_session(run_dir, time.time())
     quiet_optuna()
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
-        config = search_config(experiment)
+        config = experiment.search_config
         result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
-        return finish(run_dir, experiment, result, config, progress=progress)
+        compared = ship_and_compare(run_dir, experiment, result, config, progress=progress)
+    return report_and_tidy(compared)
 
 
-def run_prepared(prepared, *, progress: bool = True) -> Path:
-    """Search, ship, compare and report a run made by ``pipeline.start.prepare_run``; returns the
-    report's path. The experiment stays open: its owner closes it (``pipeline.start.start_run``)."""
+def run_prepared(prepared, *, progress: bool = True) -> Compared:
+    """Search, ship and compare a run made by ``pipeline.start.prepare_run``; ``report_and_tidy``
+    finishes it. The experiment stays open: its owner closes it (``pipeline.start.start_run``)."""
     begin_session(prepared.run_dir, prepared.started)  # its checks, model load and curation count too
     # Optuna is quiet already: prepare_run, which made ``prepared`` in this process, quieted it.
     config, experiment = prepared.config, prepared.experiment
     experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
     result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress)
-    return finish(prepared.run_dir, experiment, result, config, progress=progress)
+    return ship_and_compare(prepared.run_dir, experiment, result, config, progress=progress)
 
 
 def run_finished(run_dir: Path) -> bool:
@@ -300,7 +325,7 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
     quiet_optuna()
     recipe = load_run_recipe(run_dir)
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
-        config = search_config(experiment)  # the geometry from the model's config: no weights yet
+        config = experiment.search_config  # the geometry from the model's config: no weights yet
         opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
         begin_session(run_dir, started)  # only now: a refused resume changes nothing in the folder
         result = opened.run(_OnFirstUse(experiment.search_evaluator), progress=progress)
@@ -310,4 +335,5 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
             geometry = experiment.run.model.geometry
             profiles = {budget: load_allocation(run_dir / name, expect_geometry=geometry)
                         for budget, name in names.items()}
-        return finish(run_dir, experiment, result, config, profiles, progress=progress)
+        compared = ship_and_compare(run_dir, experiment, result, config, profiles, progress=progress)
+    return report_and_tidy(compared)  # the experiment closed: the report needs none of it

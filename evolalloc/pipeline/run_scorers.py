@@ -17,7 +17,7 @@ from evolalloc.runtime.scorers import Scorer, get_scorer
 
 class RunScorers:
     """The pieces of the recipe it reads, not the recipe (issue 37: a piece handed on is that piece's
-    business; ``RunScorers.for_recipe`` takes them from a recipe).
+    business; the experiment hands them on, ``pipeline/experiment.py``).
 
     Args:
         scorer: the recipe's ``scorer`` section (``name``, ``params``, ``train``).
@@ -40,11 +40,6 @@ class RunScorers:
         #: Scorers ranked at prefill besides the recipe's and the baselines' (``pipeline/headroom.py``;
         #: ``evaluate``: an allocation file's own scorer); set before the first records are made.
         self.extra: list[Scorer] = []
-
-    @classmethod
-    def for_recipe(cls, recipe, trainer: Callable[[], object], *, progress: bool = True) -> "RunScorers":
-        return cls(recipe.scorer, recipe.baselines, recipe.search_space, recipe.checkpoints, recipe.model.spec,
-                   recipe.source, trainer, progress=progress)
 
     def _build(self, params: dict) -> Scorer:
         try:

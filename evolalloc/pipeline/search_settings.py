@@ -1,24 +1,25 @@
 """What a run's search is set up with, before it starts: its ``SearchConfig`` (the recipe's
-search space and optimizer on the model's geometry) and a quiet Optuna. Both the start of a run
-(``pipeline/start.py``, which opens the trial store before anything is written) and the run
-itself (``pipeline/run.py``) need them; here neither has to enter the other.
+search space and optimizer on the model's geometry) and a quiet Optuna. The experiment makes the
+settings once (``Experiment.search_config``); the start of a run (``pipeline/start.py``, which opens
+the trial store before anything is written), the run itself (``pipeline/run.py``) and the record
+bound read them there.
 """
 
 from __future__ import annotations
 
-from evolalloc.pipeline.experiment import Experiment
-from evolalloc.search import SearchConfig
+from evolalloc.search.config import SearchConfig
 
 
-def search_config(experiment: Experiment) -> SearchConfig:
-    """The search's settings, on the model's geometry (from its config: no weights needed)."""
-    recipe, g = experiment.recipe, experiment.run.model.geometry
+def search_config(search_space, optimizer, *, target: float, geometry, min_budget: int, storage: str | None,
+                  study_name: str) -> SearchConfig:
+    """The search's settings: the recipe's ``search_space`` and ``optimizer`` sections at budget ``target``
+    on the model's ``geometry`` (from its config: no weights needed), each unit at least ``min_budget``
+    (the scorer's). ``Experiment.search_config`` makes it once per run from the run's pieces."""
+    g = geometry
     # The study is named after the run, so several runs can share one database URL.
-    return SearchConfig.from_sections(target=experiment.resolved.target, search_space=recipe.search_space,
-                                      optimizer=recipe.optimizer,
-                                      num_layers=g.num_layers, num_kv_heads=g.num_kv_heads,
-                                      min_budget=experiment.run.scorers.min_budget, storage=recipe.storage,
-                                      study_name=recipe.name,
+    return SearchConfig.from_sections(target=target, search_space=search_space, optimizer=optimizer,
+                                      num_layers=g.num_layers, num_kv_heads=g.num_kv_heads, min_budget=min_budget,
+                                      storage=storage, study_name=study_name,
                                       layer_caps=g.caps() if g.windows else None)
 
 

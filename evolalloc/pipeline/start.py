@@ -18,9 +18,10 @@ the claim are few and fast; the slow, failure-prone checks all come before it.
 
 ``start_run`` is the one place a new run is driven from start to report (the ``search`` command,
 ``--seeds`` and the service's worker): it makes the experiment (``prepare_run``), runs it
-(``pipeline.run.run_prepared``) and closes it, however either ends. ``prepare_run`` closes the
-experiment itself when a check refuses the start, so a refused start leaves no engine and no
-temporary record folder behind either.
+(``pipeline.run.run_prepared``: search, ship, compare), closes it however that ends, and then
+writes the report (``pipeline.run.report_and_tidy``). ``prepare_run`` closes the experiment itself
+when a check refuses the start, so a refused start leaves no engine and no temporary record folder
+behind either.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     settings that do not fit the model, a trial store that cannot be opened or already holds the
     study.
     """
+    from evolalloc.config.resolved import resolve_run
     from evolalloc.config.run_folder import run_folder_path
     from evolalloc.pipeline.search_settings import quiet_optuna
     from evolalloc.search.store import check_study_name_free
@@ -117,7 +119,7 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
         with blamed_on(recipe):
             check_study_name_free(recipe.storage, recipe.name)  # the study is named after the run
     check_context_fits(recipe)
-    experiment = Experiment(recipe, progress=progress)
+    experiment = Experiment(recipe, progress=progress, resolved=resolve_run(recipe))
     try:
         run_dir, config = _checked_and_claimed(experiment, runs_dir, name)
     except BaseException:
@@ -130,14 +132,13 @@ def _checked_and_claimed(experiment: Experiment, runs_dir: str | Path, name: str
     """The checks that need the experiment's pieces, in order of cost, then the folder claimed with
     its recipe, study and first checkpoint; returns the folder and the search's settings."""
     from evolalloc.config.run_folder import create_run_folder
-    from evolalloc.pipeline.search_settings import search_config
     from evolalloc.search.loop import start_search
 
     recipe = experiment.recipe
     model, scorers = experiment.run.model, experiment.run.scorers  # the pieces a start checks, in turn
     scorers.check_without_weights()  # the scorer section, and the baselines' scorers unless it is trained here
     with blamed_on(recipe):
-        config = search_config(experiment)  # the geometry from the model's config alone
+        config = experiment.search_config  # the geometry from the model's config alone
         if experiment.resolved.curve_grid:
             from evolalloc.pipeline.curve import check_anchors
 
@@ -170,11 +171,14 @@ def start_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *,
     ``experiment.resolved`` is what the recipe resolved to). Raises ``UserError``, writing nothing,
     for anything ``prepare_run`` refuses.
     """
-    from evolalloc.pipeline.run import run_prepared
+    from evolalloc.pipeline.run import report_and_tidy, run_prepared
 
     prepared = prepare_run(recipe, runs_dir, name, progress=progress, started=started)
-    with prepared.experiment:
+    try:
         if on_folder is not None:
             on_folder(prepared.run_dir)
-        run_prepared(prepared, progress=progress)
+        compared = run_prepared(prepared, progress=progress)
+    finally:
+        prepared.experiment.close()  # engine, Ray workers, records: the report needs none of them
+    report_and_tidy(compared)
     return prepared

@@ -94,7 +94,7 @@ def test_held_in_scores_each_profile_on_other_search_instances_without_a_held_ou
 
 def test_rule_search_expansions_are_scored_on_one_search_prefill_for_every_run(tmp_path, tiny_model_dir, monkeypatch):
     """Each run's expansions are chosen on the search split (rule ``search``), and the split is
-    prefilled once for all runs: not again after the first run's ``finish`` released it."""
+    prefilled once for all runs: not again after the first run's ``ship_and_compare`` released it."""
     from evolalloc.core.allocation_file import load_allocation
     from evolalloc.pipeline.task_splits import TaskSplits
     from tests.report.test_design_scores import benchmark_script
@@ -145,7 +145,7 @@ def test_run_again_after_a_kill_in_the_comparison_the_held_out_records_are_read_
         raise RuntimeError("killed in the comparison")
 
     with monkeypatch.context() as patch:
-        patch.setattr(run_module, "finish", killed)
+        patch.setattr(run_module, "ship_and_compare", killed)
         with pytest.raises(RuntimeError, match="killed"):
             benchmark_script("search_versus").main(argv)
     assert len(list((runs / "k-random-s1" / "records").iterdir())) >= 3  # the held-out split, spilled

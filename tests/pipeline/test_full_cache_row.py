@@ -30,7 +30,8 @@ def test_a_run_naming_full_keeps_whole_records_and_scores_the_full_cache_at_ever
     with Experiment(run, progress=False) as experiment:
         geometry = experiment.geometry
         # b_max reaches the model's positions: the held-out records are whole, so no token is missing
-        assert run_record_bound(run, experiment) == geometry.max_positions
+        assert run_record_bound(experiment.resolved.budgets, experiment.search_config, experiment.resolved.baselines,
+                                experiment.run.methods) == geometry.max_positions
         evolved = {b: Allocation(model="m", geometry=geometry, scorer="snapkv", scorer_params={"window": 8},
                                  target=b, budgets=np.full((geometry.num_layers, geometry.num_kv_heads), int(b)),
                                  provenance={"method": "evolved"}) for b in (24.0, 48.0)}

@@ -129,14 +129,13 @@ def test_a_hybrid_run_ships_its_prior_and_evaluate_reproduces_its_score_from_the
 
 @pytest.mark.parametrize("optimizer", ["cma", "random", "optuna-tpe"])
 def test_every_optimizer_searches_the_prior_at_the_exact_total(home, tiny_model_dir, tmp_path, optimizer):
-    from evolalloc.pipeline.run import search_config
     from evolalloc.search import run_search
 
     recipe = hybrid_recipe(tiny_model_dir, optimizer={"name": optimizer, "generations_per_group": 1, "popsize": 4},
                            task={"name": "passkey", "context_tokens": 200, "search": {"n": 1}, "heldout": {"n": 1}})
     with Experiment(recipe, progress=False) as experiment:
         assert isinstance(experiment.search_scorer, Adapted)
-        result = run_search(tmp_path / optimizer, experiment.search_evaluator(), search_config(experiment),
+        result = run_search(tmp_path / optimizer, experiment.search_evaluator(), experiment.search_config,
                             progress=False)
     assert len(result.history) == 4 and all(trial.state == "COMPLETE" for trial in result.history)
     assert all(np.asarray(trial.budgets).sum() == TARGET * 4 * 2 for trial in result.history)

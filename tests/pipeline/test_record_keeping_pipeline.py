@@ -65,7 +65,7 @@ def test_bounded_spilled_records_give_the_same_run_as_full_ones(tmp_path, tiny_m
     with safe_open(str(spilled[0]), "pt") as handle:
         meta = handle.metadata()
     assert int(meta["bound"]) < int(meta["length"])  # and really bounded
-    monkeypatch.setattr(record_bound_module, "run_record_bound", lambda recipe, experiment: 10**9)  # nothing dropped
+    monkeypatch.setattr(record_bound_module, "run_record_bound", lambda *pieces: 10**9)  # nothing dropped
     _, full, full_profiles = run_scores(tmp_path, tiny_model_dir, "full", record_memory="64GiB")
     assert bounded == full
     assert bounded_profiles == full_profiles

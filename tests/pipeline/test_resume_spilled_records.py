@@ -84,7 +84,7 @@ def test_resume_after_a_kill_reuses_the_records_of_a_curated_search_split(tmp_pa
         budget={"target": 24, "expansions": [48], "expansion_rule": "search"},
         engine={"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "0B"}))
     prefilled: list[str] = []
-    real_prefill, real_finish = instances_module.prefill, run_module.finish
+    real_prefill, real_finish = instances_module.prefill, run_module.ship_and_compare
 
     def counted_prefill(model, ids, scorers, *, uid, **kwargs):
         prefilled.append(uid)
@@ -94,7 +94,7 @@ def test_resume_after_a_kill_reuses_the_records_of_a_curated_search_split(tmp_pa
         raise KeyboardInterrupt  # the search is stored; shipping and comparing are not done
 
     monkeypatch.setattr(instances_module, "prefill", counted_prefill)
-    monkeypatch.setattr(run_module, "finish", killed_after_the_search)
+    monkeypatch.setattr(run_module, "ship_and_compare", killed_after_the_search)
     prepared = prepare_run(recipe, tmp_path / "runs", progress=False)
     with prepared.experiment, pytest.raises(KeyboardInterrupt):
         run_module.run_prepared(prepared, progress=False)
@@ -102,7 +102,7 @@ def test_resume_after_a_kill_reuses_the_records_of_a_curated_search_split(tmp_pa
     kept = set(json.loads((run / "curation.json").read_text())["tasks"]["passkey"]["search"]["kept_uids"])
     assert len(kept) == 2 and kept <= set(prefilled)
 
-    monkeypatch.setattr(run_module, "finish", real_finish)
+    monkeypatch.setattr(run_module, "ship_and_compare", real_finish)
     prefilled.clear()
     run_module.resume_run(run, progress=False)  # ships by rule `search`: needs the search split's records
     assert (run / "report.md").exists()

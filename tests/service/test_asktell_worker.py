@@ -12,7 +12,6 @@ import pytest
 from evolalloc.client import Client
 from evolalloc.config.recipe import load_recipe
 from evolalloc.pipeline.experiment import Experiment
-from evolalloc.pipeline.run import search_config
 from evolalloc.search import run_search
 
 from .conftest import REPO, ServiceProcess, tiny_recipe_text
@@ -41,7 +40,7 @@ def test_the_worker_command_finishes_a_study_with_the_local_searchs_scores(tmp_p
     recipe_file.write_text(tiny_recipe_text(tiny_model_dir, "tiny"))
     recipe = load_recipe(recipe_file)
     with Experiment(recipe, progress=False) as experiment:
-        config = search_config(experiment)
+        config = experiment.search_config
         local = run_search(tmp_path / "local", experiment.search_evaluator(), config, progress=False)
 
     service = ServiceProcess(tmp_path / "runs", max_jobs=0).start()
