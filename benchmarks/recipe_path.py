@@ -6,8 +6,10 @@ through, and how often does it come back to one? (Issue 37: each room entered at
     python benchmarks/recipe_path.py --depth 3      # the path cut at another depth
     python benchmarks/recipe_path.py --tree         # and the walk itself, one line per call
     python benchmarks/recipe_path.py --calls        # every call to --depth, not only the recipe's path
+    python benchmarks/recipe_path.py --curated      # the search split curated, as the main job's is
 
-It builds a 4-layer random Llama with the bundled tokenizer (as ``tests/conftest.py`` does), runs
+It builds a 4-layer random Llama with the bundled tokenizer (as ``tests/conftest.py`` does; with
+``--curated``, the bundled SmolLM2-135M instead, which solves passkey), runs
 ``evolalloc search`` on a tiny passkey recipe in this process under ``sys.setprofile``, and records
 every call of a function defined in ``evolalloc/`` made while the ``search`` command runs.
 
@@ -18,12 +20,17 @@ Definitions (the issue leaves them open):
   the ``ResolvedRun``, or an object that holds one of them as an attribute, or as an attribute of an
   attribute (the experiment; an object holding the experiment), at any depth below ``search``. Not
   looked into: lists and tuples passed as one argument, and callables (a bound method's or a lambda's
-  ``__dict__`` is empty): a piece handed a callback (``TaskSplits``'s ``curate``) is not handed the
-  recipe, though the callback reaches it. The recipe's own methods and properties (``self`` the
+  ``__dict__`` is empty): a piece handed a callback (``TaskSplits``'s ``curate``, curation's
+  ``evaluator``, the engine's workload providers) is not handed the recipe, though the callback
+  reaches it; ``--callables`` looks into them (below). The recipe's own methods and properties (``self`` the
   ``Recipe`` or ``ResolvedRun``) read it where it is and do not count. A call handed only a piece (a
   section, a budget, an allocation, a result) is the piece's business, not the recipe's: a helper
   that parses a method's name or writes a file, called from every step, is not the recipe going
   back and forth.
+* ``--callables`` also counts a callable as holding what it reaches: a bound method its ``self``, a
+  function or lambda the values its closure captured. A piece handed a callback into the experiment
+  is then on the path, and each call back into the experiment through it enters the experiment again:
+  the stricter figure for "the recipe goes back and forth", printed for comparison.
 * ``--calls`` walks every evolalloc call instead, down to ``--depth`` levels below ``search``
   (deeper calls are the rooms' own business: the runtime's per-layer and per-token loops). It is
   the wider, stricter figure, printed for comparison.
@@ -54,6 +61,7 @@ import argparse
 import os
 import sys
 import tempfile
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,9 +130,29 @@ def step_entries(walk: list[Call], depth: int, module: str = RUN_MODULE) -> list
     return out
 
 
+#: ``--callables``: a callable holds what its ``self`` or its closure holds (set by ``main``).
+FOLLOW_CALLABLES = False
+
+
+def held_by_callable(value) -> list:
+    """What a callable reaches: a bound method's ``self``, a function's captured closure values."""
+    if isinstance(value, types.MethodType):
+        return [value.__self__, *held_by_callable(value.__func__)]
+    if not isinstance(value, types.FunctionType):
+        return []
+    held = []
+    for cell in value.__closure__ or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            pass
+    return held
+
+
 def carries_recipe(value, levels: int = 2) -> bool:
     """Whether ``value`` is the recipe or what it resolved to, or holds one of them as an attribute
-    (``levels`` deep: the experiment holds the recipe; an object holding the experiment, two levels)."""
+    (``levels`` deep: the experiment holds the recipe; an object holding the experiment, two levels);
+    with ``FOLLOW_CALLABLES``, a callable holds what it reaches (``held_by_callable``)."""
     from evolalloc.config.recipe_type import Recipe
     from evolalloc.config.resolved import ResolvedRun
 
@@ -132,6 +160,8 @@ def carries_recipe(value, levels: int = 2) -> bool:
         return True
     if levels == 0 or isinstance(value, type):
         return False
+    if FOLLOW_CALLABLES and any(carries_recipe(v, levels - 1) for v in held_by_callable(value)):
+        return True
     attributes = getattr(value, "__dict__", None)
     return isinstance(attributes, dict) and any(carries_recipe(v, levels - 1) for v in list(attributes.values()))
 
@@ -222,13 +252,14 @@ def tiny_run(folder: Path, curated: bool = False) -> Path:
 
     from evolalloc.runtime.model import load_tokenizer
 
-    tokenizer = load_tokenizer()
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
-    LlamaForCausalLM(config).save_pretrained(folder / "model")
-    tokenizer.save_pretrained(folder / "model")
+    if not curated:
+        tokenizer = load_tokenizer()
+        torch.manual_seed(0)
+        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                             eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
+        LlamaForCausalLM(config).save_pretrained(folder / "model")
+        tokenizer.save_pretrained(folder / "model")
     recipe = {
         "name": "path", "model": {"spec": "bundled:smollm2-135m-instruct" if curated else str(folder / "model")},
         "task": {"name": "passkey", "context_tokens": 160, "heldout": {"n": 2},
@@ -309,9 +340,13 @@ def main() -> None:
                         help="with --calls: levels of evolalloc calls below `search` that make the walk (default 5: "
                              "search, start_run, run_prepared, ship_and_compare, a step, what the step calls)")
     parser.add_argument("--tree", action="store_true", help="print the walk first, one line per call")
+    parser.add_argument("--callables", action="store_true",
+                        help="count a callable (a callback, a bound method) as holding what its self or closure holds")
     parser.add_argument("--curated", action="store_true",
                         help="the search split curated, as the main job's (runs/quickstart.yaml) is")
     args = parser.parse_args()
+    global FOLLOW_CALLABLES
+    FOLLOW_CALLABLES = args.callables
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     depth = args.depth if args.calls else sys.maxsize
     with tempfile.TemporaryDirectory(prefix="recipe-path-") as tmp:

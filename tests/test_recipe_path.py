@@ -99,3 +99,28 @@ def test_the_recipes_path_is_the_calls_handed_the_recipe_or_what_holds_it_two_le
     # The recipe's own methods and properties read it where it is: ``self`` alone does not make a call the path's.
     assert not tool.handed_recipe(probe(recipe, 1)) and not tool.handed_recipe(probe(recipe.resolved, 1))
     assert tool.handed_recipe(probe(recipe, Holder(recipe)))
+
+
+def test_a_tiny_search_enters_each_room_at_most_twice_and_run_py_once_per_step(tmp_path):
+    """The real walk (``evolalloc search`` on the tool's tiny recipe, in this process): issue 37's
+    criterion, kept so. Fails if a change sends the recipe back into a module a third time."""
+    walk = tool.record_search(tool.tiny_run(tmp_path), tmp_path / "runs", sys.maxsize)
+    stays = tool.stays_per_module(walk, sys.maxsize)
+    assert "evolalloc.pipeline.experiment" in stays and "evolalloc.pipeline.run" in stays  # the walk saw the run
+    assert {module: n for module, n in stays.items() if n > tool.MOST_STAYS} == {}
+    steps = tool.step_entries(walk, sys.maxsize)
+    assert [step for step, _ in steps] == ["ship", "compare", "report"] and all(n == 1 for _, n in steps)
+
+
+def test_with_callables_followed_a_callback_holds_what_its_self_or_closure_holds(monkeypatch):
+    from evolalloc.config.recipe import load_recipe
+
+    recipe = load_recipe(ROOT / "runs" / "quickstart.yaml", check_names=False)
+    holder = Holder(recipe)
+    callbacks = [lambda: holder.held, Holder.__init__.__get__(holder), probe.__get__(holder)]
+    assert not any(tool.carries_recipe(c) for c in callbacks)  # by default a callback is not looked into
+    monkeypatch.setattr(tool, "FOLLOW_CALLABLES", True)
+    assert all(tool.carries_recipe(c) for c in callbacks)
+    task = recipe.task
+    assert not tool.carries_recipe(lambda: task) and not tool.carries_recipe(len)  # a piece; a builtin
+    assert tool.handed_recipe(probe(None, lambda: holder))

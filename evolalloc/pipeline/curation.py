@@ -96,7 +96,8 @@ def curate(section, split: str, drawn: list, label: str, *, geometry, target: fl
            baseline: Callable[[str, float], object], evaluator: Callable[[str], object]) -> Curation:
     """Evaluate ``drawn`` (instances of ``split``) and decide which are kept (see the module docstring).
 
-    ``section``: the split's section (its ``n`` and ``curate`` rules); ``geometry``: the model's (the
+    ``section``: the split's section (its ``n`` and ``curate`` rules); ``label``: the task, as the
+    curation record and its errors name it; ``geometry``: the model's (the
     full cache's budgets); ``target``: the run's ``c``, where the reference is judged; ``engine``: the
     recipe's engine section (how many are judged at a time); ``baseline(method, target)``: a method's
     allocation (the reference's); ``evaluator(name)``: an evaluator, in generate mode, of the

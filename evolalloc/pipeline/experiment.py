@@ -37,12 +37,12 @@ from evolalloc.core.allocation import Allocation
 from evolalloc.core.errors import UserError
 from evolalloc.engine.base import ENGINES, Engine, Evaluator
 from evolalloc.engine.workload import Workload
+from evolalloc.pipeline import search_settings
 from evolalloc.pipeline.curation import DRAWN, drawn_slice, is_drawn  # noqa: F401 - DRAWN, drawn_slice: the names callers use
 from evolalloc.pipeline.loaded_model import ModelHandle
 from evolalloc.pipeline.run_methods import RunMethods
 from evolalloc.pipeline.run_records import RunRecords
 from evolalloc.pipeline.run_scorers import RunScorers, scorer_for
-from evolalloc.pipeline.search_settings import search_config
 from evolalloc.pipeline.task_splits import TaskSplits
 from evolalloc.runtime.scorers import Scorer
 from evolalloc.search.config import SearchConfig
@@ -55,9 +55,9 @@ class _Run:
         recipe = experiment.recipe
         self.curation_file, self.run_dir = curation_file, run_dir
         self.model = ModelHandle(recipe.model.spec, recipe.model.dtype, recipe.engine.threads)
-        self.scorers = RunScorers(recipe.scorer, recipe.baselines, recipe.search_space, recipe.checkpoints,
-                                  recipe.model.spec, recipe.source, lambda: _trainer(experiment),
-                                  progress=experiment.progress)
+        self.scorers = RunScorers(scorer=recipe.scorer, baselines=recipe.baselines, search_space=recipe.search_space,
+                                  checkpoints=recipe.checkpoints, model_spec=recipe.model.spec, source=recipe.source,
+                                  trainer=lambda: _trainer(experiment), progress=experiment.progress)
         self.records = RunRecords(
             recipe.engine, f"{recipe.model.spec}|{recipe.model.dtype}",
             bound=lambda: _run_bound(experiment) if bounded else None,  # False: whole records (`evaluate`)
@@ -95,8 +95,8 @@ class Experiment:
         bounded: False: whole records (a one-off evaluation of any budgets, e.g. ``evaluate``).
         run_dir: the run folder, where a profiled baseline's curves are read from or saved to
             (``lukv-curves.npz``); None: profiled in memory.
-        resolved: what ``recipe`` resolved to (``config.resolved.resolve_run``), when the caller has
-            it already (``pipeline/start.py``); None: resolved here.
+        resolved: what ``recipe`` resolved to (``Recipe.resolved``), when the caller has it already
+            (``pipeline/start.py``); None: resolved here.
     """
 
     def __new__(cls, recipe=None, **kwargs):  # recipe None: ``copy.copy`` making a ``variant``
@@ -158,9 +158,9 @@ class Experiment:
         """The search's settings on this model (``pipeline/search_settings.py``), made once: the start
         checks them, the search runs them and the record bound reads their ratio bound."""
         recipe = self.recipe
-        return search_config(recipe.search_space, recipe.optimizer, target=self.resolved.target,
-                             geometry=self.run.model.geometry, min_budget=self.run.scorers.min_budget,
-                             storage=recipe.storage, study_name=recipe.name)
+        return search_settings.search_config(recipe.search_space, recipe.optimizer, target=self.resolved.target,
+                                             geometry=self.run.model.geometry, min_budget=self.run.scorers.min_budget,
+                                             storage=recipe.storage, study_name=recipe.name)
 
     def _curate(self, split: str, drawn: list):
         """Judge ``split``'s ``drawn`` candidates with the model (its splits ask, on first need)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evolalloc.config.resolved import ResolvedRun
 from evolalloc.config.run_folder import (
     COMPARISON_FILE,
     CURATION_FILE,
@@ -41,7 +42,7 @@ from evolalloc.pipeline.run_scorers import scorer_for
 from evolalloc.pipeline.search_settings import quiet_optuna
 from evolalloc.pipeline.wall_clock import begin_session, end_session
 from evolalloc.search import SearchConfig, resume_search, run_search
-from evolalloc.search.loop import open_search
+from evolalloc.search.loop import SearchResult, open_search
 
 HELDOUT = "heldout"
 
@@ -205,8 +206,8 @@ class Compared:
     the report needs no model, engine or records, so the experiment can be closed before it."""
 
     run_dir: Path
-    resolved: object  # the run's ``ResolvedRun``
-    result: object  # the search's result (best profile, history, optimizer)
+    resolved: ResolvedRun
+    result: SearchResult  # the best profile, the history, the optimizer
     rows: list  # comparison.json's rows
     methods: dict[str, dict[float, Allocation]]  # every compared profile, by method and budget
     meta: dict  # comparison.json's context line (``comparison_meta``)

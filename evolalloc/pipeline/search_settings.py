@@ -14,7 +14,9 @@ def search_config(search_space, optimizer, *, target: float, geometry, min_budge
                   study_name: str) -> SearchConfig:
     """The search's settings: the recipe's ``search_space`` and ``optimizer`` sections at budget ``target``
     on the model's ``geometry`` (from its config: no weights needed), each unit at least ``min_budget``
-    (the scorer's). ``Experiment.search_config`` makes it once per run from the run's pieces."""
+    (the scorer's); ``storage``: the trial store's URL (None: the run folder's SQLite file);
+    ``study_name``: the study's name in it, the run's. ``Experiment.search_config`` makes it once per
+    run from the run's pieces."""
     g = geometry
     # The study is named after the run, so several runs can share one database URL.
     return SearchConfig.from_sections(target=target, search_space=search_space, optimizer=optimizer,

@@ -98,7 +98,6 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
     settings that do not fit the model, a trial store that cannot be opened or already holds the
     study.
     """
-    from evolalloc.config.resolved import resolve_run
     from evolalloc.config.run_folder import run_folder_path
     from evolalloc.pipeline.search_settings import quiet_optuna
     from evolalloc.search.store import check_study_name_free
@@ -119,7 +118,9 @@ def prepare_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, 
         with blamed_on(recipe):
             check_study_name_free(recipe.storage, recipe.name)  # the study is named after the run
     check_context_fits(recipe)
-    experiment = Experiment(recipe, progress=progress, resolved=resolve_run(recipe))
+    # Resolved here and handed over, so the recipe's path enters config/ for it before the experiment,
+    # not from inside it (issue 37: benchmarks/recipe_path.py counts how often each module is entered).
+    experiment = Experiment(recipe, progress=progress, resolved=recipe.resolved)
     try:
         run_dir, config = _checked_and_claimed(experiment, runs_dir, name)
     except BaseException:
@@ -163,8 +164,9 @@ def _checked_and_claimed(experiment: Experiment, runs_dir: str | Path, name: str
 
 def start_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True,
               started: float | None = None, on_folder: Callable[[Path], None] | None = None) -> PreparedRun:
-    """A new run from its checks to its report (``prepare_run``, then ``pipeline.run.run_prepared``);
-    its experiment is closed (engine, Ray workers, records) however the run ends.
+    """A new run from its checks to its report (``prepare_run``, ``pipeline.run.run_prepared``, then
+    ``pipeline.run.report_and_tidy``); its experiment is closed (engine, Ray workers, records) however
+    the run ends, and before the report, which needs none of it.
 
     ``on_folder``: called with the run folder once it exists, before the search (the ``search``
     command prints it). Returns the finished run's ``PreparedRun`` (its experiment closed; its
@@ -178,7 +180,11 @@ def start_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *,
         if on_folder is not None:
             on_folder(prepared.run_dir)
         compared = run_prepared(prepared, progress=progress)
-    finally:
+    except BaseException:
+        prepared.experiment.close()
+        raise
+    try:
         prepared.experiment.close()  # engine, Ray workers, records: the report needs none of them
-    report_and_tidy(compared)
+    finally:
+        report_and_tidy(compared)  # a close that fails (a Ray shutdown) does not cost the run its report
     return prepared

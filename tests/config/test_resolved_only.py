@@ -2,9 +2,8 @@
 
 Static half: the report package never names a recipe (no ``recipe`` variable, parameter or
 attribute), and no module outside ``config/`` calls ``resolve_run`` except
-the experiment, where a run resolves its recipe once (``Experiment.resolved``), and the start of a
-new run, which resolves it before it makes the experiment and hands it over (``prepare_run``) — no
-fallback re-resolution anywhere else. Dynamic half: ``report.md``'s "What was searched" is the same whether
+the experiment, where a run resolves its recipe once (``Experiment.resolved``) — no fallback
+re-resolution anywhere else. Dynamic half: ``report.md``'s "What was searched" is the same whether
 it is rendered from the ``ResolvedRun`` in memory or from the ``run.json`` a run folder saved, so
 everything the report says is in the resolved run.
 """
@@ -20,9 +19,8 @@ from evolalloc.config.resolved import resolve_run
 from evolalloc.config.run_folder import create_run_folder, load_resolved
 
 PACKAGE = Path(evolalloc.__file__).parent
-#: Where a run resolves its recipe (once: ``Experiment.resolved``, or ``prepare_run``, which hands it to
-#: the experiment); everywhere else takes the result.
-RESOLVES = {"config", "pipeline/experiment.py", "pipeline/start.py"}
+#: Where a run resolves its recipe (once, ``Experiment.resolved``); everywhere else takes the result.
+RESOLVES = {"config", "pipeline/experiment.py"}
 
 
 def _tree(path: Path):
@@ -51,7 +49,7 @@ def test_the_report_package_never_reads_a_recipe():
     assert not {name: lines for name, lines in found.items() if lines}
 
 
-def test_only_the_experiment_and_the_start_resolve_a_recipe_outside_config():
+def test_only_the_experiment_resolves_a_recipe_outside_config():
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)

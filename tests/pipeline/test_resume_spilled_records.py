@@ -84,7 +84,7 @@ def test_resume_after_a_kill_reuses_the_records_of_a_curated_search_split(tmp_pa
         budget={"target": 24, "expansions": [48], "expansion_rule": "search"},
         engine={"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "0B"}))
     prefilled: list[str] = []
-    real_prefill, real_finish = instances_module.prefill, run_module.ship_and_compare
+    real_prefill, real_ship_and_compare = instances_module.prefill, run_module.ship_and_compare
 
     def counted_prefill(model, ids, scorers, *, uid, **kwargs):
         prefilled.append(uid)
@@ -102,7 +102,7 @@ def test_resume_after_a_kill_reuses_the_records_of_a_curated_search_split(tmp_pa
     kept = set(json.loads((run / "curation.json").read_text())["tasks"]["passkey"]["search"]["kept_uids"])
     assert len(kept) == 2 and kept <= set(prefilled)
 
-    monkeypatch.setattr(run_module, "ship_and_compare", real_finish)
+    monkeypatch.setattr(run_module, "ship_and_compare", real_ship_and_compare)
     prefilled.clear()
     run_module.resume_run(run, progress=False)  # ships by rule `search`: needs the search split's records
     assert (run / "report.md").exists()

@@ -273,7 +273,8 @@ def test_a_start_refused_after_its_experiment_exists_closes_it(tmp_path, tiny_mo
     assert not (tmp_path / "runs" / "tiny").exists()
 
 
-def test_start_run_closes_the_experiment_it_ran_and_returns_the_finished_run(tmp_path, tiny_model_dir, monkeypatch):
+def test_start_run_closes_the_experiment_it_ran_before_the_report_and_returns_the_finished_run(
+        tmp_path, tiny_model_dir, monkeypatch):
     from evolalloc.config.recipe import load_recipe
     from evolalloc.config.run_folder import REPORT_FILE
     from evolalloc.pipeline.experiment import Experiment
@@ -281,9 +282,47 @@ def test_start_run_closes_the_experiment_it_ran_and_returns_the_finished_run(tmp
 
     closed, folders = [], []
     close = Experiment.close
-    monkeypatch.setattr(Experiment, "close", lambda self: closed.append(self) or close(self))
+    # each close, with whether the report existed by then (the report needs no engine or record)
+    monkeypatch.setattr(Experiment, "close",
+                        lambda self: closed.append((self, (folders[0] / REPORT_FILE).exists())) or close(self))
     recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir,
                                      optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3}))
     finished = start_run(recipe, tmp_path / "runs", progress=False, on_folder=folders.append)
     assert folders == [finished.run_dir] and (finished.run_dir / REPORT_FILE).exists()
-    assert closed == [finished.experiment]
+    assert closed == [(finished.experiment, False)]
+
+
+def test_the_search_settings_are_made_once_per_experiment_and_a_variant_makes_its_own(tmp_path, tiny_model_dir):
+    import dataclasses
+
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.pipeline.experiment import Experiment
+
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir,
+                                     optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3}))
+    with Experiment(recipe, progress=False) as experiment:
+        config = experiment.search_config
+        assert experiment.search_config is config and config.popsize_for(2) == 3
+        other = dataclasses.replace(recipe, optimizer=dataclasses.replace(recipe.optimizer, popsize=5))
+        variant = experiment.variant(other)
+        assert variant.search_config.popsize_for(2) == 5 and experiment.search_config is config
+
+
+def test_a_close_that_fails_after_the_comparison_still_leaves_the_report(tmp_path, tiny_model_dir, monkeypatch):
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.config.run_folder import REPORT_FILE
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.start import start_run
+
+    close = Experiment.close
+
+    def failing_close(self):
+        close(self)
+        raise RuntimeError("ray shutdown failed")
+
+    monkeypatch.setattr(Experiment, "close", failing_close)
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir,
+                                     optimizer={"name": "cma", "generations_per_group": 1, "popsize": 3}))
+    with pytest.raises(RuntimeError, match="ray shutdown failed"):
+        start_run(recipe, tmp_path / "runs", progress=False)
+    assert (tmp_path / "runs" / "tiny" / REPORT_FILE).exists()  # the finished comparison was reported
