@@ -59,7 +59,7 @@ def count_run(recipe, experiment) -> Counts:
     """The counts of ``recipe`` on ``experiment`` (``Experiment``; only the model's config is read)."""
     from evolalloc.pipeline.evaluate import FULL_CACHE
     from evolalloc.pipeline.expansion import SEARCHED_RULES
-    from evolalloc.pipeline.record_bound import record_bound
+    from evolalloc.pipeline.record_bound import run_record_bound
 
     resolved = experiment.resolved
     config = experiment.search_config
@@ -85,8 +85,7 @@ def count_run(recipe, experiment) -> Counts:
     if recipe.scorer.train is None:
         b_max = experiment.run.records.policy.bound
     else:  # the baselines' budgets need the trained scorer: only the search's own bound is known now
-        upper = config.build_space().ratio_bounds[1]
-        b_max = record_bound([float(c) for c in resolved.budgets], upper, [])
+        b_max = run_record_bound(resolved.budgets, config, baselines=(), methods=None)
         note = " (the search's bound; a baseline may raise it)"
     profiled_forwards = _profiled_forwards(recipe, search_n, b_max)
     if profiled_forwards:

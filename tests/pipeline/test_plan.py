@@ -170,3 +170,12 @@ def test_where_records_may_not_stay_cached_the_upper_figure_reads_them_from_disk
     # 9 methods x (2 budgets x 100 prompts: 25 full batches of 8) + the full cache's 100 rows (13 batches: 104)
     assert abs(plan.comparison_upper() - (9 * 100 * (0.15 + 0.3) + 104 * 0.6)) < 1e-9
     assert "its records are read from disk each time" in "\n".join(plan.lines())
+
+
+def test_a_run_that_trains_its_scorer_is_planned_at_the_search_bound_without_its_weights(tmp_path, tiny_model_dir):
+    # The baselines' budgets need the trained scorer, so the plan counts the search's bound alone: 4 x 48.
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, scorer={"name": "gates", "train": {"steps": 2}}))
+    with Experiment(recipe, progress=False) as experiment:
+        counts = count_run(recipe, experiment)
+        assert counts.b_max == 4 * 48 and "a baseline may raise it" in counts.b_max_note
+        assert not experiment.run.model.is_loaded
