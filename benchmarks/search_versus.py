@@ -81,6 +81,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--held-in", nargs=2, type=int, default=None, metavar=("SEED", "N"),
                         help="score each profile on N search-split instances of instance seed SEED; no held-out")
+    parser.add_argument("--compare-once", type=Path, default=None, metavar="OUT.json",
+                        help="score every run's profiles and the shared recipe's baselines once on the held-out "
+                             "split, every per-instance score in OUT.json (benchmarks/compare_once.py), instead of "
+                             "a comparison per run")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -133,11 +137,12 @@ def run(args) -> int:
             run_dir = args.runs_dir / recipe.name
             if run_dir.exists():  # killed, or searched for --held-in only: replay the stored trials, evaluate the rest
                 result = resume_search(run_dir, _OnFirstUse(experiment.search_evaluator), config=config,
-                                       progress=progress)
+                                       progress=progress, starts=experiment.search_starts(config, run_dir))
             else:
                 run_dir = create_run_folder(recipe, args.runs_dir)
                 experiment.record_curations(run_dir / CURATION_FILE)
-                result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
+                result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress,
+                                    starts=experiment.search_starts(config, run_dir))
             searched.append((run_dir, recipe, result, config, time.perf_counter() - started))
             print(f"{run_dir.name}: {len(result.history)} evaluations "
                   f"({result.evaluated} new), search {searched[-1][-1]:.0f} s, "
@@ -154,6 +159,12 @@ def run(args) -> int:
             shipped.append((run_dir, recipe, result, config, seconds + time.perf_counter() - started, profiles))
         if searched and not base.multi_task:
             experiment.records(HELDOUT)  # the shared held-out prefill, outside every run's own time
+        if args.compare_once:
+            from compare_once import compare_once  # the file beside this one (benchmarks/ is sys.path[0])
+
+            compare_once(experiment, experiment.resolved, shipped, args.compare_once,
+                         seconds={run_dir.name: secs for run_dir, _, _, _, secs, _ in shipped})
+            return 0
         for run_dir, recipe, result, config, seconds, profiles in shipped:
             started = time.perf_counter()
             # The report's wall time: this run's search and shipping plus its own comparison, not the shared prefill.

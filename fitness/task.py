@@ -37,8 +37,10 @@ class Task:
     the references or the metric change, so stored results are not compared across versions) and a
     one-line ``description``; ``graded_metric`` names a finer metric for the graded mode (``None``:
     the task's metric is already graded, or has no graded form) and ``default_fitness_mode`` the
-    mode a search uses unless told otherwise. They take their parameters as keyword-only
-    ``__init__`` arguments (``get_task`` passes a recipe's parameters through and rejects unknown ones).
+    mode a search uses unless told otherwise; ``reference_continuation`` whether the task can give
+    ``reference_continuations`` (the likelihood mode and LU-KV's profiling teacher-force them). They
+    take their parameters as keyword-only ``__init__`` arguments (``get_task`` passes a recipe's
+    parameters through and rejects unknown ones).
     """
 
     name: str = ""
@@ -47,6 +49,7 @@ class Task:
     description: str = ""
     graded_metric: str | None = None
     default_fitness_mode: str = "generate"
+    reference_continuation: bool = True
 
     def instances(self, split: str, n: int, seed: int, context_tokens: int | None, tokenizer) -> list[Instance]:
         """``n`` instances of ``split`` ("search" or "heldout"); the same arguments give the same

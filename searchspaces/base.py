@@ -218,6 +218,13 @@ class SearchSpace:
             raise ValueError(f"{self.name}: expected budgets of shape {expected}, got {budgets.shape}")
         return self._from_grid(budgets.astype(np.float64)) / self.target
 
+    def held(self, budgets: np.ndarray) -> np.ndarray:
+        """``budgets`` ``[num_layers, num_kv_heads]`` as this space can hold them (``decode(encode(b))``):
+        a per-head profile in a per-layer space becomes its layer means, the bounds, caps and floor
+        apply and the exact rule completes the total. How a search starts from, or compares with, a
+        profile it did not make (an unsearched method at ``c``)."""
+        return self.decode(self.encode(budgets))
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(name={self.name!r}, layers={self.num_layers}, kv_heads={self.num_kv_heads}, "

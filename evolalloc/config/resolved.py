@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from evolalloc.config.search_start import resolve_start
 from evolalloc.core.errors import UserError
+from evolalloc.search.stopping import DEFAULT_RULE, StopRule
 
 #: Bumped when a field changes meaning; a file of another version is refused, not guessed at.
 VERSION = 1
@@ -91,7 +93,7 @@ class ResolvedRun:
     search_space: str
     group_size: int
     optimizer: str
-    generations_per_group: int
+    generations_per_group: int | None  # EvolKV's fixed M; None: each group until it converged
     storage: str | None
     # What the report says was searched (a run.json written before these were recorded lacks them).
     dtype: str = "float32"
@@ -109,6 +111,11 @@ class ResolvedRun:
     curve_range: tuple[float, float] | None = None  # budget.curve's low and high, as multiples of c
     curve_anchors_named: tuple[int, ...] | None = None  # budget.curve.anchors as written; None: the ends and c
     keep_records: bool = False  # ``engine.keep_records``: the spilled records stay once the run is finished
+    # The converging rule (when generations_per_group is None) and the start's methods (empty: uniform, EvolKV).
+    max_generations_per_group: int = DEFAULT_RULE.max_generations
+    patience: int = DEFAULT_RULE.patience
+    tolerance: float = DEFAULT_RULE.tolerance
+    start: tuple[str, ...] = ()
     version: int = VERSION
 
     @property
@@ -124,6 +131,12 @@ class ResolvedRun:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def stop_words(self) -> str:
+        """How each group's search stops, in words (``search.stopping.StopRule.words``)."""
+        return StopRule(self.generations_per_group, self.max_generations_per_group, self.patience,
+                        self.tolerance).words()
+
     @classmethod
     def from_dict(cls, data: dict) -> "ResolvedRun":
         """The inverse of ``to_dict`` (``ValueError``/``TypeError``/``KeyError`` on a wrong shape)."""
@@ -135,7 +148,7 @@ class ResolvedRun:
             data[key] = tuple(data[key])
         if data["scorer_training"] is not None:
             data["scorer_training"] = tuple(data["scorer_training"])
-        for key in ("ratio_bounds", "curve_range", "curve_anchors_named"):
+        for key in ("ratio_bounds", "curve_range", "curve_anchors_named", "start"):
             if data.get(key) is not None:
                 data[key] = tuple(data[key])
         return cls(**data)
@@ -192,6 +205,11 @@ def resolve_run(recipe) -> ResolvedRun:
         curve_range=(curve.low, curve.high) if curve is not None else None,
         curve_anchors_named=tuple(curve.anchors) if curve is not None and curve.anchors is not None else None,
         keep_records=recipe.engine.keep_records,
+        max_generations_per_group=recipe.optimizer.max_generations_per_group,
+        patience=recipe.optimizer.patience,
+        tolerance=recipe.optimizer.tolerance,
+        start=resolve_start(recipe.optimizer.start, recipe.search_space.name,
+                            [entry.name for entry in recipe.task_entries]),
     )
 
 

@@ -156,7 +156,23 @@ def load_run_recipe(run_dir: str | Path, *, check_names: bool = False) -> Recipe
     path = run_dir / RECIPE_FILE
     if not path.is_file():
         raise UserError(f"not a run folder: it holds no {RECIPE_FILE}", source=str(run_dir))
-    return load_recipe(path, check_names=check_names)
+    return load_recipe(path, _as_written_then(path), check_names=check_names)
+
+
+def _as_written_then(path: Path) -> list[str]:
+    """Overrides that keep a run folder's recipe meaning what it meant to the evolalloc that wrote it.
+
+    A saved recipe holds every key its writer knew, defaults filled in; a key added since takes
+    today's default when the recipe is read. For ``optimizer.start`` that default (``best``) changes
+    the search, so a recipe saved without the key started at uniform (EvolKV), and is read so."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return []  # load_recipe says what is wrong with it
+    optimizer = data.get("optimizer") if isinstance(data, dict) else None
+    return ["optimizer.start=uniform"] if isinstance(optimizer, dict) and "start" not in optimizer else []
 
 
 def load_resolved(run_dir: str | Path) -> ResolvedRun:

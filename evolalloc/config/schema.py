@@ -35,6 +35,7 @@ from evolalloc.core.objective import GAMMA_RANGE, LAM_RANGE
 from evolalloc.core.record_settings import DEFAULT_RECORD_MEMORY, RECORD_DTYPES
 from evolalloc.search.config import BUDGET_RULES, CACHE_SCOPES
 from evolalloc.search.config import RANGES as SEARCH_RANGES
+from evolalloc.search.stopping import DEFAULT_RULE
 from fitness.task import FITNESS_MODES
 from searchspaces.base import GROUP_SIZE_RANGE
 
@@ -256,7 +257,18 @@ class OptimizerSection:
     sigma0: float = _rule(0.3, **SEARCH_RANGES["sigma0"], help="initial CMA-ES step on the ratio k_i / c")
     popsize: int | None = _rule(None, **SEARCH_RANGES["popsize"],
                                 help="candidates per generation; null = 4 + floor(3 ln n_g)")
-    generations_per_group: int = _rule(10, **SEARCH_RANGES["generations"], help="M: generations per group")
+    generations_per_group: int | None = _rule(
+        None, **SEARCH_RANGES["generations"],
+        help="EvolKV's fixed M: generations per group; null = each group runs until it converges (below)")
+    max_generations_per_group: int = _rule(DEFAULT_RULE.max_generations, **SEARCH_RANGES["max_generations"],
+                                           help="converging: the cap on a group's generations")
+    patience: int = _rule(DEFAULT_RULE.patience, **SEARCH_RANGES["patience"],
+                          help="converging: a group stops after this many generations without a gain above tolerance")
+    tolerance: float = _rule(DEFAULT_RULE.tolerance, **SEARCH_RANGES["tolerance"],
+                             help="converging: the least rise of the best fitness that counts as a gain")
+    start: str = _rule("best", help="where the search starts: best (uniform, PyramidKV and LU-KV at c each evaluated "
+                                    "on the search split, the best one starts every group), uniform (EvolKV as "
+                                    "published: nothing evaluated first), or methods joined by commas (pyramid,lukv)")
     lam: float = _rule(0.3, **LAM_RANGE, help="weight of CacheScore in the fitness")
     gamma: float = _rule(0.2, **GAMMA_RANGE, help="discount for staying under the budget")
     cache_scope: str = _rule("group", choices=CACHE_SCOPES, help="whose mean budget CacheScore sees")

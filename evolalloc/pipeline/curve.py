@@ -71,10 +71,11 @@ def search_anchor(run_dir: Path, experiment, config: SearchConfig, budget: float
     label = folder.name
     anchor_config = dataclasses.replace(config, target=float(budget), study_name=f"{config.study_name}-curve-{label}")
     evaluator = BoundedEvaluator(experiment.search_evaluator(), budget, experiment.resolved.granularity, lo, hi)
+    starts = experiment.search_starts(anchor_config, run_dir)  # the start's methods at this anchor
     if has_checkpoint(folder):
-        result = resume_search(folder, evaluator, config=anchor_config, progress=progress)
+        result = resume_search(folder, evaluator, config=anchor_config, progress=progress, starts=starts)
     else:
-        result = run_search(folder, evaluator, anchor_config, progress=progress)
+        result = run_search(folder, evaluator, anchor_config, progress=progress, starts=starts)
     found = allocate(result, anchor_config, float(budget))
     provenance = dict(found.provenance, curve={"role": ANCHOR, "search": f"{CURVE_DIR}/{label}",
                                                "study": anchor_config.study_name})

@@ -160,7 +160,18 @@ class Experiment:
         recipe = self.recipe
         return search_settings.search_config(recipe.search_space, recipe.optimizer, target=self.resolved.target,
                                              geometry=self.run.model.geometry, min_budget=self.run.scorers.min_budget,
-                                             storage=recipe.storage, study_name=recipe.name)
+                                             storage=recipe.storage, study_name=recipe.name, start=self.resolved.start)
+
+    def search_starts(self, config: SearchConfig, run_dir: str | Path | None = None):
+        """What the search asks for the budgets of ``config.start`` at ``config.target`` (called only when
+        they must be evaluated: a replay takes them from the trial store). ``run_dir``: the run folder,
+        where LU-KV's curves are saved when the start profiles them (the comparison re-uses them)."""
+        def budgets():
+            if run_dir is not None:
+                self.run.run_dir = self.run.run_dir or Path(run_dir)
+            return self.run.methods.start_budgets(config.start, config.target)
+
+        return budgets
 
     def _curate(self, split: str, drawn: list):
         """Judge ``split``'s ``drawn`` candidates with the model (its splits ask, on first need)."""

@@ -1,8 +1,10 @@
 """``search RECIPE --plan``: what a run will cost, printed before anything runs (no run folder).
 
 Counted from the recipe and the model's config (exact): the prefills (every split's instances,
-a curated split's drawn candidates), the evaluations (per search: groups x generations x
-population; the ``search`` expansion rule's candidates; the held-out comparison: methods x budgets),
+a curated split's drawn candidates), the evaluations (per search: the start's candidates, then
+groups x generations x population, each group at its generation cap — exactly what runs under a
+fixed ``M``, the most it can run when it stops on convergence; the ``search`` expansion rule's
+candidates; the held-out comparison: methods x budgets),
 ``b_max`` and the bytes a record keeps. Measured by a short calibration (``pipeline/plan_calibration.py``:
 batches of ``engine.batch_size`` rows made of a few search prompts, in each mode and at each budget
 the run evaluates, on records kept as the run will keep them): the record sizes and the seconds per
@@ -39,7 +41,7 @@ class Counts:
     searches: int
     evaluations_per_search: int
     groups: list[int]  # units per group
-    generations: int
+    generations: int  # per group: EvolKV's fixed M, or the converging rule's cap
     popsizes: list[int]
     expansion_candidates: int
     compare_budgets: list[float]  # the budgets the comparison scores, ascending
@@ -47,6 +49,8 @@ class Counts:
     full_rows: int  # 1 when the full cache is a row: evaluated once, its budgets the same at every c
     b_max: int | None
     b_max_note: str = ""
+    start_candidates: int = 0  # evaluated before the first group (optimizer.start)
+    converging: bool = False  # each group stops when converged: the search's counts are its cap
 
     @property
     def compare_evaluations(self) -> int:
@@ -65,7 +69,7 @@ def count_run(recipe, experiment) -> Counts:
     config = experiment.search_config
     groups = [len(g) for g in config.build_space().groups()]
     popsizes = [config.popsize_for(n) for n in groups]
-    per_search = sum(config.generations * p for p in popsizes)
+    per_search = config.planned_evaluations()
     searches = len(resolved.curve_anchors) if resolved.curve_grid else 1
     expansions = len(resolved.expansions) if not resolved.curve_grid else 0
     expansion_candidates = expansions * len(SEARCHED_RULES) if resolved.expansion_rule == "search" else 0
@@ -87,25 +91,26 @@ def count_run(recipe, experiment) -> Counts:
     else:  # the baselines' budgets need the trained scorer: only the search's own bound is known now
         b_max = run_record_bound(resolved.budgets, config, baselines=(), methods=None)
         note = " (the search's bound; a baseline may raise it)"
-    profiled_forwards = _profiled_forwards(recipe, search_n, b_max)
+    profiled_forwards = _profiled_forwards([*recipe.baselines, *config.start], recipe, search_n, b_max)
     if profiled_forwards:
         prefills["LU-KV's utility curves (a forward over each search prompt and its answer"
                  + (", and its ranking again: bounded records" if profiled_forwards > search_n else "") + ")"] = (
             profiled_forwards)
     return Counts(search_instances=search_n, heldout_instances=heldout_n, prefills=prefills, whole_records=whole,
-                  searches=searches, evaluations_per_search=per_search, groups=groups, generations=config.generations,
-                  popsizes=popsizes, expansion_candidates=expansion_candidates,
+                  searches=searches, evaluations_per_search=per_search, groups=groups,
+                  generations=config.stop_rule.cap, popsizes=popsizes, start_candidates=len(config.start),
+                  converging=not config.stop_rule.fixed, expansion_candidates=expansion_candidates,
                   compare_budgets=sorted(float(b) for b in resolved.budgets), compressed_methods=methods - full_rows,
                   full_rows=full_rows, b_max=b_max, b_max_note=note)
 
 
-def _profiled_forwards(recipe, search_n: int, b_max: int | None) -> int:
-    """Prompt-length forwards a profiled baseline (``lukv``) adds: one over each search prompt with its
-    answer (``pipeline/lukv.py``), and a second for the ranking when the records are bounded below the
-    prompt (a bounded record's ranking holds slots, not positions); 0 without such a baseline."""
+def _profiled_forwards(methods, recipe, search_n: int, b_max: int | None) -> int:
+    """Prompt-length forwards a profiled method (``lukv``, a baseline or a start) adds: one over each
+    search prompt with its answer (``pipeline/lukv.py``), and a second for the ranking when the records
+    are bounded below the prompt (a bounded record's ranking holds slots, not positions); 0 without one."""
     from evolalloc.core.baselines import make_baseline
 
-    if not any(make_baseline(name).profiled for name in recipe.baselines):
+    if not any(make_baseline(name).profiled for name in methods):
         return 0
     # A task at its own default length (context_tokens null): its prompts' length is not known before they
     # are drawn, so count the second forward (the upper figure).
@@ -148,12 +153,14 @@ class RunPlan:
         """The time estimate per phase: measured seconds times the counts (a search evaluates each
         generation's candidates in one call; the comparison each method's budgets in one)."""
         c, k = self.counts, self.calibration
-        search = c.searches * sum(c.generations * self.padded(p * c.search_instances) for p in c.popsizes)
+        search = c.searches * (sum(c.generations * self.padded(p * c.search_instances) for p in c.popsizes)
+                               + (self.padded(c.start_candidates * c.search_instances) if c.start_candidates else 0))
         return {
             "load the model": k.load_seconds,
             "prefill": sum(c.prefills.values()) * k.prefill_seconds,
             "curation (full-cache judgment of the drawn)": self.padded(c.whole_records) * k.full_row_seconds,
-            "search": search * k.search_row_seconds,
+            "search" + (" (every group to its cap: an upper figure)" if c.converging else ""):
+                search * k.search_row_seconds,
             "expansion candidates (rule: search)": (self.padded(c.expansion_candidates * c.search_instances)
                                                     * k.search_row_seconds),
             "held-out comparison": self.comparison(k.generate_by_budget, k.full_row_seconds),
@@ -188,6 +195,10 @@ class RunPlan:
     def lines(self) -> list[str]:
         c, k, g = self.counts, self.calibration, self.geometry
         group_text = " + ".join(f"{c.generations} x {p}" for p in c.popsizes)
+        if c.start_candidates:
+            group_text = f"start {c.start_candidates} + {group_text}"
+        cap = (": at most — each group stops when it has converged, the counts are its cap of "
+               f"{c.generations} generations" if c.converging else "")
         out = [
             f"plan for {self.name}: {self.model} ({g.num_layers} layers "
             f"x {g.num_kv_heads} KV heads, head size {g.head_dim}, "
@@ -195,7 +206,7 @@ class RunPlan:
             "COUNTED (exact, from the recipe and the model's config):",
             f"  prefills: {sum(c.prefills.values())} = " + " + ".join(f"{n} {what}" for what, n in c.prefills.items()),
             f"  evaluations: {c.searches} search(es) x {c.evaluations_per_search} candidates ({len(c.groups)} groups: "
-            f"generations x population = {group_text}), each on {c.search_instances} search instances",
+            f"generations x population = {group_text}{cap}), each on {c.search_instances} search instances",
         ]
         if c.expansion_candidates:
             out.append(f"               + {c.expansion_candidates} expansion "

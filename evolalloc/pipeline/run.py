@@ -15,6 +15,7 @@ Steps 1-3 need the experiment (model, engine, records: ``run_prepared``, ``ship_
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,9 +108,15 @@ def ship(run_dir: Path, experiment: Experiment, evolved: Allocation, config: Sea
     def evaluator_for(candidate):  # a topup candidate selects with its own adapter (floors_under_global_topk)
         return experiment.evaluator("search", scorer_for(candidate), mode=None)
 
+    def starts_at(budget: float) -> dict:  # the search's start methods at c', as its space holds them there
+        space = dataclasses.replace(config, target=float(budget)).build_space()
+        budgets = experiment.run.methods.start_budgets(config.start, budget)
+        return {name: space.held(b) for name, b in zip(config.start, budgets)}
+
     profiles = {float(run.target): evolved}
     profiles.update(expand_profile(evolved, list(run.expansions), rule, experiment.run.scorers.min_budget, evaluator,
-                                   evaluator_for=evaluator_for))
+                                   evaluator_for=evaluator_for,
+                                   starts_at=starts_at if config is not None and config.start else None))
     names = profile_filenames(profiles)
     for budget, allocation in profiles.items():
         save_allocation(allocation, run_dir / names[budget])
@@ -227,7 +234,8 @@ def report(compared: Compared, wall_seconds: float) -> Path:
     profiles = {name: per_budget[target] for name, per_budget in methods.items() if in_budget_plot(name)}
     plots = {
         "Budgets per layer at the target": plot_layer_budgets(profiles, run_dir / PLOT_LAYER_BUDGETS).name,
-        "Best fitness over evaluations": plot_fitness_history(result.history, run_dir / PLOT_FITNESS).name,
+        "Best fitness over evaluations": plot_fitness_history(result.history, run_dir / PLOT_FITNESS,
+                                                              stops=result.groups).name,
         "Held-out score vs budget": plot_score_vs_budget(rows, run_dir / PLOT_SCORE_VS_BUDGET, anchors=[
             budget for budget, a in methods["evolved"].items() if a.provenance.get("curve",
                                                                                    {}).get("role") == "anchor"]).name,
@@ -241,6 +249,7 @@ def report(compared: Compared, wall_seconds: float) -> Path:
     return write_report(run_dir, resolved, history=result.history, comparison=rows, allocations=allocations,
                         plots=plots, best=best, wall_seconds=wall_seconds, comparison_meta=compared.meta,
                         curation=[c.line() for c in read_curations(run_dir / CURATION_FILE)],
+                        groups=result.groups, start_scores=result.start_scores, search_seconds=result.seconds,
                         scorer_checkpoint=methods["evolved"][target].provenance.get("scorer_checkpoint"))
 
 
@@ -277,7 +286,8 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     quiet_optuna()
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
         config = experiment.search_config
-        result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress)
+        result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress,
+                            starts=experiment.search_starts(config, run_dir))
         compared = ship_and_compare(run_dir, experiment, result, config, progress=progress)
     return report_and_tidy(compared)
 
@@ -289,7 +299,8 @@ def run_prepared(prepared, *, progress: bool = True) -> Compared:
     # Optuna is quiet already: prepare_run, which made ``prepared`` in this process, quieted it.
     config, experiment = prepared.config, prepared.experiment
     experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
-    result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress)
+    result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress,
+                           starts=experiment.search_starts(config, prepared.run_dir))
     return ship_and_compare(prepared.run_dir, experiment, result, config, progress=progress)
 
 
@@ -329,7 +340,8 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
         config = experiment.search_config  # the geometry from the model's config: no weights yet
         opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
         begin_session(run_dir, started)  # only now: a refused resume changes nothing in the folder
-        result = opened.run(_OnFirstUse(experiment.search_evaluator), progress=progress)
+        result = opened.run(_OnFirstUse(experiment.search_evaluator), progress=progress,
+                            starts=experiment.search_starts(config, run_dir))
         profiles = None
         names = profile_filenames(experiment.resolved.budgets)
         if not any(name in missing for name in names.values()):

@@ -68,6 +68,12 @@ class RunMethods:
         except ValueError as err:  # an unknown name (with did-you-mean) or a target it cannot hold
             raise UserError(str(err), field="baselines") from None
 
+    def start_budgets(self, names, target: float) -> list:
+        """The budgets ``[num_layers, num_kv_heads]`` of each method of ``names`` at ``target``, for the run's
+        scorer: the profiles a search starts from (``SearchConfig.start``; LU-KV's curves are profiled on
+        the search split on first need, as for the comparison)."""
+        return [self.baseline(name, target).budgets for name in names]
+
     def baselines_at(self, names, profiles: dict[float, Allocation]) -> dict[str, dict[float, Allocation]]:
         """Each baseline of ``names`` (in order) at every budget of ``profiles`` (the evolved ones, by
         budget): what ``compare`` scores beside them. A method that adapts the searched profile

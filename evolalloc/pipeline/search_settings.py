@@ -11,18 +11,18 @@ from evolalloc.search.config import SearchConfig
 
 
 def search_config(search_space, optimizer, *, target: float, geometry, min_budget: int, storage: str | None,
-                  study_name: str) -> SearchConfig:
+                  study_name: str, start: tuple[str, ...] = ()) -> SearchConfig:
     """The search's settings: the recipe's ``search_space`` and ``optimizer`` sections at budget ``target``
     on the model's ``geometry`` (from its config: no weights needed), each unit at least ``min_budget``
     (the scorer's); ``storage``: the trial store's URL (None: the run folder's SQLite file);
-    ``study_name``: the study's name in it, the run's. ``Experiment.search_config`` makes it once per
-    run from the run's pieces."""
+    ``study_name``: the study's name in it, the run's; ``start``: the methods the search starts from (the
+    run's resolved ``optimizer.start``). ``Experiment.search_config`` makes it once per run from the run's pieces."""
     g = geometry
     # The study is named after the run, so several runs can share one database URL.
     return SearchConfig.from_sections(target=target, search_space=search_space, optimizer=optimizer,
                                       num_layers=g.num_layers, num_kv_heads=g.num_kv_heads, min_budget=min_budget,
                                       storage=storage, study_name=study_name,
-                                      layer_caps=g.caps() if g.windows else None)
+                                      layer_caps=g.caps() if g.windows else None, start=start)
 
 
 def quiet_optuna() -> None:

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from evolalloc.config.run_folder import REPORT_FILE
 from evolalloc.core.fileio import write_atomic
 from evolalloc.report.comparison import OVERALL, REFERENCE, ComparisonRow, tasks_of
-from evolalloc.report.plots import best_so_far, group_progress
+from evolalloc.report.plots import best_so_far, group_name, group_progress
 from evolalloc.report.plots import record_field as _get
 
 
@@ -108,7 +108,8 @@ def searched_section(run, scorer_checkpoint: Mapping | None = None) -> list[str]
                          + (f", ratio bounds {list(run.ratio_bounds)}" if run.ratio_bounds else "")),
         ("optimizer", f"{run.optimizer}, sigma0 {run.sigma0}, population "
                       f"{run.popsize if run.popsize is not None else '4 + floor(3 ln n_g)'}, "
-                      f"{run.generations_per_group} generations per group, seed {run.optimizer_seed}"),
+                      f"seed {run.optimizer_seed}; each group runs {run.stop_words}"),
+        ("start", start_words(run.start)),
         ("objective", f"f(S) * (1 + {run.lam} * CacheScore), gamma {run.gamma}, CacheScore over the {run.cache_scope}"),
         ("engine", f"{run.engine}, {run.workers} worker(s)"),
         ("baselines", ", ".join(run.baselines) or "none"),
@@ -116,12 +117,41 @@ def searched_section(run, scorer_checkpoint: Mapping | None = None) -> list[str]
     return ["## What was searched", "", *_table(("setting", "value"), rows)]
 
 
-def progress_section(history: Sequence[Any], best: Mapping | None = None) -> list[str]:
+def search_share(search_seconds: float | None, wall_seconds: float | None) -> str:
+    """`` The search: 3 min 10 s (35 %).`` or ``""`` when either time is unknown."""
+    if not search_seconds or not wall_seconds:
+        return ""
+    return f" The search: {fmt_seconds(search_seconds)} ({100 * search_seconds / wall_seconds:.0f} %)."
+
+
+def start_words(start: Sequence[str]) -> str:
+    """The search's start (``ResolvedRun.start``) in words."""
+    if not start:
+        return "uniform (EvolKV as published: every group's optimizer starts at c, nothing evaluated first)"
+    return (f"the best on the search split of {', '.join(start)} at c (each evaluated and stored as a trial; "
+            "every group's optimizer starts at it, and the shipped profile is never below it)")
+
+
+def stop_lines(groups: Sequence[Any] = (), start_scores: Mapping | None = None) -> list[str]:
+    """How the start was chosen and how each group's search ended (``SearchResult.groups``)."""
+    lines = []
+    if start_scores:
+        scores = ", ".join(f"{name} {'failed' if v is None else f'{v:.4f}'}" for name, v in start_scores.items())
+        finished = {k: v for k, v in start_scores.items() if v is not None}
+        chosen = max(finished, key=finished.get) if finished else None
+        lines.append(f"Start: {chosen or 'none finished (uniform)'} (search-split fitness: {scores}).")
+    lines += [f"- {g.line()}" for g in groups]
+    return lines + [""] if lines else []
+
+
+def progress_section(history: Sequence[Any], best: Mapping | None = None, groups: Sequence[Any] = (),
+                     start_scores: Mapping | None = None) -> list[str]:
     """Evaluations, failures and the best fitness of each layer group, and whether it climbed.
 
     "gain within group": the group's best minus the best of its first generation; "task scores":
     how many distinct task scores the group saw — 1 means the group was flat (only CacheScore
-    moved the fitness), which the report says rather than hides.
+    moved the fitness), which the report says rather than hides. ``groups``/``start_scores``: how
+    each group stopped and how the start was chosen (``SearchResult``), listed above the table.
     """
     lines = ["## Best fitness over time", ""]
     if not history:
@@ -130,7 +160,7 @@ def progress_section(history: Sequence[Any], best: Mapping | None = None) -> lis
     running = best_so_far(history)
     rows, flat = [], []
     for info in group_progress(history):
-        name = "–" if info.group is None else int(info.group) + 1
+        name = group_name(info.group)
         if info.flat and info.best is not None:
             flat.append(str(name))
         rows.append((
@@ -150,6 +180,7 @@ def progress_section(history: Sequence[Any], best: Mapping | None = None) -> lis
         lines.append(f"Flat group(s) {', '.join(flat)}: every evaluation had the same task score, so only the "
                      "CacheScore term moved the fitness there.")
     lines.append("")
+    lines += stop_lines(groups, start_scores)
     header = ("group", "evaluations", "failed", "best in group", "gain within group", "task scores",
               "evaluations so far", "best so far")
     return lines + _table(header, rows)
@@ -220,6 +251,9 @@ def render_report(
     wall_seconds: float | None = None,
     curation: Sequence[str] = (),
     scorer_checkpoint: Mapping | None = None,
+    groups: Sequence[Any] = (),
+    start_scores: Mapping | None = None,
+    search_seconds: float | None = None,
 ) -> str:
     """The whole report as Markdown.
 
@@ -234,13 +268,16 @@ def render_report(
         wall_seconds: wall time of the run.
         curation: one line per curated split (``Curation.line()``).
         scorer_checkpoint: the searched profile's ``scorer_checkpoint`` provenance, if any.
+        groups / start_scores: how each group's search stopped, and the start's candidates with their
+            fitness (``SearchResult.groups`` / ``start_scores``).
+        search_seconds: the search's wall time (``SearchResult.seconds``), said as its share of the run's.
     """
     lines = [f"# evolalloc run `{resolved.name}`", ""]
     if wall_seconds is not None:
-        lines += [f"Wall time: {fmt_seconds(wall_seconds)}.", ""]
+        lines += [f"Wall time: {fmt_seconds(wall_seconds)}." + search_share(search_seconds, wall_seconds), ""]
     lines += searched_section(resolved, scorer_checkpoint) + [""]
     lines += curation_section(curation)
-    lines += progress_section(history, best) + [""]
+    lines += progress_section(history, best, groups, start_scores) + [""]
     lines += comparison_section(comparison, comparison_meta) + [""]
     if allocations:
         lines += ["## Allocation files", ""]

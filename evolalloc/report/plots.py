@@ -126,6 +126,13 @@ class GroupProgress:
         return self.task_scores <= 1
 
 
+def group_name(group) -> str:
+    """A group as a reader counts them (1-based); ``start`` for the start's candidates (group -1)."""
+    if group is None:
+        return "–"
+    return "start" if int(group) < 0 else str(int(group) + 1)
+
+
 def _ok(record: Any) -> bool:
     return record_field(record, "state") in (None, "COMPLETE") and record_field(record, "fitness") is not None
 
@@ -157,7 +164,8 @@ def group_progress(records: Sequence[Any]) -> list[GroupProgress]:
     return out
 
 
-def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str | None = None) -> Path:
+def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str | None = None,
+                         stops: Sequence[Any] = ()) -> Path:
     """Whether the search climbed, within each layer group and overall.
 
     Top: the fitness of every evaluation (dots, one colour per group), the best so far (solid),
@@ -166,8 +174,11 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
     had the same task score (then only CacheScore moved the fitness). Bottom: the task score of
     every evaluation, so ties are visible. ``records``: dicts or ``TrialRecord``s with
     ``fitness``, ``task_score``, ``state``, ``group`` and ``generation``, in search order. Failed
-    evaluations are red x marks on the axis, never plotted as a score.
+    evaluations are red x marks on the axis, never plotted as a score. ``stops``: how each group's
+    search ended (``stopping.GroupSummary``, ``SearchResult.groups``): its generations and why it
+    stopped are written under its label; the start's candidates (group -1) are labelled "start".
     """
+    stopped = {int(g.group): g for g in stops}
     fig, (ax, low) = plt.subplots(2, 1, figsize=(9, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1.4]})
     steps = np.arange(1, len(records) + 1)
     groups = group_progress(records)
@@ -186,14 +197,19 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
             low.scatter(*zip(*scores), s=10, alpha=0.6, color=color)
         if info.best_at is not None:
             ax.scatter([info.best_at], [info.best], marker="*", s=140, color=color, edgecolor="black", zorder=5)
-        if info.flat:
+        if info.group is not None and int(info.group) < 0:
+            label = "evaluated first"
+        elif info.flat:
             label = "flat (one task score)"
         elif info.generations < 2:
             label = "one generation"
         else:
             label = "no gain after gen. 1" if not info.within_gain else f"+{info.within_gain:.3g} after gen. 1"
-        name = "–" if info.group is None else int(info.group) + 1
-        ax.annotate(f"group {name}\n{label}", xy=((info.first + info.last) / 2, 1.0),
+        stop = stopped.get(int(info.group)) if info.group is not None else None
+        if stop is not None:
+            label += f"\n{stop.generations} gen., {stop.reason.split(':')[0]}"
+        name = group_name(info.group)
+        ax.annotate(f"{'' if name == 'start' else 'group '}{name}\n{label}", xy=((info.first + info.last) / 2, 1.0),
                     xycoords=("data", "axes fraction"),
                     ha="center", va="top", fontsize=7, color="black" if not info.flat else "grey")
         if k:
@@ -210,7 +226,7 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
         ax.scatter([], [], marker="*", s=80, color="grey", edgecolor="black", label="group's best")
         ax.legend(loc="lower right", fontsize=8)
         top = max(ok_values, default=1.0)
-        ax.set_ylim(top=top + 0.18 * max(top - floor, 1e-3))  # room for the group labels
+        ax.set_ylim(top=top + (0.26 if stopped else 0.18) * max(top - floor, 1e-3))  # room for the group labels
     ax.set_ylabel("fitness")
     ax.set_title(title or "Fitness over evaluations: overall and within each layer group")
     ax.grid(alpha=0.3)

@@ -57,7 +57,10 @@ def _profile_line(budget: float, path: Path, alloc) -> str:
     per_layer = alloc.budgets.mean(axis=1)
     facts = [f"layers {per_layer.min():.4g}–{per_layer.max():.4g} tokens", f"mean {alloc.mean_budget:.1f}"]
     prov = alloc.provenance
-    if "expanded_from_target" in prov:
+    if prov.get("expansion_rule") == "start":
+        facts.append(f"{prov.get('start_method')} at this budget: it beat carrying the c = "
+                     f"{prov.get('expanded_from_target', 0):g} profile on the search split")
+    elif "expanded_from_target" in prov:
         rule = prov.get("expansion_rule", "proportional")  # files written before the rule was recorded
         facts.append(f"expanded from c = {prov['expanded_from_target']:g} by the {rule} rule")
         scores = prov.get("expansion_search_scores")
@@ -98,6 +101,34 @@ def _comparison_lines(path: Path) -> list[str]:
     return lines
 
 
+def _search_lines(run_dir: Path) -> list[str]:
+    """How the start was chosen and each finished group stopped, from the search checkpoint (``[]``
+    when there is none, or it is from before these were recorded or unreadable: ``resume`` says why)."""
+    import json
+
+    from evolalloc.config.run_folder import SESSIONS_FILE
+    from evolalloc.report.markdown import fmt_seconds, stop_lines
+    from evolalloc.search.stopping import GroupSummary
+
+    try:
+        data = json.loads((run_dir / CHECKPOINT_FILE).read_text())
+        groups = [GroupSummary.from_dict(g) for g in data.get("groups", [])]
+        start = data.get("start_scores") or {}
+        seconds = float(data.get("seconds") or 0.0)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []
+    found = [line for line in stop_lines(groups, start) if line]
+    try:  # the run's wall time: every finished session (pipeline/wall_clock.py writes them)
+        wall = sum(float(s["ended"]) - float(s["started"]) for s in json.loads((run_dir / SESSIONS_FILE).read_text())
+                   if s.get("ended") is not None)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        wall = 0.0
+    if seconds:
+        share = f" of the run's {fmt_seconds(wall)} ({100 * seconds / wall:.0f} %)" if wall >= seconds else ""
+        found.append(f"took {fmt_seconds(seconds)}{share}")
+    return ["search:"] + [f"  {line.removeprefix('- ')}" for line in found] if found else []
+
+
 def _status(run_dir: Path, profiles: dict) -> str:
     if profiles:
         return "search finished"
@@ -122,8 +153,7 @@ def show_run(run_dir: str | Path, resolved=None) -> str:
                     + f" (~{t.context_tokens} tokens)" for t in run.tasks)
         + f", scorer {run.scorer}, fitness mode {_mode_words(run)}",
         f"  budgets {', '.join(map(str, run.budgets))} (target {run.target}), "
-        f"{run.search_space} group size {run.group_size}, optimizer {run.optimizer} "
-        f"x {run.generations_per_group} generations per group",
+        f"{run.search_space} group size {run.group_size}, optimizer {run.optimizer}, each group {run.stop_words}",
         f"  trial store: {run.storage or (run_dir / STUDY_FILE)}",
     ]
     checkpoint = _searched_provenance(profiles, run).get("scorer_checkpoint")
@@ -133,6 +163,7 @@ def show_run(run_dir: str | Path, resolved=None) -> str:
         steps, seed = run.scorer_training
         lines.insert(3, f"  scorer {run.scorer}: trained in the run ({steps} steps, seed {seed}, search split); "
                         "no profile yet")
+    lines += _search_lines(run_dir)
     if profiles:
         lines.append("profiles:")
         lines += [_profile_line(budget, path, alloc) for budget, (path, alloc) in profiles.items()]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from evolalloc.core.errors import UserError
@@ -35,15 +35,29 @@ FORMAT_VERSION = 2  # version 1 was the pickle
 
 @dataclass
 class Checkpoint:
-    """Which search, and the next generation to run (``group == n_groups`` when done)."""
+    """Which search, and the next generation to run (``group == n_groups`` when done; ``-1``: the
+    start's evaluation, before group 0, which is where a search with a start begins).
+
+    ``groups`` (how each finished group ended, ``stopping.GroupSummary.to_dict``) and
+    ``start_scores`` (the start's methods and their fitness) are a record for ``show`` and the
+    report; a resume rebuilds them from the trials, it never reads them.
+    """
 
     config: SearchConfig
-    group: int = 0
+    group: int | None = None  # None: where this config's search begins
     generation: int = 0
+    groups: list[dict] = field(default_factory=list)
+    start_scores: dict = field(default_factory=dict)
+    seconds: float = 0.0  # the search's wall time so far, every session added up (the report's share of the run)
+
+    def __post_init__(self):
+        if self.group is None:
+            self.group = -1 if self.config.start else 0
 
     def to_json(self) -> str:
         return json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "config": self.config.to_dict(),
-                           "group": self.group, "generation": self.generation}, indent=2) + "\n"
+                           "group": self.group, "generation": self.generation, "groups": self.groups,
+                           "start_scores": self.start_scores, "seconds": round(self.seconds, 3)}, indent=2) + "\n"
 
 
 def checkpoint_path(run_dir: str | os.PathLike) -> Path:
@@ -98,9 +112,9 @@ def load_checkpoint(run_dir: str | os.PathLike) -> Checkpoint:
     if data.get("version") != FORMAT_VERSION:
         raise UserError(f"search checkpoint version {data.get('version')!r}; this evolalloc reads version "
                         f"{FORMAT_VERSION}", source=str(path), field="version")
-    for key in ("group", "generation"):
-        if not isinstance(data.get(key), int) or isinstance(data.get(key), bool) or data[key] < 0:
-            raise bad(f"{key} must be an integer >= 0", field=key)
+    for key, least in (("group", -1), ("generation", 0)):  # group -1: the start's evaluation
+        if not isinstance(data.get(key), int) or isinstance(data.get(key), bool) or data[key] < least:
+            raise bad(f"{key} must be an integer >= {least}", field=key)
     raw = data.get("config")
     names = {f.name for f in fields(SearchConfig)}
     if not isinstance(raw, dict) or not names.issuperset(raw) or "num_layers" not in raw:
@@ -111,4 +125,8 @@ def load_checkpoint(run_dir: str | os.PathLike) -> Checkpoint:
         config = SearchConfig(**raw)
     except (TypeError, ValueError, UserError) as err:
         raise bad(f"config: {err}", field="config") from None
-    return Checkpoint(config=config, group=data["group"], generation=data["generation"])
+    groups, start_scores, seconds = data.get("groups", []), data.get("start_scores", {}), data.get("seconds", 0.0)
+    if not isinstance(groups, list) or not isinstance(start_scores, dict) or not isinstance(seconds, (int, float)):
+        raise bad("groups must be a list, start_scores a mapping and seconds a number", field="groups")
+    return Checkpoint(config=config, group=data["group"], generation=data["generation"], groups=groups,
+                      start_scores=start_scores, seconds=float(seconds))

@@ -16,6 +16,7 @@ from evolalloc.core.objective import ObjectiveSettings
 from evolalloc.core.ranges import range_problem
 from evolalloc.search.optimizers import check_optimizer_options
 from evolalloc.search.optimizers.base import POPSIZE_RANGE
+from evolalloc.search.stopping import DEFAULT_RULE, StopRule
 from searchspaces import SearchSpace, get_search_space
 
 # The enumerations and ranges of the search's own settings: checked here, and taken from here by
@@ -24,11 +25,13 @@ CACHE_SCOPES = ("group", "allocation")
 # cachescore: EvolKV as published; exact: every candidate completed to c * units before evaluation.
 BUDGET_RULES = ("cachescore", "exact")
 # A setting here <- the recipe's ``optimizer`` field it is read from (the names differ in two places).
-OPTIMIZER_FIELDS = {"optimizer": "name", "generations": "generations_per_group", "popsize": "popsize",
-                    "sigma0": "sigma0",
+OPTIMIZER_FIELDS = {"optimizer": "name", "generations": "generations_per_group",
+                    "max_generations": "max_generations_per_group", "patience": "patience", "tolerance": "tolerance",
+                    "popsize": "popsize", "sigma0": "sigma0",
                     "lam": "lam", "gamma": "gamma", "cache_scope": "cache_scope", "budget_rule": "budget_rule",
                     "seed": "seed"}
-RANGES = {"generations": {"min": 1}, "popsize": POPSIZE_RANGE, "sigma0": {"min_exclusive": 0.0}, "seed": {"min": 0}}
+RANGES = {"generations": {"min": 1}, "max_generations": {"min": 1}, "patience": {"min": 1}, "tolerance": {"min": 0.0},
+          "popsize": POPSIZE_RANGE, "sigma0": {"min_exclusive": 0.0}, "seed": {"min": 0}}
 
 
 def default_popsize(n_units: int) -> int:
@@ -50,7 +53,14 @@ class SearchConfig:
     """One search. Geometry and target first, then EvolKV's knobs.
 
     Attributes:
-        generations: ``M``, CMA-ES iterations per group.
+        generations: EvolKV's fixed ``M``, CMA-ES iterations per group; ``None`` (the default):
+            each group runs until it converges (``max_generations``, ``patience``, ``tolerance``:
+            ``search/stopping.py``).
+        max_generations / patience / tolerance: the converging rule's cap, and the generations
+            without a gain above ``tolerance`` that stop a group.
+        start: the methods whose budgets at ``c`` are evaluated first, the best of them starting
+            every group's optimizer (``search/start.py``); empty: EvolKV's uniform start, nothing
+            evaluated before the first group.
         popsize: candidates per generation; ``None`` = ``default_popsize(len(group))``, so a
             smaller last group gets a smaller population, as the formula says.
         cache_scope: whose mean budget ``k̄`` enters CacheScore. ``"group"`` (default) follows
@@ -81,7 +91,11 @@ class SearchConfig:
     min_budget: int = 1
     max_budget: int | None = None
     optimizer: str = "cma"
-    generations: int = 10
+    generations: int | None = None
+    max_generations: int = DEFAULT_RULE.max_generations
+    patience: int = DEFAULT_RULE.patience
+    tolerance: float = DEFAULT_RULE.tolerance
+    start: tuple[str, ...] = ()
     popsize: int | None = None
     sigma0: float = 0.3
     lam: float = 0.3
@@ -98,17 +112,18 @@ class SearchConfig:
     @classmethod
     def from_sections(cls, *, target: float, search_space, optimizer, num_layers: int, num_kv_heads: int,
                       min_budget: int = 1, max_budget: int | None = None, storage: str | None = None,
-                      study_name: str = "evolalloc", layer_caps=None) -> "SearchConfig":
+                      study_name: str = "evolalloc", layer_caps=None, start=()) -> "SearchConfig":
         """The search at budget ``target`` (a run's resolved ``c``) that a recipe's ``search_space``
         and ``optimizer`` sections describe (any objects with those fields; ``evolalloc.config.schema``
         defines the recipe's), for a model of ``num_layers`` x ``num_kv_heads``. ``min_budget`` /
-        ``max_budget`` depend on the scorer and the prompts, so the caller gives them."""
+        ``max_budget`` depend on the scorer and the prompts, so the caller gives them; so does ``start``
+        (the methods the run resolved ``optimizer.start`` to)."""
         return cls(
             num_layers=num_layers, num_kv_heads=num_kv_heads, target=float(target),
             search_space=search_space.name, group_size=search_space.group_size,
             ratio_bounds=tuple(search_space.ratio_bounds) if search_space.ratio_bounds else None,
             min_budget=min_budget, max_budget=max_budget, storage=storage, study_name=study_name,
-            optimizer_options=dict(optimizer.options), space_params=space_params_of(search_space),
+            optimizer_options=dict(optimizer.options), space_params=space_params_of(search_space), start=tuple(start),
             layer_caps=tuple(layer_caps) if layer_caps is not None and any(c is not None for c in layer_caps) else None,
             **{mine: getattr(optimizer, theirs) for mine, theirs in OPTIMIZER_FIELDS.items()},
         )
@@ -116,6 +131,7 @@ class SearchConfig:
     def __post_init__(self):
         if self.layer_caps is not None:  # a list when read back from a checkpoint's JSON
             object.__setattr__(self, "layer_caps", tuple(None if c is None else int(c) for c in self.layer_caps))
+        object.__setattr__(self, "start", tuple(self.start))
         check_optimizer_options(self.optimizer, self.optimizer_options)
         for name, rule in RANGES.items():
             value = getattr(self, name)
@@ -133,6 +149,18 @@ class SearchConfig:
         except ValueError as err:
             raise UserError(str(err), field="lam/gamma") from err
         self.build_space()  # validates geometry, target, bounds
+
+    @property
+    def stop_rule(self) -> StopRule:
+        """When each group stops: fixed ``M`` or converged (``search/stopping.py``)."""
+        return StopRule(generations=self.generations, max_generations=self.max_generations, patience=self.patience,
+                        tolerance=self.tolerance)
+
+    def planned_evaluations(self) -> int:
+        """The most evaluations this search can run: the start's candidates, then every group at its
+        generation cap (exactly what runs under a fixed ``M``; an upper bound when converging)."""
+        cap = self.stop_rule.cap
+        return len(self.start) + sum(cap * self.popsize_for(len(units)) for units in self.build_space().groups())
 
     def objective(self) -> ObjectiveSettings:
         return ObjectiveSettings(lam=self.lam, gamma=self.gamma)

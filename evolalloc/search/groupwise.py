@@ -12,6 +12,14 @@ global ``F_best``. It never evaluates, stores or waits. Two drivers use it:
 So the two give the same candidates, fitness and profile for the same seed and the same task
 scores: there is one implementation of the algorithm, not two.
 
+Before the first group a search may start from evaluated profiles (``SearchConfig.start``: the
+run's unsearched methods at ``c``, handed in by the driver with ``set_start``): they are one
+generation of group ``START_GROUP`` (-1), stored like any trial; the best of them becomes ``G*``
+and ``F_best``, and every group's optimizer starts at ``G*``'s ratios — so the shipped profile,
+the best evaluated candidate, is never below the start on the search split. Without a start
+(EvolKV as published) ``G*`` starts at uniform and ``F_best`` at ``-inf``. Each group runs until
+the stopping rule (``search/stopping.py``) says so: EvolKV's fixed ``M``, or until it converged.
+
 One generation is ``cands = alg.ask()`` (the same list again until ``tell``), one
 ``alg.score(cand, result)`` per candidate (a ``TrialRecord``: CacheScore and fitness computed
 here from the candidate's budgets, FAIL for a failed or non-finite result — never a made-up
@@ -30,7 +38,11 @@ import numpy as np
 from evolalloc.engine.base import EvalResult
 from evolalloc.search.config import SearchConfig
 from evolalloc.search.optimizers import AskTellOptimizer, get_optimizer
+from evolalloc.search.stopping import GroupSummary, finite_or_none
 from evolalloc.search.store import TrialRecord
+
+#: The group number of the start's candidates (evaluated before group 0).
+START_GROUP = -1
 
 
 def group_seed(seed: int, group: int) -> int:
@@ -69,7 +81,8 @@ class GroupwiseAlgorithm:
         self.space = config.build_space()
         self.groups = self.space.groups()
         self.objective = config.objective()
-        self.group = 0
+        self.rule = config.stop_rule
+        self.group = START_GROUP if config.start else 0
         self.generation = 0
         self.implementation: tuple[str, str] | None = None
         initial = self.space.initial_ratios()
@@ -78,6 +91,13 @@ class GroupwiseAlgorithm:
         self.best_fitness = -math.inf
         self.best_task_score: float | None = None
         self.best_key: tuple[int, int, int] | None = None
+        #: How each finished group ended, in order; and the start's candidates by name with their fitness.
+        self.summaries: list[GroupSummary] = []
+        self.start_scores: dict[str, float | None] = {}
+        self.evaluations_done = 0
+        self._start: list[np.ndarray] | None = None  # the start's budgets, as the space holds them
+        self._history: list[float] = [self.best_fitness]  # F_best when the group started, then per generation
+        self._group_evaluations = 0
         self._optimizer: AskTellOptimizer | None = None
         self._asked: list[Candidate] | None = None
 
@@ -87,16 +107,45 @@ class GroupwiseAlgorithm:
         return self.group >= len(self.groups)
 
     @property
+    def starting(self) -> bool:
+        """Whether the next generation is the start's (``set_start`` must have given its budgets)."""
+        return self.group == START_GROUP
+
+    @property
     def position(self) -> tuple[int, int]:
-        """The generation ``ask`` gives next (``(n_groups, 0)`` when done)."""
+        """The generation ``ask`` gives next (``(n_groups, 0)`` when done; ``(-1, 0)``: the start)."""
         return (self.group, self.generation)
 
     def total_evaluations(self) -> int:
-        return sum(self.config.generations * self.config.popsize_for(len(units)) for units in self.groups)
+        """The evaluations done so far plus the most the rest can take (each group to its cap): exact
+        under a fixed ``M``, an upper bound that falls as groups converge early."""
+        cap = self.rule.cap
+        popsizes = [self.config.popsize_for(len(units)) for units in self.groups]
+        rest = len(self.config.start) if self.starting else 0
+        for group, popsize in enumerate(popsizes):
+            if group > self.group:
+                rest += cap * popsize
+            elif group == self.group:
+                rest += (cap - self.generation) * popsize
+        return self.evaluations_done + rest
 
     @property
     def found(self) -> bool:
         return self.best_key is not None
+
+    # -- the start ------------------------------------------------------------------------------
+    def start_budgets(self, budgets: list[np.ndarray]) -> list[np.ndarray]:
+        """The start's budgets ``[num_layers, num_kv_heads]`` (one per ``config.start`` name) as this
+        space holds them: a per-head profile in a per-layer space becomes its layer means, caps and
+        bounds apply, the exact rule completes the total (``decode(encode(b))``)."""
+        return [self.space.held(np.asarray(b)) for b in budgets]
+
+    def set_start(self, budgets: list[np.ndarray]) -> None:
+        """The budgets of the start's candidates, already as the space holds them (``start_budgets``;
+        on a replay: as stored), one per ``config.start`` name, in order."""
+        if len(budgets) != len(self.config.start):
+            raise ValueError(f"{len(budgets)} start profiles for {len(self.config.start)} start methods")
+        self._start = [np.asarray(b, dtype=np.int64) for b in budgets]
 
     # -- ask / score / tell -------------------------------------------------------------------
     def ask(self) -> list[Candidate]:
@@ -104,30 +153,46 @@ class GroupwiseAlgorithm:
         if self.done:
             raise RuntimeError("the search is finished; there is nothing to ask")
         if self._asked is None:
-            units = self.groups[self.group]
-            if self._optimizer is None:  # a fresh optimizer at the uniform ratio for every group
-                self._optimizer = get_optimizer(
-                    self.config.optimizer,
-                    x0=self.space.initial_ratios()[units],
-                    sigma0=self.config.sigma0,
-                    bounds=self.space.ratio_bounds,
-                    popsize=self.config.popsize_for(len(units)),
-                    seed=group_seed(self.config.seed, self.group),
-                    options=self.config.optimizer_options,
-                )
-                if self.implementation is None:
-                    self.implementation = self._optimizer.implementation
-            asked = []
-            for i, x in enumerate(self._optimizer.ask()):
-                ratios = self.best_ratios.copy()
-                ratios[units] = x  # G~ = G* with g_j := S_g
-                asked.append(Candidate(self.group, self.generation, i, units, x, ratios, self.space.decode(ratios)))
-            self._asked = asked
+            self._asked = self._ask_start() if self.starting else self._ask_group()
         return list(self._asked)
 
+    def _ask_start(self) -> list[Candidate]:
+        if self._start is None:
+            raise RuntimeError("the search starts from evaluated profiles: set_start() before ask()")
+        units = np.arange(self.space.n_units, dtype=np.int64)
+        asked = []
+        for i, budgets in enumerate(self._start):
+            ratios = self.space.encode(budgets)
+            asked.append(Candidate(START_GROUP, 0, i, units, ratios, ratios, budgets))
+        return asked
+
+    def _ask_group(self) -> list[Candidate]:
+        units = self.groups[self.group]
+        if self._optimizer is None:  # a fresh optimizer at G*'s ratios (uniform without a start) for every group
+            self._optimizer = get_optimizer(
+                self.config.optimizer,
+                x0=np.clip(self.best_ratios[units], *self.space.ratio_bounds),
+                sigma0=self.config.sigma0,
+                bounds=self.space.ratio_bounds,
+                popsize=self.config.popsize_for(len(units)),
+                seed=group_seed(self.config.seed, self.group),
+                options=self.config.optimizer_options,
+            )
+            if self.implementation is None:
+                self.implementation = self._optimizer.implementation
+        asked = []
+        for i, x in enumerate(self._optimizer.ask()):
+            ratios = self.best_ratios.copy()
+            ratios[units] = x  # G~ = G* with g_j := S_g
+            asked.append(Candidate(self.group, self.generation, i, units, x, ratios, self.space.decode(ratios)))
+        return asked
+
     @staticmethod
-    def matches(candidate: Candidate, stored_ratios) -> bool:
-        """Whether a stored trial's ratios are this replayed candidate's (float dust allowed)."""
+    def matches(candidate: Candidate, stored_ratios, stored_budgets=None) -> bool:
+        """Whether a stored trial is this replayed candidate: its ratios (float dust allowed); a start's by
+        its budgets (``stored_budgets``), since the store clips ratios to the bounds and a start's may lie beyond."""
+        if candidate.group == START_GROUP:
+            return stored_budgets is not None and np.array_equal(np.asarray(stored_budgets), candidate.budgets)
         return np.allclose(np.asarray(stored_ratios, dtype=float), candidate.x, rtol=0, atol=1e-9)
 
     def score(self, candidate: Candidate, result: EvalResult) -> TrialRecord:
@@ -147,6 +212,7 @@ class GroupwiseAlgorithm:
             group_mean_budget=group_mean,
             state="FAIL",
             seconds=float(result.seconds),
+            label=self.config.start[candidate.index] if candidate.group == START_GROUP else None,
         )
         if not result.ok:
             record.error = result.error or f"non-finite task score {result.task_score!r}"
@@ -166,23 +232,41 @@ class GroupwiseAlgorithm:
         """Close the current generation with its records, in candidate order; then advance.
 
         G* becomes a candidate's G~ only when its fitness beats the global F_best (the first
-        wins a tie). After ``M`` generations the next group starts with a fresh optimizer.
+        wins a tie). A group ends when the stopping rule says so; the next starts a fresh optimizer.
         """
         asked = self._asked
         if asked is None:
             raise RuntimeError("tell() without ask()")
         if [r.key for r in records] != [c.key for c in asked]:
             raise ValueError("tell() needs one record per asked candidate, in candidate order")
-        self._optimizer.tell([c.x for c in asked], [-r.fitness if r.ok else None for r in records])
+        if not self.starting:
+            self._optimizer.tell([c.x for c in asked], [-r.fitness if r.ok else None for r in records])
         for candidate, record in zip(asked, records):
             if record.ok and record.fitness > self.best_fitness:
                 self.best_fitness = record.fitness
                 self.best_task_score = record.task_score
+                # The start's ratios may lie outside the bounds (they are not clipped: its budgets are kept).
                 self.best_ratios, self.best_budgets = candidate.ratios, candidate.budgets
                 self.best_key = record.key
         self._asked = None
+        self.evaluations_done += len(records)
+        if self.starting:
+            self.start_scores = {r.label: r.fitness for r in records}
+            self._next_group()
+            return
         self.generation += 1
-        if self.generation >= self.config.generations:
-            self.group += 1
-            self.generation = 0
-            self._optimizer = None
+        self._group_evaluations += len(records)
+        self._history.append(self.best_fitness)
+        reason = self.rule.reason(self._history, [] if self.rule.fixed else self._optimizer.stop_reasons())
+        if reason is not None:
+            self.summaries.append(GroupSummary(
+                group=self.group, generations=self.generation, evaluations=self._group_evaluations, reason=reason,
+                start_fitness=finite_or_none(self._history[0]), best_fitness=finite_or_none(self.best_fitness)))
+            self._next_group()
+
+    def _next_group(self) -> None:
+        self.group += 1
+        self.generation = 0
+        self._group_evaluations = 0
+        self._history = [self.best_fitness]
+        self._optimizer = None

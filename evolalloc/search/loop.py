@@ -1,9 +1,11 @@
 """EvolKV's Algorithm 1: group-wise CMA-ES over KV-cache budget ratios, bottom-up.
 
-For each group ``g_j`` of units (bottom-up), a fresh optimizer starts at the uniform ratio
-1.0 with step ``sigma0`` and runs ``M`` generations. A candidate ``x`` (ratios of the group's
-units) is placed into the best-so-far ratios ``G*`` (later groups still at 1.0, i.e. at ``c``),
-decoded to integer budgets by the search space and evaluated; its fitness is
+For each group ``g_j`` of units (bottom-up), a fresh optimizer starts at G*'s ratios (uniform 1.0,
+or the best of the start's evaluated profiles: ``groupwise.py``) with step ``sigma0`` and runs until
+the stopping rule says so (``stopping.py``: EvolKV's fixed ``M``, or until converged). A candidate
+``x`` (ratios of the group's units) is placed into the best-so-far ratios ``G*`` (later groups
+still at the start's ratios, 1.0 = ``c`` without one), decoded to integer budgets by the search
+space and evaluated; its fitness is
 ``f(G~) * (1 + lam * CacheScore(k̄, c))`` (``k̄`` per ``SearchConfig.cache_scope``). ``F_best``
 is global, as in the paper: ``G*`` becomes ``G~`` only when ``r > F_best`` (first wins a tie).
 
@@ -28,8 +30,10 @@ Nothing here knows about models: the evaluator is anything with
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from tqdm import tqdm
@@ -49,7 +53,8 @@ from evolalloc.search.checkpoint import (
     save_checkpoint,
 )
 from evolalloc.search.config import SearchConfig
-from evolalloc.search.groupwise import GroupwiseAlgorithm, group_seed  # noqa: F401 - group_seed re-exported
+from evolalloc.search.groupwise import START_GROUP, GroupwiseAlgorithm, group_seed  # noqa: F401 - re-exported
+from evolalloc.search.stopping import GroupSummary
 from evolalloc.search.store import TrialRecord, TrialStore, display_url
 
 
@@ -65,6 +70,13 @@ class SearchResult:
         history: every stored evaluation, in search order, with Optuna trial numbers.
         implementation: ``(package, version)`` of the optimizer that produced the candidates.
         evaluated: candidates evaluated by *this* call (re-used stored trials not counted).
+        groups: how each group's search ended (generations, why it stopped, what it gained).
+        start_scores: the start's candidates by method, with their fitness (``None``: failed);
+            empty when the search started at uniform without evaluating it (EvolKV).
+        stop_rule: the stopping rule in words.
+        seconds: the search's wall time, every session added up (a search split prefilled on the
+            first evaluation, not before, is inside it).
+        shipped_start: the start's method when no searched candidate beat it (G* is the start itself).
     """
 
     best_ratios: np.ndarray
@@ -76,6 +88,24 @@ class SearchResult:
     evaluated: int
     storage: str
     study_name: str
+    groups: list[GroupSummary] = field(default_factory=list)
+    start_scores: dict[str, float | None] = field(default_factory=dict)
+    stop_rule: str = ""
+    seconds: float = 0.0
+    shipped_start: str | None = None
+
+    @property
+    def start_method(self) -> str | None:
+        """The start's method that G* still is, or the one every group's search started from (``None``:
+        uniform, not evaluated)."""
+        if not self.start_scores:
+            return None
+        finished = {name: v for name, v in self.start_scores.items() if v is not None}
+        return max(finished, key=finished.get) if finished else None
+
+
+#: Gives the start's budgets ``[num_layers, num_kv_heads]``, one per ``SearchConfig.start`` method, in order.
+StartBudgets = Callable[[], list[np.ndarray]]
 
 
 def storage_url(run_dir: str | os.PathLike, config: SearchConfig) -> str:
@@ -102,7 +132,7 @@ def start_search(run_dir: str | os.PathLike, config: SearchConfig) -> TrialStore
         # SQLite makes its file 0644 whatever the umask; a shared runs dir needs the umask's mode
         if not config.storage:
             follow_umask(run_dir / STUDY_FILE)
-        save_checkpoint(run_dir, Checkpoint(config=config))
+        save_checkpoint(run_dir, Checkpoint(config=config))  # at the start's position when there is one
     except BaseException:
         store.delete()
         raise
@@ -110,11 +140,14 @@ def start_search(run_dir: str | os.PathLike, config: SearchConfig) -> TrialStore
 
 
 def run_search(
-    run_dir: str | os.PathLike, evaluator: Evaluator, config: SearchConfig, *, progress: bool = True
+    run_dir: str | os.PathLike, evaluator: Evaluator, config: SearchConfig, *, progress: bool = True,
+    starts: StartBudgets | None = None,
 ) -> SearchResult:
-    """Start a new search in ``run_dir`` (created if needed; one search per folder)."""
+    """Start a new search in ``run_dir`` (created if needed; one search per folder). ``starts`` gives the
+    start's budgets when ``config.start`` names methods (asked only if they must be evaluated)."""
     store = start_search(run_dir, config)
-    return GroupwiseSearch(Path(run_dir), evaluator, Checkpoint(config=config), store, progress=progress).run()
+    return GroupwiseSearch(Path(run_dir), evaluator, Checkpoint(config=config), store, progress=progress,
+                           starts=starts).run()
 
 
 @dataclass
@@ -125,8 +158,9 @@ class OpenedSearch:
     checkpoint: Checkpoint
     store: TrialStore
 
-    def run(self, evaluator: Evaluator, *, progress: bool = True) -> SearchResult:
-        return GroupwiseSearch(self.run_dir, evaluator, self.checkpoint, self.store, progress=progress).run()
+    def run(self, evaluator: Evaluator, *, progress: bool = True, starts: StartBudgets | None = None) -> SearchResult:
+        return GroupwiseSearch(self.run_dir, evaluator, self.checkpoint, self.store, progress=progress,
+                               starts=starts).run()
 
 
 def open_search(run_dir: str | os.PathLike, config: SearchConfig | None = None) -> OpenedSearch:
@@ -158,11 +192,12 @@ def open_search(run_dir: str | os.PathLike, config: SearchConfig | None = None) 
 
 
 def resume_search(
-    run_dir: str | os.PathLike, evaluator: Evaluator, *, config: SearchConfig | None = None, progress: bool = True
+    run_dir: str | os.PathLike, evaluator: Evaluator, *, config: SearchConfig | None = None, progress: bool = True,
+    starts: StartBudgets | None = None,
 ) -> SearchResult:
     """Continue the search in ``run_dir``: replay the stored trials, then evaluate what is missing
-    (see ``open_search`` for ``config``)."""
-    return open_search(run_dir, config).run(evaluator, progress=progress)
+    (see ``open_search`` for ``config``, ``run_search`` for ``starts``)."""
+    return open_search(run_dir, config).run(evaluator, progress=progress, starts=starts)
 
 
 def _differences(a: SearchConfig, b: SearchConfig) -> str:
@@ -182,12 +217,15 @@ class GroupwiseSearch:
     """
 
     def __init__(
-        self, run_dir: Path, evaluator: Evaluator, checkpoint: Checkpoint, store: TrialStore, *, progress: bool = True
+        self, run_dir: Path, evaluator: Evaluator, checkpoint: Checkpoint, store: TrialStore, *, progress: bool = True,
+        starts: StartBudgets | None = None,
     ):
         self.run_dir = Path(run_dir)
         self.evaluator = evaluator
+        self.starts = starts
         self.config = checkpoint.config
         self.reached = (checkpoint.group, checkpoint.generation)
+        self._seconds_before, self._began = checkpoint.seconds, time.perf_counter()
         self.store = store
         self.progress = progress
         # The position, G* and F_best: rebuilt by the replay, never read from a file.
@@ -204,18 +242,34 @@ class GroupwiseSearch:
             while not self.algorithm.done:
                 self._generation(bar)
                 self._checkpoint()
+                bar.total = self.algorithm.total_evaluations()  # a group that converged early lowers the cap
+                bar.refresh()
         return self._result()
+
+    def _set_start(self) -> None:
+        """The start's budgets: as stored when every start trial is (a replay needs no prefill, no
+        baseline), else from ``starts``, as the space holds them (each replayed one is checked)."""
+        alg, n = self.algorithm, len(self.config.start)
+        stored = [self.store.get(START_GROUP, 0, i) for i in range(n)]
+        if all(record is not None for record in stored):
+            alg.set_start([np.asarray(record.budgets) for record in stored])
+            return
+        if self.starts is None:
+            raise RuntimeError("this search starts from evaluated profiles (optimizer.start), but no start was given")
+        alg.set_start(alg.start_budgets(self.starts()))
 
     def _generation(self, bar) -> None:
         alg = self.algorithm
         group, generation = alg.position
+        if alg.starting:
+            self._set_start()
         candidates = alg.ask()
         if not self._implementation_saved and alg.implementation is not None:
             self.store.study.set_user_attr("optimizer_implementation", list(alg.implementation))
             self._implementation_saved = True
         records: list[TrialRecord | None] = [self.store.get(*c.key) for c in candidates]
         for candidate, record in zip(candidates, records):
-            if record is not None and not alg.matches(candidate, record.ratios):
+            if record is not None and not alg.matches(candidate, record.ratios, record.budgets):
                 raise UserError(
                     f"stored trial (group {group}, generation {generation}, candidate {candidate.index}) has ratios "
                     f"{_short(record.ratios)}, but the replayed optimizer asked {_short(candidate.x)}: the search "
@@ -243,16 +297,23 @@ class GroupwiseSearch:
             announce("searching", len(self.store), alg.total_evaluations())  # again after a lazy prefill
         alg.tell(records)
         if alg.found:
-            bar.set_postfix(best=f"{alg.best_fitness:.4f}", group=f"{group + 1}/{len(alg.groups)}")
+            where = "start" if group == START_GROUP else f"{group + 1}/{len(alg.groups)}"
+            bar.set_postfix(best=f"{alg.best_fitness:.4f}", group=where)
 
     def _checkpoint(self) -> None:
         """Checkpoint the next position — after the trials are stored.
 
         A replayed generation (not beyond where the checkpoint already is) writes nothing.
         """
-        group, generation = self.algorithm.position
+        alg = self.algorithm
+        group, generation = alg.position
         if (group, generation) > self.reached:
-            save_checkpoint(self.run_dir, Checkpoint(config=self.config, group=group, generation=generation))
+            save_checkpoint(self.run_dir, Checkpoint(config=self.config, group=group, generation=generation,
+                                                     groups=[s.to_dict() for s in alg.summaries],
+                                                     start_scores=dict(alg.start_scores), seconds=self._seconds()))
+
+    def _seconds(self) -> float:
+        return self._seconds_before + time.perf_counter() - self._began
 
     def _result(self) -> SearchResult:
         alg = self.algorithm
@@ -267,4 +328,11 @@ class GroupwiseSearch:
             evaluated=self.evaluated,
             storage=storage_url(self.run_dir, self.config),
             study_name=self.config.study_name,
+            groups=list(alg.summaries),
+            start_scores=dict(alg.start_scores),
+            stop_rule=alg.rule.words(),
+            # a replay of a finished search adds no time: the checkpoint already holds the search's
+            seconds=self._seconds_before if self.evaluated == 0 and self.reached >= alg.position else self._seconds(),
+            shipped_start=(self.config.start[alg.best_key[2]] if alg.found and alg.best_key[0] == START_GROUP
+                           else None),
         )

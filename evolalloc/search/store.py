@@ -9,14 +9,15 @@ as tests). The study maximises fitness.
 A trial is written once, when its evaluation has finished (``study.add_trial``), as
 COMPLETE (value = fitness) or FAIL (no value, ``error`` attribute). Writing finished trials
 only means a killed run leaves no RUNNING trial behind to clean up, and "is it stored?" is
-exactly "was it evaluated?". Each trial is keyed by ``(group, generation, candidate)``; on
+exactly "was it evaluated?". Each trial is keyed by ``(group, generation, candidate)`` (group -1:
+the start's candidates, each with a ``label``, the method it is); on
 resume the loop re-asks the interrupted generation and takes the candidates found here
 instead of evaluating them again.
 
 Trial parameters are the ratios of the group's units, named ``u0007`` for unit 7; the value
 is the fitness. User attributes: ``group``, ``generation``, ``candidate``, ``task_score``,
-``cache_score``, ``mean_budget``, ``group_mean_budget``, ``budgets`` (``[L][H]``), ``seconds``
-and, for a FAIL, ``error``.
+``cache_score``, ``mean_budget``, ``group_mean_budget``, ``budgets`` (``[L][H]``), ``seconds``,
+for a FAIL ``error`` and for a start's candidate ``label``.
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ class TrialRecord:
     error: str | None = None
     seconds: float = 0.0
     number: int | None = None  # Optuna trial number, when read back from the study
+    label: str | None = None  # a start's candidate: the method it is (``groupwise.START_GROUP``)
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -229,6 +231,8 @@ class TrialStore:
         }
         if record.error is not None:
             attrs["error"] = record.error
+        if record.label is not None:
+            attrs["label"] = record.label
         trial = optuna.trial.create_trial(
             state=TrialState.COMPLETE if record.ok else TrialState.FAIL,
             value=record.fitness if record.ok else None,
@@ -271,4 +275,5 @@ def _record_from_trial(trial: optuna.trial.FrozenTrial) -> TrialRecord | None:
         error=attrs.get("error"),
         seconds=float(attrs.get("seconds") or 0.0),
         number=trial.number,
+        label=attrs.get("label"),
     )

@@ -56,7 +56,8 @@ class SearchSpaceIn(Strict):
 
 class OptimizerIn(Strict):
     name: str = "cma"
-    generations: int = Field(10, ge=1, le=10000)
+    generations: int | None = Field(10, ge=1, le=10000,
+                                    description="EvolKV's fixed M per group; null: each group until it converges")
     popsize: int | None = Field(None, ge=3, le=10000)
     sigma0: float = Field(0.3, gt=0, le=1e6)
     seed: int = Field(0, ge=0, le=2**63 - 1)

@@ -3,8 +3,9 @@ options), checked when a recipe is submitted, before anything is queued.
 
 A recipe over a limit is a 422 naming the recipe field, its value and the limit. The evaluations a
 job plans are computed as its search computes them (``SearchConfig``: the recipe's search space on
-the model's shape, which the validator reads from the model's config): groups x generations x
-population (population ``4 + floor(3 ln n_g)`` unless set), times the curve's anchors (each is its
+the model's shape, which the validator reads from the model's config): the start's candidates, then
+groups x generations x population (population ``4 + floor(3 ln n_g)`` unless set; generations: the
+fixed ``M``, or the cap of a search that stops on convergence), times the curve's anchors (each is its
 own search). The same plan gives an estimated duration, shown on the job from the start.
 
 The estimate is deliberately simple, and only an estimate: answers decoded x the operator's
@@ -23,7 +24,7 @@ from dataclasses import asdict, dataclass
 from evolalloc.core.errors import UserError
 
 # Defaults for one machine serving a team. A recipe's own defaults are far inside them (8 search and
-# 20 held-out instances; SmolLM2's 30 layers in groups of 8, 10 generations: 400 evaluations).
+# 20 held-out instances; SmolLM2's 30 layers in groups of 8, at most 20 generations: 803 evaluations).
 DEFAULTS = {
     "max_instances": 1000,  # task instances per split (task.search.n, task.heldout.n)
     "max_draws": 2000,  # candidates drawn to curate a split (curate.draw; null = 2n)
@@ -115,37 +116,40 @@ def _task_sections(recipe) -> list[tuple[str, object]]:
 
 def plan_job(recipe, geometry: dict, limits: JobLimits, source: str) -> JobPlan:
     """The job's plan on a model of ``geometry`` (``ModelGeometry.to_dict()``); ``UserError`` naming
-    ``optimizer.generations_per_group`` if its evaluations are over the limit."""
+    the generations field if its evaluations are over the limit."""
     from evolalloc.search.config import SearchConfig
 
     try:
         resolved = recipe.resolved
         config = SearchConfig.from_sections(target=resolved.target, search_space=recipe.search_space,
                                             optimizer=recipe.optimizer, num_layers=geometry["num_layers"],
-                                            num_kv_heads=geometry["num_kv_heads"])
+                                            num_kv_heads=geometry["num_kv_heads"], start=resolved.start)
     except UserError as err:  # the search's own field names: say where in the recipe
         raise UserError(str(err).removeprefix(f"{err.field}: "), source=source, field=err.field) from None
     groups = [len(units) for units in config.build_space().groups()]
     searches = len(resolved.curve_anchors) if resolved.curve_grid else 1
-    per_group = [config.generations * config.popsize_for(n) for n in groups]
-    evaluations = searches * sum(per_group)
+    evaluations = searches * config.planned_evaluations()
     if evaluations > limits.max_evaluations:
-        size = (f"{len(groups)} groups x {config.generations} generations x {config.popsize_for(groups[0])} candidates"
+        rule = config.stop_rule
+        size = (f"({len(config.start)} start + {len(groups)} groups x {'' if rule.fixed else 'at most '}{rule.cap} "
+                f"generations x {config.popsize_for(groups[0])} candidates)"
                 + (f" x {searches} curve anchors" if searches > 1 else ""))
         raise UserError(f"{size} = {evaluations} evaluations is over this service's limit of "
                         f"{limits.max_evaluations} (the operator's serve {OPTIONS['max_evaluations']})",
-                        source=source, field=_evaluations_field(recipe, groups[0]))
+                        source=source, field=_evaluations_field(recipe, groups[0], rule.fixed))
     tasks = [task for _, task in _task_sections(recipe)]
     answers = (evaluations * sum(t.search.n for t in tasks)
                + sum(t.heldout.n for t in tasks) * (1 + len(recipe.baselines)) * len(resolved.budgets))
     return JobPlan(evaluations=evaluations, answers=answers, estimated_seconds=answers * limits.seconds_per_answer)
 
 
-def _evaluations_field(recipe, first_group: int) -> str:
+def _evaluations_field(recipe, first_group: int, fixed: bool) -> str:
     """The recipe field to blame for too many evaluations: a population set above EvolKV's, else
-    the generations (the model's shape and the group size are blamed in the message's arithmetic)."""
+    the generations (``fixed``: EvolKV's M; else the converging rule's cap; the model's shape and the
+    group size are blamed in the message's arithmetic)."""
     from evolalloc.search.config import default_popsize
 
     popsize = recipe.optimizer.popsize
-    return "optimizer.popsize" if popsize is not None and popsize > default_popsize(first_group) else \
-        "optimizer.generations_per_group"
+    if popsize is not None and popsize > default_popsize(first_group):
+        return "optimizer.popsize"
+    return "optimizer.generations_per_group" if fixed else "optimizer.max_generations_per_group"

@@ -124,7 +124,7 @@ def read_progress(run_dir: Path, storage: str | None, study_name: str, *, with_h
     config = SearchConfig(**{**config_dict, "ratio_bounds": tuple(config_dict["ratio_bounds"])
                              if config_dict.get("ratio_bounds") else None})
     space = config.build_space()
-    progress.planned = sum(config.generations * config.popsize_for(len(units)) for units in space.groups())
+    progress.planned = config.planned_evaluations()  # a converging search's cap: it may finish below it
     records = TrialStore(study, space.ratio_bounds).records()
     progress.done = len(records)
     best = None

@@ -295,7 +295,7 @@ class StudyManager:
     def _summary(self, session: Session, study: Study, algorithm: GroupwiseAlgorithm | None) -> dict:
         config = SearchConfig(**{**study.config, "ratio_bounds": tuple(study.config["ratio_bounds"])
                                  if study.config.get("ratio_bounds") else None})
-        planned = sum(config.generations * config.popsize_for(len(u)) for u in config.build_space().groups())
+        planned = config.planned_evaluations()
         position = algorithm.position if algorithm is not None else None
         return {
             "id": study.id, "name": study.name, "status": study.status, "config": study.config, "spec": study.spec,

@@ -96,6 +96,8 @@ class GSM8K(Task):
                 raise FitnessDataError('must end with "#### <number>"', file=self.data_file, line=line, field="answer")
             self.records.append((line, record["question"], found.group(1).replace(",", "")))
 
+    reference_continuation = False  # see reference_continuations
+
     def reference_continuations(self, instance: Instance) -> tuple[str, ...]:
         raise FitnessError("task 'gsm8k' has no reference continuation: the answer number comes after a "
                            "chain of thought; use fitness mode 'generate'")

@@ -119,8 +119,13 @@ def test_a_run_with_rule_search_ships_the_rule_its_search_split_preferred(tmp_pa
     for budget in (48, 96):
         shipped = json.loads((run / f"allocation-c{budget}.json").read_text())
         scores = shipped["provenance"]["expansion_search_scores"]
-        assert set(scores) == {"proportional", "additive"} and all(0.0 <= s <= 1.0 for s in scores.values())
-        assert shipped["provenance"]["expansion_rule"] == max(scores, key=lambda r: (scores[r], r == "proportional"))
+        # the two rules, and the search's start methods at that budget (optimizer.start: best)
+        assert set(scores) == {"proportional", "additive", "start:uniform", "start:pyramid", "start:lukv"}
+        assert all(0.0 <= s <= 1.0 for s in scores.values())
+        order = list(scores)  # a tie goes to the earlier candidate (proportional first)
+        picked = max(order, key=lambda r: (scores[r], -order.index(r)))
+        rule = shipped["provenance"]["expansion_rule"]
+        assert (rule if rule != "start" else f"start:{shipped['provenance']['start_method']}") == picked
         assert shipped["provenance"]["expanded_from_target"] == source["target"] == 24
 
 
@@ -179,3 +184,25 @@ def test_rule_search_scores_topup_for_gates_with_its_own_evaluator():
     # SnapKV's scores are not on one scale across layers: no topup candidate, whatever the evaluators.
     plain = expand_profile(profile(), [40], "search", 1, static, echo=lambda _: None, evaluator_for=evaluator_for)
     assert set(plain[40.0].provenance["expansion_search_scores"]) == {"proportional", "additive"} and len(seen) == 1
+
+
+def test_rule_search_ships_a_start_method_at_the_larger_budget_when_it_beats_every_carried_profile():
+    """issue 50: a converged profile carried by a rule can fall behind LU-KV profiled at c'; the run
+    then ships that method's budgets at c' (as the space holds them), saying so in the provenance."""
+    lukv = np.repeat(np.asarray([100, 60, 30, 10])[:, None], 2, axis=1)  # 50 per unit, bottom-heavy
+    scores = FixedScores(lambda b: 1.0 if np.array_equal(b, lukv) else 0.5)
+    out = expand_profile(profile(), [50], "search", 1, scores, echo=lambda line: None,
+                         starts_at=lambda budget: {"uniform": np.full((4, 2), int(budget)), "lukv": lukv})
+    shipped = out[50.0]
+    assert np.array_equal(shipped.budgets, lukv) and shipped.total == shipped.target_total
+    assert shipped.provenance["expansion_rule"] == "start" and shipped.provenance["start_method"] == "lukv"
+    assert set(shipped.provenance["expansion_search_scores"]) == {"proportional", "additive", "start:uniform",
+                                                                  "start:lukv"}
+    assert scores.calls == 1  # every candidate at a budget in one evaluation
+
+
+def test_rule_search_keeps_the_carried_profile_when_no_start_method_beats_it():
+    carried = FixedScores(lambda b: 0.9 if b[0, 0] < b[2, 0] else 0.4)  # the searched shape, bottom light
+    out = expand_profile(profile(), [40], "search", 1, carried, echo=lambda line: None,
+                         starts_at=lambda budget: {"uniform": np.full((4, 2), int(budget))})
+    assert out[40.0].provenance["expansion_rule"] in ("proportional", "additive")

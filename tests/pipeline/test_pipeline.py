@@ -59,7 +59,8 @@ def test_a_run_leaves_a_complete_run_folder(tmp_path, tiny_model_dir):
         assert expected in names, expected
     profile = load_allocation(run / "allocation-c24.json")
     assert profile.total == 24 * 4 * 2  # completed to the exact target total
-    assert profile.provenance["method"] == "evolved" and profile.provenance["evaluations"] == 2 * 2 * 6
+    # the start's three profiles (uniform, pyramid, LU-KV), then 2 groups x 2 generations x 6 candidates
+    assert profile.provenance["method"] == "evolved" and profile.provenance["evaluations"] == 3 + 2 * 2 * 6
     assert profile.provenance["population"] == 6
     assert load_allocation(run / "allocation-c48.json").total == 48 * 4 * 2
     comparison = json.loads((run / "comparison.json").read_text())
@@ -129,7 +130,7 @@ def test_a_run_killed_mid_search_resumes_and_finishes_with_every_evaluation_once
     resume_run(run, progress=False)
     study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{run / 'study.db'}")
     keys = [(t.user_attrs["group"], t.user_attrs["generation"], t.user_attrs["candidate"]) for t in study.trials]
-    assert len(keys) == len(set(keys)) == 2 * 2 * 6  # every evaluation stored exactly once
+    assert len(keys) == len(set(keys)) == 3 + 2 * 2 * 6  # every evaluation stored exactly once, the start's too
     assert load_allocation(run / "allocation-c24.json").total == 24 * 4 * 2
     assert (run / "report.md").exists()
 

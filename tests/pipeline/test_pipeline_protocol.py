@@ -232,9 +232,10 @@ def test_seeds_run_once_per_seed_on_the_same_instances_and_resume_after_a_kill(t
     real_evaluate, calls = LocalEvaluator.evaluate, {"n": 0}
 
     def killed_in_the_second_seeds_search(self, budgets):
-        # Seed 0: one search generation + 3 methods compared = 4 calls; call 5 is seed 1's search.
+        # Seed 0: the start's profiles + one search generation + 3 methods compared = 5 calls; call 6 is
+        # seed 1's start.
         calls["n"] += 1
-        if calls["n"] == 5:
+        if calls["n"] == 6:
             raise KeyboardInterrupt
         return real_evaluate(self, budgets)
 

@@ -13,7 +13,8 @@ from tests.pipeline.test_pipeline import tiny_recipe
 
 def test_the_plan_prints_counts_measurements_and_estimates_and_writes_nothing(tmp_path, tiny_model_dir):
     recipe = tiny_recipe(tmp_path, tiny_model_dir)
-    result = run_cli("search", recipe, "--plan", "--runs-dir", tmp_path / "runs", "--set", "engine.threads=1")
+    result = run_cli("search", recipe, "--plan", "--runs-dir", tmp_path / "runs", "--set", "engine.threads=1",
+                     "--set", "optimizer.start=uniform")
     assert result.code == 0, result.stderr
     text = result.stdout
     assert not (tmp_path / "runs").exists()
@@ -30,12 +31,27 @@ def test_the_plan_prints_counts_measurements_and_estimates_and_writes_nothing(tm
         assert label in text, label
 
 
+def test_the_plan_counts_a_converging_search_by_its_cap_and_the_start_and_says_so(tmp_path, tiny_model_dir):
+    recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, optimizer={
+        "name": "cma", "generations_per_group": None, "max_generations_per_group": 5, "start": "uniform,pyramid"}))
+    with Experiment(recipe, progress=False) as experiment:
+        counts = count_run(recipe, experiment)
+    # the start's 2 profiles, then 2 groups x at most 5 generations x 6 candidates
+    assert (counts.start_candidates, counts.generations, counts.converging) == (2, 5, True)
+    assert counts.evaluations_per_search == 2 + 2 * 5 * 6
+    result = run_cli("search", tiny_recipe(tmp_path, tiny_model_dir), "--plan", "--runs-dir", tmp_path / "runs",
+                     "--set", "engine.threads=1", "--set", "optimizer.generations_per_group=null")
+    assert result.code == 0, result.stderr
+    assert "at most — each group stops when it has converged, the counts are its cap of 20" in result.stdout
+    assert "search (every group to its cap: an upper figure)" in result.stdout
+
 def test_curated_draws_are_prefilled_whole_and_the_search_rule_adds_expansion_candidates(tmp_path, tiny_model_dir):
     path = tiny_recipe(tmp_path, tiny_model_dir,
                        task={"name": "passkey", "context_tokens": 200, "heldout": {"n": 3},
                              "search": {"n": 2,
                                         "curate": {"full_cache_solves": True, "reference_unsolved": None, "draw": 5}}},
-                       budget={"target": 24, "expansions": [48, 96], "expansion_rule": "search"})
+                       budget={"target": 24, "expansions": [48, 96], "expansion_rule": "search"},
+                       optimizer={"name": "cma", "generations_per_group": 2, "start": "uniform"})
     recipe = load_recipe(path)
     with Experiment(recipe, progress=False) as experiment:
         counts = count_run(recipe, experiment)
@@ -48,10 +64,13 @@ def test_curated_draws_are_prefilled_whole_and_the_search_rule_adds_expansion_ca
 
 def test_lukv_adds_a_forward_over_each_search_prompt_and_another_for_its_ranking_under_bounded_records(
         tmp_path, tiny_model_dir):
-    for baselines, bound, forwards in ((["uniform"], {}, 0), (["uniform", "lukv"], {}, 2 * 2),
-                                       (["uniform", "lukv"], {"target": 100, "expansions": []}, 2)):
+    for baselines, bound, start, forwards in ((["uniform"], {}, "uniform", 0),
+                                              (["uniform", "lukv"], {}, "uniform", 2 * 2),
+                                              (["uniform"], {}, "best", 2 * 2),  # the start profiles LU-KV
+                                              (["uniform", "lukv"], {"target": 100, "expansions": []}, "uniform", 2)):
         budget = bound or {"target": 24, "expansions": [48]}
-        recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, baselines=baselines, budget=budget))
+        recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, baselines=baselines, budget=budget,
+                                         optimizer={"name": "cma", "generations_per_group": 2, "start": start}))
         with Experiment(recipe, progress=False) as experiment:
             counts = count_run(recipe, experiment)
         lukv = {what: n for what, n in counts.prefills.items() if what.startswith("LU-KV")}

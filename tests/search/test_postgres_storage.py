@@ -46,7 +46,8 @@ def test_a_run_on_postgresql_killed_and_resumed_equals_an_uninterrupted_run_on_s
     killed = run_cli("search", pg_recipe, "--runs-dir", tmp_path / "pg", "--no-progress")
     assert killed.code == 130
     run = tmp_path / "pg" / "tiny"
-    assert not (run / "study.db").exists() and len(trials(postgres_url, "tiny")) == 2 * 3
+    # killed in the third evaluation: the start's two profiles (uniform, pyramid) and one generation of 3 are stored
+    assert not (run / "study.db").exists() and len(trials(postgres_url, "tiny")) == 2 + 3
     monkeypatch.setattr(LocalEvaluator, "evaluate", real_evaluate)
     resumed = run_cli("resume", run, "--no-progress")
     assert resumed.code == 0, resumed.stderr

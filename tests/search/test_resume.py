@@ -138,8 +138,9 @@ def killed_run(tmp_path, kill_at=3, **settings):
 def test_the_checkpoint_is_small_json_without_optimizer_state(tmp_path):
     run_dir = killed_run(tmp_path)
     data = json.loads(checkpoint_path(run_dir).read_text())
-    assert set(data) == {"format", "version", "config", "group", "generation"}
-    assert (data["group"], data["generation"]) == (0, 2)
+    # how far it got, and a record of how the finished groups ended (none yet) and the start (none: uniform)
+    assert set(data) == {"format", "version", "config", "group", "generation", "groups", "start_scores", "seconds"}
+    assert (data["group"], data["generation"]) == (0, 2) and data["groups"] == [] and data["start_scores"] == {}
 
 
 def test_a_truncated_checkpoint_is_refused_naming_the_file_and_the_way_to_recover(tmp_path):

@@ -99,6 +99,12 @@ class AskTellOptimizer(ABC):
         A non-finite float is a caller bug (failures are ``None``) and raises ``ValueError``.
         """
 
+    def stop_reasons(self) -> list[str]:
+        """The back-end's own termination criteria that have fired since the last ``tell`` (pycma's
+        ``stop()``: flat fitness, ``tolfun``, ``tolx`` ...), for the search's stopping rule
+        (``search/stopping.py``). Default: none (the rule then stops on gain or its cap alone)."""
+        return []
+
     @property
     @abstractmethod
     def implementation(self) -> tuple[str, str]:

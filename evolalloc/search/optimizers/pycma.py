@@ -109,6 +109,13 @@ class PycmaOptimizer(AskTellOptimizer):
         # pycma needs the unclipped points it handed out to find their genotypes.
         self.es.tell(asked, values)
 
+    # The search caps generations itself (``search/stopping.py``): pycma's own budget limits are not reasons.
+    _NOT_REASONS = ("maxiter", "maxfevals")
+
+    def stop_reasons(self) -> list[str]:
+        """pycma's termination criteria that fire on the state told so far (``es.stop()``), by name."""
+        return sorted(str(k) for k in self.es.stop() if k not in self._NOT_REASONS)
+
     @property
     def implementation(self) -> tuple[str, str]:
         return ("cma", cma.__version__)

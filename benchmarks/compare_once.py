@@ -1,0 +1,70 @@
+"""Score every searched run of ``search_versus.py`` and every unsearched row ONCE on the shared held-out prefill.
+
+``search_versus.py --compare-once OUT.json`` calls ``compare_once`` instead of one full comparison per run:
+with 6 runs (2 starts x 3 seeds) and 8 unsearched rows at 3 budgets, a comparison per run would score
+the unsearched rows 6 times over on the same prompts. Here each distinct allocation is scored once,
+and ``OUT.json`` keeps every per-instance score: ``{"scores": {row: {budget: {uid: score}}}, "runs":
+{run: {...how its search went}}, ...}``, from which every paired test of a study's page is computed
+(``results/search-budget/tables.py``). The runs' folders keep their searches and shipped profiles;
+they are not compared one by one (no ``comparison.json``, no report).
+
+A row's name is the run folder's name for a searched profile (``<prefix>-<variant>-s<seed>``), the method
+for an unsearched one (``uniform``, ``lukv``, ``cake`` ...), and ``full`` for the uncompressed cache.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from evolalloc.core.fileio import write_atomic
+
+
+def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict[str, float]) -> dict:
+    """Score ``shipped`` (``[(run_dir, recipe, result, config, seconds, {budget: Allocation})]``) and the
+    shared recipe's baselines at each budget on the held-out split; write and return ``out``'s data."""
+    from evolalloc.core.baselines import make_baseline
+    from evolalloc.core.methods import EVOLVED
+    from evolalloc.pipeline.run import HELDOUT, comparison_meta, evaluate_distinct, scorer_groups
+
+    budgets = sorted(float(b) for b in base_resolved.budgets)
+    # Rows that adapt a searched profile (evolved+adakv) belong to one run each: not in a shared table.
+    names = [n for n in base_resolved.baselines if make_baseline(n).adapts != EVOLVED]
+    methods = {run_dir.name: profiles for run_dir, _, _, _, _, profiles in shipped}
+    template = {b: next(iter(methods.values()))[b] for b in budgets}
+    experiment.run.methods.profile_for(names)  # LU-KV's curves on the search records, before they are released
+    experiment.release("search")
+    methods.update(experiment.run.methods.baselines_at(names, template))
+    experiment.bound_split(HELDOUT, [a for per_budget in methods.values() for a in per_budget.values()])
+    evaluators, scores, timed = {}, {}, {}
+    for name, per_budget in methods.items():
+        started = time.perf_counter()
+        scores[name] = {}
+        for key, (scorer, group) in scorer_groups(per_budget).items():
+            if key not in evaluators:
+                evaluators[key] = experiment.evaluator(HELDOUT, scorer, mode="generate")
+            for budget, result in zip(group, evaluate_distinct(evaluators[key], list(group.values()))):
+                if not result.ok:
+                    raise RuntimeError(f"held-out evaluation of {name} at c={budget:g} failed: {result.error}")
+                scores[name][str(float(budget))] = {o.uid: o.score for o in result.instances}
+        timed[name] = round(time.perf_counter() - started, 1)
+        print(f"compared {name}: " + ", ".join(f"c={b}: {sum(s.values()) / len(s):.3f}"
+                                               for b, s in scores[name].items()), flush=True)
+    runs = {}
+    for run_dir, recipe, result, config, _, profiles in shipped:
+        runs[run_dir.name] = {
+            "start": list(config.start) or "uniform", "seed": config.seed, "evaluations": len(result.history),
+            "search_fitness": result.best_fitness, "start_scores": result.start_scores,
+            "shipped_start": result.shipped_start,
+            "groups": [g.to_dict() for g in result.groups], "stop_rule": result.stop_rule,
+            "search_seconds": round(result.seconds, 1), "search_and_ship_seconds": round(seconds[run_dir.name], 1),
+            "expansions": {str(b): {k: a.provenance.get(k) for k in ("expansion_rule", "start_method",
+                                                                     "expansion_search_scores")}
+                           for b, a in profiles.items() if b != float(config.target)},
+        }
+    data = {"meta": comparison_meta(experiment), "budgets": budgets, "scores": scores, "runs": runs,
+            "row_seconds": timed}
+    write_atomic(out, json.dumps(data, indent=1) + "\n")
+    print(f"every row's per-instance scores: {out}")
+    return data
