@@ -136,13 +136,15 @@ def run(args) -> int:
             started = time.perf_counter()
             run_dir = args.runs_dir / recipe.name
             if run_dir.exists():  # killed, or searched for --held-in only: replay the stored trials, evaluate the rest
+                experiment.run.run_dir = experiment.run.run_dir or run_dir  # LU-KV's curves: the first run's folder
                 result = resume_search(run_dir, _OnFirstUse(experiment.search_evaluator), config=config,
-                                       progress=progress, starts=experiment.search_starts(config, run_dir))
+                                       progress=progress, starts=experiment.run.methods.starts(config))
             else:
                 run_dir = create_run_folder(recipe, args.runs_dir)
                 experiment.record_curations(run_dir / CURATION_FILE)
+                experiment.run.run_dir = experiment.run.run_dir or run_dir  # LU-KV's curves: the first run's folder
                 result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress,
-                                    starts=experiment.search_starts(config, run_dir))
+                                    starts=experiment.run.methods.starts(config))
             searched.append((run_dir, recipe, result, config, time.perf_counter() - started))
             print(f"{run_dir.name}: {len(result.history)} evaluations "
                   f"({result.evaluated} new), search {searched[-1][-1]:.0f} s, "

@@ -71,7 +71,7 @@ def search_anchor(run_dir: Path, experiment, config: SearchConfig, budget: float
     label = folder.name
     anchor_config = dataclasses.replace(config, target=float(budget), study_name=f"{config.study_name}-curve-{label}")
     evaluator = BoundedEvaluator(experiment.search_evaluator(), budget, experiment.resolved.granularity, lo, hi)
-    starts = experiment.search_starts(anchor_config, run_dir)  # the start's methods at this anchor
+    starts = experiment.run.methods.starts(anchor_config)  # the start's methods at this anchor
     if has_checkpoint(folder):
         result = resume_search(folder, evaluator, config=anchor_config, progress=progress, starts=starts)
     else:

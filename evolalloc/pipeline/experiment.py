@@ -80,9 +80,22 @@ def _run_bound(experiment) -> int:
 
 
 def _profile_lukv(experiment):
+    """LU-KV's curves, profiled with (or checked against) the pieces the experiment hands ``pipeline/lukv.py``."""
     from evolalloc.pipeline.lukv import run_curves
 
-    return run_curves(experiment, experiment.run.run_dir)
+    return run_curves(lambda: _profiled_run(experiment), experiment.run.run_dir)
+
+
+def _profiled_run(experiment):
+    from evolalloc.pipeline.lukv import ProfiledRun, ProfiledTask
+
+    run = experiment.run
+    tasks = tuple(ProfiledTask(label, weight, part.splits.task, part.splits.instances, part.splits.records,
+                               part.recipe.task.question_after_compression, part.recipe.source)
+                  for label, weight, part in experiment.parts)
+    return ProfiledRun(loaded=run.model.loaded, scorer=run.scorers.scorer, min_budget=run.scorers.min_budget,
+                       geometry=run.model.geometry, model_spec=experiment.resolved.model,
+                       task_names=experiment.resolved.task_names, tasks=tasks)
 
 
 class Experiment:
@@ -161,17 +174,6 @@ class Experiment:
         return search_settings.search_config(recipe.search_space, recipe.optimizer, target=self.resolved.target,
                                              geometry=self.run.model.geometry, min_budget=self.run.scorers.min_budget,
                                              storage=recipe.storage, study_name=recipe.name, start=self.resolved.start)
-
-    def search_starts(self, config: SearchConfig, run_dir: str | Path | None = None):
-        """What the search asks for the budgets of ``config.start`` at ``config.target`` (called only when
-        they must be evaluated: a replay takes them from the trial store). ``run_dir``: the run folder,
-        where LU-KV's curves are saved when the start profiles them (the comparison re-uses them)."""
-        def budgets():
-            if run_dir is not None:
-                self.run.run_dir = self.run.run_dir or Path(run_dir)
-            return self.run.methods.start_budgets(config.start, config.target)
-
-        return budgets
 
     def _curate(self, split: str, drawn: list):
         """Judge ``split``'s ``drawn`` candidates with the model (its splits ask, on first need)."""

@@ -22,7 +22,9 @@ rankings are re-used, not recomputed), no decoding, no evaluation: ~1 prefill pe
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -70,13 +72,40 @@ def instance_curves(attention: torch.Tensor, ranking: torch.Tensor) -> np.ndarra
     return torch.nn.functional.pad(kept, (1, 0)).double().cpu().numpy()
 
 
-def profile_part(part, split: str = "search") -> tuple[np.ndarray, int]:
-    """Sum of the instance curves of one (single-task) experiment's split, padded to its longest
-    prompt: ``([layers, Hkv, B + 1], number of instances)``."""
+@dataclass(frozen=True)
+class ProfiledTask:
+    """What profiling one task of a run reads (handed by the experiment, ``pipeline/experiment.py``):
+    ``instances(split)`` and ``records(split)`` are its splits' (prefilled on first need)."""
+
+    label: str
+    weight: float
+    task: object
+    instances: Callable[[str], list]
+    records: Callable[[str], list]
+    question_after_compression: bool
+    source: str | None
+
+
+@dataclass(frozen=True)
+class ProfiledRun:
+    """The run's pieces the curves are profiled with and described by: the loaded model, the run's scorer
+    and its always-kept floor, the geometry (to check a saved file), the model spec and task names."""
+
+    loaded: object
+    scorer: object
+    min_budget: int
+    geometry: object
+    model_spec: str
+    task_names: str
+    tasks: tuple[ProfiledTask, ...]
+
+
+def profile_part(loaded, scorer, part: ProfiledTask, split: str = "search") -> tuple[np.ndarray, int]:
+    """Sum of the instance curves of one task's split, padded to its longest prompt:
+    ``([layers, Hkv, B + 1], number of instances)``."""
     from evolalloc.runtime.instances import tokenize_instance
 
-    loaded, scorer = part.loaded, part.scorer
-    qac = part.recipe.task.question_after_compression
+    qac = part.question_after_compression
     curves = []
     for instance, record in zip(part.instances(split), part.records(split)):
         context, question = tokenize_instance(loaded.tokenizer, instance, qac)
@@ -89,7 +118,7 @@ def profile_part(part, split: str = "search") -> tuple[np.ndarray, int]:
             raise UserError("lukv profiles the attention of the tokens after "
                             f"the context, and instance {instance.uid} has "
                             "neither a question fed after compression nor a reference answer",
-                            source=part.recipe.source,
+                            source=part.source,
                             field="baselines")
         attention = future_attention(loaded.model, context, future)
         ranking = record.rankings[scorer.key]
@@ -107,48 +136,48 @@ def profile_part(part, split: str = "search") -> tuple[np.ndarray, int]:
     return total, len(curves)
 
 
-def profile_curves(experiment, split: str = "search") -> UtilityCurves:
-    """The experiment's utility curves (``UtilityCurves``) on ``split``; several tasks: the
-    weighted mean of each task's mean curve."""
+def profile_curves(run: ProfiledRun, split: str = "search") -> UtilityCurves:
+    """The run's utility curves (``UtilityCurves``) on ``split``; several tasks: the weighted mean of
+    each task's mean curve."""
     parts, weights, counts = [], [], {}
-    for label, weight, part in experiment.parts:
-        total, n = profile_part(part, split)
+    for task in run.tasks:
+        total, n = profile_part(run.loaded, run.scorer, task, split)
         parts.append(total / n)
-        weights.append(weight)
-        counts[label] = n
+        weights.append(task.weight)
+        counts[task.label] = n
     top = max(p.shape[2] for p in parts)
     utility = sum(w * np.pad(p, ((0, 0), (0, 0), (0, top - p.shape[2])), mode="edge") for w, p in zip(weights, parts))
     utility /= sum(weights)
-    run, scorers = experiment.resolved, experiment.run.scorers
     meta = {"utility": UTILITY, "split": split, "instances": sum(counts.values()), "per_task": counts,
-            "scorer": scorers.scorer.name, "scorer_params": scorers.scorer.params(), "model": run.model,
+            "scorer": run.scorer.name, "scorer_params": run.scorer.params(), "model": run.model_spec,
             "task": run.task_names}
-    return UtilityCurves(utility, floor=scorers.min_budget, meta=meta)
+    return UtilityCurves(utility, floor=run.min_budget, meta=meta)
 
 
-def run_curves(experiment, run_dir: Path | None) -> UtilityCurves:
+def run_curves(run: Callable[[], ProfiledRun], run_dir: Path | None) -> UtilityCurves:
     """The run's curves: read from ``run_dir/lukv-curves.npz`` when it is there, else profiled on
-    the search split and (with a run folder) saved there, so compare and evaluate re-use them."""
+    the search split and (with a run folder) saved there, so compare and evaluate re-use them.
+    ``run`` makes the pieces (the model is loaded only when the curves must be profiled or checked)."""
     path = Path(run_dir) / CURVES_FILE if run_dir is not None else None
     if path is not None and path.is_file():
         curves = UtilityCurves.load(path)
-        check_curves(curves, experiment, str(path))
+        check_curves(curves, run(), str(path))
         return curves
-    curves = profile_curves(experiment)
+    curves = profile_curves(run())
     if path is not None:
         curves.save(path)
     return curves
 
 
-def check_curves(curves: UtilityCurves, experiment, where: str) -> None:
+def check_curves(curves: UtilityCurves, run: ProfiledRun, where: str) -> None:
     """Refuse curves profiled for another geometry or scorer (``UserError`` naming the file)."""
     from evolalloc.core.errors import UserError
 
-    g = experiment.run.model.geometry
+    g = run.geometry
     if curves.utility.shape[:2] != (g.num_layers, g.num_kv_heads):
         raise UserError(f"curves for {curves.utility.shape[:2]} (layers, KV heads), the model has "
                         f"{(g.num_layers, g.num_kv_heads)}", source=where, field="utility")
-    scorer = experiment.run.scorers.scorer
+    scorer = run.scorer
     params = json.loads(json.dumps(scorer.params()))  # as the file holds them (tuples read back as lists)
     if (curves.meta.get("scorer"), curves.meta.get("scorer_params")) != (scorer.name, params):
         raise UserError(f"profiled with scorer {curves.meta.get('scorer')!r} "

@@ -286,8 +286,9 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
     quiet_optuna()
     with Experiment(recipe, progress=progress, curation_file=run_dir / CURATION_FILE) as experiment:
         config = experiment.search_config
+        experiment.run.run_dir = Path(run_dir)  # where LU-KV's curves are saved, if the start profiles them
         result = run_search(run_dir, experiment.search_evaluator(), config, progress=progress,
-                            starts=experiment.search_starts(config, run_dir))
+                            starts=experiment.run.methods.starts(config))
         compared = ship_and_compare(run_dir, experiment, result, config, progress=progress)
     return report_and_tidy(compared)
 
@@ -299,8 +300,9 @@ def run_prepared(prepared, *, progress: bool = True) -> Compared:
     # Optuna is quiet already: prepare_run, which made ``prepared`` in this process, quieted it.
     config, experiment = prepared.config, prepared.experiment
     experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
+    experiment.run.run_dir = Path(prepared.run_dir)  # where LU-KV's curves are saved, if the start profiles them
     result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress,
-                           starts=experiment.search_starts(config, prepared.run_dir))
+                           starts=experiment.run.methods.starts(config))
     return ship_and_compare(prepared.run_dir, experiment, result, config, progress=progress)
 
 
@@ -340,8 +342,9 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
         config = experiment.search_config  # the geometry from the model's config: no weights yet
         opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
         begin_session(run_dir, started)  # only now: a refused resume changes nothing in the folder
+        experiment.run.run_dir = run_dir  # where LU-KV's curves are (or are saved), if the start profiles them
         result = opened.run(_OnFirstUse(experiment.search_evaluator), progress=progress,
-                            starts=experiment.search_starts(config, run_dir))
+                            starts=experiment.run.methods.starts(config))
         profiles = None
         names = profile_filenames(experiment.resolved.budgets)
         if not any(name in missing for name in names.values()):

@@ -74,6 +74,13 @@ class RunMethods:
         the search split on first need, as for the comparison)."""
         return [self.baseline(name, target).budgets for name in names]
 
+    def starts(self, config) -> Callable[[], list]:
+        """What a search of ``config`` asks for its start's budgets (``search/loop.py``: only when they must
+        be evaluated, a replay takes them from the trial store): ``start_budgets`` at its target."""
+        import functools
+
+        return functools.partial(self.start_budgets, config.start, config.target)
+
     def baselines_at(self, names, profiles: dict[float, Allocation]) -> dict[str, dict[float, Allocation]]:
         """Each baseline of ``names`` (in order) at every budget of ``profiles`` (the evolved ones, by
         budget): what ``compare`` scores beside them. A method that adapts the searched profile

@@ -82,14 +82,15 @@ def test_curves_of_another_scorer_are_refused_with_the_file_named(tiny_model_dir
 def test_curves_profiled_on_bounded_records_are_the_curves_of_whole_records(tiny_model_dir):
     """The search records are bounded at b_max (their rankings index b_max slots, not positions):
     profiling on them must give the curves whole records give, up to the longest prompt."""
+    from evolalloc.pipeline.experiment import _profiled_run
     from evolalloc.pipeline.lukv import profile_curves
 
     run = recipe(tiny_model_dir)
     with Experiment(run, progress=False) as bounded:
         assert bounded.record_policy.bound is not None  # b_max known without profiling lukv first
         assert any(r.bound is not None for r in bounded.records("search"))
-        got = profile_curves(bounded)
+        got = profile_curves(_profiled_run(bounded))
     with Experiment(recipe(tiny_model_dir), progress=False, bounded=False) as whole:
-        want = profile_curves(whole)
+        want = profile_curves(_profiled_run(whole))
     assert got.utility.shape == want.utility.shape
     assert np.allclose(got.utility, want.utility, atol=1e-6)

@@ -3,6 +3,7 @@ scores it reports are the in-process search's for the same recipe and seed."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -40,7 +41,8 @@ def test_the_worker_command_finishes_a_study_with_the_local_searchs_scores(tmp_p
     recipe_file.write_text(tiny_recipe_text(tiny_model_dir, "tiny"))
     recipe = load_recipe(recipe_file)
     with Experiment(recipe, progress=False) as experiment:
-        config = experiment.search_config
+        # an ask/tell study starts at uniform (EvolKV): the service holds no model to profile a start with
+        config = dataclasses.replace(experiment.search_config, start=())
         local = run_search(tmp_path / "local", experiment.search_evaluator(), config, progress=False)
 
     service = ServiceProcess(tmp_path / "runs", max_jobs=0).start()

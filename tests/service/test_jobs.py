@@ -26,7 +26,8 @@ def test_with_max_jobs_1_the_second_job_waits_then_runs(two_jobs):
 
 def test_a_finished_job_reports_its_progress_and_registers_its_profiles(two_jobs):
     service, (first, _), _ = two_jobs
-    assert first["evaluations_done"] == first["evaluations_planned"] == 2 * 1 * 6  # 2 groups x 1 generation x 6
+    # the start's 3 profiles (uniform, PyramidKV, LU-KV at c), then 2 groups x 1 generation x 6
+    assert first["evaluations_done"] == first["evaluations_planned"] == 3 + 2 * 1 * 6
     assert first["best_fitness"] is not None and first["phase"] == "done" and first["seconds"] > 0
     with service.client() as http:
         job = http.get(f"/jobs/{first['id']}").json()
@@ -84,10 +85,10 @@ def test_a_service_killed_mid_search_resumes_the_job_without_losing_or_repeating
     service.start()
     done = service.wait_for(job_id)
     assert done["status"] == "finished", done["error"]
-    assert done["attempts"] == 2 and done["evaluations_done"] == 24
+    assert done["attempts"] == 2 and done["evaluations_done"] == 3 + 24  # the start's 3, then 24
     study = optuna.load_study(study_name="survivor", storage=f"sqlite:///{service.runs_dir / 'survivor' / 'study.db'}")
     keys = [(t.user_attrs["group"], t.user_attrs["generation"], t.user_attrs["candidate"]) for t in study.trials]
-    assert len(keys) == len(set(keys)) == 24  # each evaluation stored exactly once
+    assert len(keys) == len(set(keys)) == 3 + 24  # each evaluation stored exactly once
 
 
 def test_cancelling_a_running_job_kills_its_worker(service_factory, tiny_model_dir):

@@ -42,10 +42,13 @@ def tiny_task(**splits) -> dict:
     ({"task": tiny_task(search={"n": 5000})}, "task.search.n", "5000", "1000"),
     ({"task": tiny_task(search={"n": 8, "curate": {"full_cache_solves": True, "draw": 10**6}})},
      "task.search.curate.draw", "1000000", "2000"),
+    # planned: the start's 3 profiles (uniform, PyramidKV, LU-KV) + 2 groups x M generations x 6
     ({"optimizer": {"name": "cma", "generations_per_group": 1_000_000_000}}, "optimizer.generations_per_group",
-     "12000000000 evaluations", "100"),
-    ({"optimizer": {"name": "cma", "generations_per_group": 9}}, "optimizer.generations_per_group", "108 evaluations",
+     "12000000003 evaluations", "100"),
+    ({"optimizer": {"name": "cma", "generations_per_group": 9}}, "optimizer.generations_per_group", "111 evaluations",
      "100"),
+    ({"optimizer": {"name": "cma", "max_generations_per_group": 9}}, "optimizer.max_generations_per_group",
+     "111 evaluations", "100"),
     ({"scorer": {"name": "gates", "train": {"steps": 10**7}}}, "scorer.train.steps", "10000000", "20000"),
     ({"budget": {"target": 24, "expansions": list(range(25, 125))}}, "budget.expansions", "101 budgets", "64"),
     ({"engine": {"kind": "local", "workers": 100_000}}, "engine.workers", "100000 workers", "32"),
@@ -74,10 +77,10 @@ def test_a_queued_job_shows_its_planned_evaluations_and_an_estimate_at_once(serv
     with service.client() as http:
         job = submit(http, tiny_model_dir, "planned").json()
         http.post(f"/jobs/{job['id']}/cancel")
-    # 4 layers in groups of 2, one generation of 4 + floor(3 ln 2) = 6 candidates: 2 x 1 x 6 = 12.
-    assert job["evaluations_planned"] == 12
-    # Answers: 12 evaluations x 2 search prompts + 3 held-out prompts x (evolved + uniform) x 2 budgets = 36.
-    assert job["estimated_seconds"] == 36 * 0.5
+    # The start's 3 profiles, then 4 layers in groups of 2, one generation of 4 + floor(3 ln 2) = 6: 3 + 2 x 1 x 6.
+    assert job["evaluations_planned"] == 15
+    # Answers: 15 evaluations x 2 search prompts + 3 held-out prompts x (evolved + uniform) x 2 budgets = 42.
+    assert job["estimated_seconds"] == 42 * 0.5
 
 
 def test_the_queue_is_bounded_a_429_with_retry_after_and_cancelling_makes_room(service, tiny_model_dir):
