@@ -19,6 +19,7 @@ a missing package is one line saying which ``pip install`` brings it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
@@ -26,6 +27,7 @@ import importlib.util
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -124,23 +126,34 @@ class BundledModel:
     def assembled_file(self) -> Iterator[Path]:
         """The package's file assembled into a temporary folder of the cache, removed on leaving."""
         self.package_folder()
-        try:
-            module = importlib.import_module(self.package)
-        except ImportError as err:  # a chunk package is missing
-            raise UserError(f"the bundled model {self.name!r} cannot import {self.package} ({err}): "
-                            f"{self.install}", field="model") from None
+        module = importlib.import_module(self.package)
         models = cache_dir() / "models"
         models.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix=f".{Path(self.filename).stem}-assembling-", dir=models))
+        prefix = f".{Path(self.filename).stem}-assembling-"
+        _remove_stale(models, prefix)
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=models))
         try:
             try:
                 path = Path(module.assemble(output_path=folder / self.filename))
-            except (FileNotFoundError, ValueError) as err:  # a chunk file gone, or a checksum that differs
-                raise UserError(f"the package {self.distribution} could not assemble {self.filename} ({err}); "
-                                f"reinstall it: {self.install}", field="model") from None
+            except (ImportError, FileNotFoundError, ValueError) as err:  # a chunk package or file gone, a checksum
+                raise UserError(f"the package {self.distribution} could not assemble {self.filename} "
+                                f"({type(err).__name__}: {err}); reinstall it: {self.install}", field="model") from None
             yield path
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+# Longer than any conversion takes (about 80 s for Gemma 3 270M on two cores), so a folder this old
+# was left by a process that was killed while it converted, and holds a copy of the file for nothing.
+_STALE_SECONDS = 3600
+
+
+def _remove_stale(models: Path, prefix: str) -> None:
+    """Remove the assembling folders of killed processes (older than ``_STALE_SECONDS``)."""
+    for folder in models.glob(prefix + "*"):
+        with contextlib.suppress(OSError):
+            if time.time() - folder.stat().st_mtime > _STALE_SECONDS:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 BUNDLED = {model.name: model for model in (

@@ -10,7 +10,6 @@ config or a GGUF file goes through there, so a file that cannot be read is one l
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,8 +28,6 @@ from evolalloc.runtime.support import (
     sliding_windows,
     text_config,
 )
-
-log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
