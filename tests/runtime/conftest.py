@@ -41,6 +41,7 @@ LOGITS_CLOSE = dict(rtol=1e-4, atol=1e-4) if DTYPE == torch.float32 else dict(rt
 # A sliding window shorter than the test prompts, so that the window decides what a layer sees.
 WINDOW = 24
 GEMMA = {"head_dim": 16, "query_pre_attn_scalar": 24, "pad_token_id": 0, "sliding_window": WINDOW}
+SOFTCAP = 5.0  # an attention logit soft-cap that binds on the tiny weights of "gemma2-softcap"
 
 
 def architectures() -> dict:
@@ -62,6 +63,11 @@ def architectures() -> dict:
         "phi3-sliding": (T.Phi3Config, T.Phi3ForCausalLM, {"sliding_window": WINDOW, "pad_token_id": 0}),
         "gemma2": (T.Gemma2Config, T.Gemma2ForCausalLM, {**GEMMA, "attn_logit_softcapping": 50.0,
                                                          "final_logit_softcapping": 30.0}),
+        # Gemma 2's cap of 50 never binds on weights drawn at std 0.02 (attention logits ~0.02: the cap
+        # moves the answer by 1e-7, so a runtime that ignored it would pass): weights ten times larger
+        # and a cap of 5 make it bind (it moves the logits by ~9 and changes the greedy tokens).
+        "gemma2-softcap": (T.Gemma2Config, T.Gemma2ForCausalLM, {**GEMMA, "attn_logit_softcapping": SOFTCAP,
+                                                                 "initializer_range": 0.2}),
         "gemma3": (T.Gemma3TextConfig, T.Gemma3ForCausalLM, {**GEMMA, "layer_types": [
             "sliding_attention", "full_attention", "sliding_attention"]}),
     }

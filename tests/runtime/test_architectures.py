@@ -1,6 +1,7 @@
 """The runtime is exact on every architecture it accepts: Llama (rope scaling), Mistral, Qwen2,
-Qwen3 (q/k norms), Phi-3 (fused qkv), Gemma 2 (sliding windows, soft-capping, query scaling) and
-Gemma 3 (interleaved sliding and full layers, q/k norms), in float32 and bfloat16.
+Qwen3 (q/k norms), Phi-3 (fused qkv), Gemma 2 (sliding windows, soft-capping, query scaling; a
+cap that binds in "gemma2-softcap") and Gemma 3 (interleaved sliding and full layers, q/k norms),
+in float32 and bfloat16. Real Gemma 3 weights: ``test_gemma3_real.py``.
 
 Each reference is transformers' own eager model with the same weights: its greedy ``generate``
 tokens and logits, and its attention probabilities (``output_attentions``) for SnapKV's scores.
@@ -112,6 +113,13 @@ def test_the_window_changes_the_answer_so_these_tests_can_fail(architecture):
     unwindowed = tiny_model(architecture, attn="eager", sliding_window=4 * PROMPT_LENGTH)
     prompt = random_prompt(PROMPT_LENGTH, seed=3)
     assert not torch.allclose(stock_generate(stock, prompt, 2)[1], stock_generate(unwindowed, prompt, 2)[1], atol=1e-4)
+
+
+def test_the_soft_cap_changes_the_answer_so_these_tests_can_fail():
+    stock = tiny_model("gemma2-softcap", attn="eager")
+    uncapped = tiny_model("gemma2-softcap", attn="eager", attn_logit_softcapping=None)
+    prompt = random_prompt(PROMPT_LENGTH, seed=3)
+    assert stock_generate(stock, prompt, STEPS)[0] != stock_generate(uncapped, prompt, STEPS)[0]
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
