@@ -19,9 +19,11 @@ from evolalloc.cli.search_cmds import progress_option, set_option
 @click.option("--floors", default="",
               help="With the retention-gates scorer: also the floors blend (floors_under_global_topk) over uniform "
                    "budgets at these floor fractions, comma-separated, e.g. 0.25,0.5,0.75.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the grid as JSON (its scores, the full cache's, the recipe, the prompt length).")
 @set_option
 @progress_option
-def bench_headroom_cmd(recipe, scorers, budgets, floors, overrides, progress):
+def bench_headroom_cmd(recipe, scorers, budgets, floors, json_path, overrides, progress):
     """Where a search has room: on the recipe's SEARCH split only (the held-out split is never
     read), the score of uniform budgets with each scorer at every c, next to the full cache."""
     from evolalloc.config.recipe import load_recipe
@@ -41,3 +43,14 @@ def bench_headroom_cmd(recipe, scorers, budgets, floors, overrides, progress):
     result = measure_headroom(loaded, names, grid, progress=progress, floors=fractions)
     for line in result.lines():
         click.echo(line)
+    if json_path is not None:
+        import dataclasses
+        import json
+
+        from evolalloc.core.fileio import write_atomic
+
+        data = {**dataclasses.asdict(result), "recipe": str(recipe), "overrides": list(overrides),
+                "context_tokens": loaded.task.context_tokens if not loaded.multi_task else None,
+                "model": loaded.model.spec}
+        write_atomic(json_path, json.dumps(data, indent=1) + "\n")
+        click.echo(f"grid: {json_path}")
