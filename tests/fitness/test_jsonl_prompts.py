@@ -100,20 +100,40 @@ def test_a_line_that_is_not_json_names_its_line(tmp_path):
         fitness.get_task("jsonl_prompts", path=path)
 
 
-def test_a_bad_line_stops_the_command_line_with_one_line_and_status_2(tmp_path, monkeypatch, capsys, tokenizer):
+@pytest.fixture
+def cli(monkeypatch, tokenizer, capsys):
+    """``evolalloc ARGS`` in process, with the test tokenizer: ``(exit status, stdout, stderr)``."""
     import sys
 
     import evolalloc.runtime.model
     from evolalloc.cli import run
 
-    path = write(tmp_path / "bad.jsonl", [record(0), record(1, prompt="")])
     monkeypatch.setattr(evolalloc.runtime.model, "load_tokenizer", lambda spec="": tokenizer)
-    monkeypatch.setattr(sys, "argv", ["evolalloc", "tasks", "show", "jsonl_prompts", "-p", f"path={path}"])
-    with pytest.raises(SystemExit) as exit:
-        run()
-    _, err = capsys.readouterr()
-    assert exit.value.code == 2
+
+    def invoke(*args):
+        monkeypatch.setattr(sys, "argv", ["evolalloc", *args])
+        try:
+            run()
+            code = 0
+        except SystemExit as exit:
+            code = exit.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+def test_a_bad_line_stops_the_command_line_with_one_line_and_status_2(tmp_path, cli):
+    path = write(tmp_path / "bad.jsonl", [record(0), record(1, prompt="")])
+    code, _, err = cli("tasks", "show", "jsonl_prompts", "-p", f"path={path}")
+    assert code == 2
     assert err.strip().splitlines() == [f"error: {path}:2: field 'prompt': expected text, got a blank string"]
+
+
+def test_show_says_the_reference_is_the_full_caches_continuation(prompts_file, cli):
+    code, out, _ = cli("tasks", "show", "jsonl_prompts", "-p", f"path={prompts_file}", "-p", "max_new_tokens=32")
+    assert code == 0 and "default fitness mode: fidelity" in out
+    assert "(none: judged against the full cache's own greedy continuation, 32 tokens)" in out
 
 
 def test_its_parameters_are_checked(prompts_file):
@@ -123,3 +143,20 @@ def test_its_parameters_are_checked(prompts_file):
         fitness.get_task("jsonl_prompts", path=prompts_file, metric="qa_f1")
     with pytest.raises(FitnessError, match="max_new_tokens must be a positive integer"):
         fitness.get_task("jsonl_prompts", path=prompts_file, max_new_tokens=0)
+
+
+def test_the_example_in_the_docs_and_the_shipped_file_are_valid_prompt_files(tmp_path, tokenizer):
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "your-data.md").read_text(encoding="utf-8")
+    [block] = re.findall(r"```jsonl\n(.*?)```", doc, flags=re.S)
+    path = tmp_path / "four.jsonl"
+    path.write_text(block, encoding="utf-8")
+    task = fitness.get_task("jsonl_prompts", path=str(path))
+    assert len(task.records) == 4 and sum(task.split_sizes) == 4
+    shipped = fitness.get_task("jsonl_prompts", path=str(root / "examples" / "prompts.jsonl"))
+    assert len(shipped.records) == 10 and shipped.split_sizes == (5, 5)
+    assert all(inst.metadata["context_tokens"] > 200 for split in ("search", "heldout")
+               for inst in shipped.instances(split, 5, 0, None, tokenizer))
