@@ -124,12 +124,18 @@ def test_bounded_records_give_the_same_continuations_and_scores(tiny_loaded, pro
         assert a.task_score == pytest.approx(b.task_score, rel=1e-5)
 
 
-def test_a_task_with_answers_gets_a_fidelity_score_too(tiny_loaded, passkey, snapkv):
+@pytest.mark.parametrize("question_after_compression", [False, True])
+def test_a_task_with_answers_gets_a_fidelity_score_too(tiny_loaded, passkey, snapkv, question_after_compression):
     from tests.engine.conftest import make_instances
 
     instances = make_instances(passkey, tiny_loaded.tokenizer, 2)
-    full, tight = LocalEvaluator(tiny_loaded, passkey, instances, snapkv, mode="fidelity").evaluate([FULL, TIGHT])
+    evaluator = LocalEvaluator(tiny_loaded, passkey, instances, snapkv, mode="fidelity",
+                               question_after_compression=question_after_compression)
+    full, tight = evaluator.evaluate([FULL, TIGHT])
     assert full.task_score == pytest.approx(1.0, abs=1e-6) and tight.task_score < 1.0
+    # The continuation follows the question (fed after compression, or prefilled): the full cache's answer.
+    answers = LocalEvaluator(tiny_loaded, passkey, instances, snapkv, records=evaluator.records).evaluate([FULL])[0]
+    assert [c.text for c in evaluator._continuations] == [o.prediction for o in answers.instances]
 
 
 def test_a_prompts_file_searches_in_the_fidelity_mode_by_default(tiny_model_dir, tmp_path):
