@@ -3,6 +3,7 @@ and the first problem is reported as one ``FitnessDataError`` naming the file, l
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -88,3 +89,25 @@ def read_jsonl(path: str | Path, required: Mapping[str, Check],
     if not records:
         raise FitnessDataError("holds no records", file=file)
     return records
+
+
+def record_identities(records: list[tuple[int, dict]], file: str, text_fields: tuple[str, ...]) -> list[str]:
+    """What decides each record's split (``fitness.splits.partition``): its ``id``, which must be
+    unique in the file (a repeat is one error naming its line and the first), else a hash of its
+    ``text_fields``, so records that repeat the same text without an id stay together."""
+    from fitness.errors import FitnessDataError
+
+    first_line: dict[str, int] = {}
+    out = []
+    for line, record in records:
+        if record.get("id") is not None:
+            identity = f"id:{record['id']}"
+            if identity in first_line:
+                raise FitnessDataError(f"{record['id']!r} repeats line {first_line[identity]}'s", file=file,
+                                       line=line, field="id")
+            first_line[identity] = line
+        else:
+            text = "\x1f".join(record[name] for name in text_fields)
+            identity = "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        out.append(identity)
+    return out

@@ -2,14 +2,19 @@
 
 Besides its (often binary) metric, a task says how a search may score it more finely
 (``FITNESS_MODES``): ``graded_score`` (a graded metric of the generated answer) and
-``reference_continuations`` (the text the likelihood mode scores), and which of the three
-modes it defaults to (``default_fitness_mode``).
+``reference_continuations`` (the text the likelihood mode scores), and which mode it defaults to
+(``default_fitness_mode``).
+
+A task with no answers of its own (a file of prompts, prose to continue) is *judged against the
+full cache* (``judged_against_full_cache``): its reference is the full cache's own greedy
+continuation of the same prompt, which only the evaluator can write, so the evaluator hands it over
+in the model's tokens (``score_against``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from fitness.errors import FitnessError
 from fitness.instance import Instance
@@ -19,8 +24,10 @@ from fitness.metric import get_metric
 #: generate   — greedy answer, the task's own metric (what compare and every report use);
 #: graded     — greedy answer, the task's graded score (``Task.graded_score``);
 #: likelihood — no generation: the compressed model's mean probability of the reference
-#:              continuation, teacher-forced (``Task.reference_continuations``).
-FITNESS_MODES = ("generate", "graded", "likelihood")
+#:              continuation, teacher-forced (``Task.reference_continuations``);
+#: fidelity   — no labels: the compressed model's teacher-forced log-likelihood of the full cache's
+#:              own greedy continuation, as a share of the full cache's (``evolalloc.runtime.continuation``).
+FITNESS_MODES = ("generate", "graded", "likelihood", "fidelity")
 
 
 def check_fitness_mode(mode: str) -> str:
@@ -50,6 +57,9 @@ class Task:
     graded_metric: str | None = None
     default_fitness_mode: str = "generate"
     reference_continuation: bool = True
+    #: True: no answers of its own; a prediction is judged against the full cache's greedy
+    #: continuation (``score_against``), and its metric takes token sequences (``AGREEMENT_METRICS``).
+    judged_against_full_cache: bool = False
 
     def instances(self, split: str, n: int, seed: int, context_tokens: int | None, tokenizer) -> list[Instance]:
         """``n`` instances of ``split`` ("search" or "heldout"); the same arguments give the same
@@ -71,12 +81,26 @@ class Task:
 
     def score(self, instance: Instance, prediction: str) -> tuple[float, float]:
         """``(metric value, common score in [0, 1])`` of ``prediction`` for ``instance``."""
-        return self._apply(self.metric, instance, prediction)
+        prepared = self.prepare_prediction(instance, prediction)
+        return self._apply(self.metric, instance, prepared, self._answers(instance))
 
-    def _apply(self, name: str, instance: Instance, prediction: str) -> tuple[float, float]:
+    def score_against(self, instance: Instance, prediction: Sequence[int], reference: Sequence[int], *,
+                      graded: bool = False) -> tuple[float, float]:
+        """A task judged against the full cache: ``(metric value, common score)`` of the greedy
+        answer's token ids ``prediction`` against the full cache's own, ``reference`` (the graded
+        metric with ``graded``)."""
+        name = (self.graded_metric or self.metric) if graded else self.metric
+        return self._apply(name, instance, tuple(prediction), (tuple(reference),))
+
+    def _answers(self, instance: Instance) -> tuple[str, ...]:
+        if self.judged_against_full_cache:
+            raise FitnessError(f"task {self.name!r} has no answers of its own: its predictions are judged "
+                               "against the full cache's continuation (score_against)")
+        return instance.references
+
+    def _apply(self, name: str, instance: Instance, prediction, references) -> tuple[float, float]:
         metric = get_metric(name)
-        value = metric(self.prepare_prediction(instance, prediction), instance.references,
-                       **self.metric_extra(instance))
+        value = metric(prediction, references, **self.metric_extra(instance))
         if not math.isfinite(value):
             # A NaN score would steer the optimizer; it is a bug, never a number to average.
             raise FitnessError(f"metric {metric.name!r} returned {value} for instance {instance.uid!r}")
@@ -88,7 +112,8 @@ class Task:
     def graded_score(self, instance: Instance, prediction: str) -> float:
         """A score in [0, 1] that also credits partly right answers (``graded_metric``); without
         one, the common score of the task's own metric."""
-        return self._apply(self.graded_metric or self.metric, instance, prediction)[1]
+        return self._apply(self.graded_metric or self.metric, instance, self.prepare_prediction(instance, prediction),
+                           self._answers(instance))[1]
 
     def reference_continuations(self, instance: Instance) -> tuple[str, ...]:
         """The texts the model should produce right after the prompt, for the likelihood mode;
@@ -97,7 +122,11 @@ class Task:
         Default: each reference, after a space unless the prompt already ends in whitespace
         (BPE tokenizers fold the space into the next token or, for digits, emit it alone, and the
         model's answer after "... The pass key is" starts with that space).
+        A task judged against the full cache has none: the fidelity mode scores its continuation.
         """
+        if self.judged_against_full_cache:
+            raise FitnessError(f"task {self.name!r} has no reference to score in the likelihood "
+                               "mode: use fitness.mode fidelity (the full cache's own continuation)")
         lead = "" if instance.prompt[-1:].isspace() else " "
         return tuple(lead + ref.strip() for ref in instance.references)
 

@@ -25,6 +25,13 @@ def require_tokenizer(tokenizer, task: str) -> None:
         raise FitnessError(f"task {task!r} measures lengths in the model's tokens: pass a tokenizer")
 
 
+def check_max_new_tokens(value) -> int:
+    """``value`` if it is a positive integer (an answer's token limit, a task parameter)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise FitnessError(f"max_new_tokens must be a positive integer, got {value!r}")
+    return value
+
+
 def check_prompt_style(style: str) -> str:
     if style not in PROMPT_STYLES:
         raise FitnessError(f"unknown prompt_style {style!r}; valid styles: {', '.join(PROMPT_STYLES)}")

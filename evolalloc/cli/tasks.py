@@ -85,6 +85,8 @@ def show(name: str, context_tokens: int | None, split: str, seed: int, params: t
     click.echo("--- references ---")
     for reference in instance.references:
         click.echo(f"- {reference}")
+    if task.judged_against_full_cache:
+        click.echo(f"(none: judged against the full cache's own greedy continuation, {instance.max_new_tokens} tokens)")
     try:
         continuations = task.reference_continuations(instance)
     except fitness.FitnessError as err:

@@ -290,7 +290,7 @@ def _check_registered(field: str, registry, name: str) -> None:
 
 def check_registered_names(recipe: Recipe) -> None:
     """Task and scorer names and parameter names, against their registries."""
-    from fitness.registry import TASKS, task_parameters
+    from fitness.registry import TASKS, task_class, task_parameters
 
     for path, task in _task_sections(recipe):
         _check_registered(f"{path}.name", TASKS, task.name)
@@ -298,6 +298,9 @@ def check_registered_names(recipe: Recipe) -> None:
         for key in task.params:
             if key not in valid:
                 raise unknown_key(f"{path}.params", key, valid)
+        if recipe.fitness.mode == "likelihood" and task_class(task.name).judged_against_full_cache:
+            raise FieldProblem("fitness.mode", f"task {task.name!r} has no reference to score in the likelihood mode "
+                                               "(it is judged against the full cache's own continuation): use fidelity")
 
     train = recipe.scorer.train
     for i, entry in enumerate((train.tasks or []) if train is not None else []):

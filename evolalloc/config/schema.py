@@ -118,9 +118,10 @@ class TaskEntrySection(TaskSection):
 class FitnessSection:
     mode: str | None = _rule(
         None, choices=FITNESS_MODES,
-        help="what the search climbs: generate (greedy answer, task metric), graded (greedy answer, graded score) "
-             "or likelihood (teacher-forced probability of the reference); null = each task's default. "
-             "compare and every reported result always use generate")
+        help="what the search climbs: generate (greedy answer, task metric), graded (greedy answer, graded score), "
+             "likelihood (teacher-forced probability of the reference) or fidelity (no labels: teacher-forced "
+             "likelihood of the full cache's own continuation, as a share of the full cache's); null = each task's "
+             "default. compare and every reported result always use generate")
 
 
 # Scorers the run itself can train (``scorer.train``), by their current names (``gates`` is still read:

@@ -10,8 +10,9 @@ candidates itself (``pyramid,lukv``).
 A method can start a search only if it is a static allocation ranked by the run's scorer: no scorer
 of its own (streaming ranks with StreamingLLM's), no per-input adapter (AdaKV, CAKE, the global
 top-k), not the full cache. LU-KV profiles its curves by teacher-forcing each search instance's
-reference continuation, so a task that has none (gsm8k: a chain of thought comes first) cannot
-start from it, and ``best`` leaves it out there. A search space that reads its budgets through an adapter (the hybrids
+reference continuation, so a task that has none (gsm8k: a chain of thought comes first; a
+prompts-only task, judged against the full cache's own continuation) cannot start from it, and
+``best`` leaves it out there. A search space that reads its budgets through an adapter (the hybrids
 over the global top-k) searches a prior, not budgets, so ``best`` resolves to the uniform start there.
 """
 
@@ -47,7 +48,8 @@ def _without_continuation(tasks) -> list[str]:
     missing = []
     for name in tasks:
         try:
-            if not getattr(task_class(name), "reference_continuation", True):
+            cls = task_class(name)
+            if not getattr(cls, "reference_continuation", True) or getattr(cls, "judged_against_full_cache", False):
                 missing.append(name)
         except LookupError:  # an unregistered name: its recipe was loaded without name checks
             pass

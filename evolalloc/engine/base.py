@@ -23,7 +23,10 @@ class InstanceOutcome:
     ``score`` its common score in [0, 1]. graded: the same, but ``score`` is the task's graded
     score. likelihood: nothing is generated (``prediction`` is ""), and ``metric`` and ``score``
     both hold the likelihood score in [0, 1] (the best reference continuation's mean token
-    probability).
+    probability). fidelity: nothing is generated either; ``score`` is the fidelity score in [0, 1]
+    and ``metric`` the likelihood kept before its cap at 1 (``runtime.continuation``). A task judged
+    against the full cache scores its greedy answers (generate, graded) against the full cache's
+    continuation, in the model's tokens.
     """
 
     uid: str

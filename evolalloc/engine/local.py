@@ -8,7 +8,15 @@ records, batched, in one of the fitness modes (``fitness.FITNESS_MODES``):
 * ``graded``: the same answer, scored with the task's graded score (partial credit);
 * ``likelihood``: no decoding; the mean probability the compressed model gives each of the
   task's reference continuations, teacher-forced in one chunk (``runtime.likelihood``), the best
-  continuation counting.
+  continuation counting;
+* ``fidelity``: no decoding and no labels; the compressed model's teacher-forced log-likelihood of
+  the full cache's own greedy continuation, as a share of the full cache's (``runtime.continuation``).
+
+Both teacher-forced modes score every candidate through one call, ``_forced``: a setting that changes
+how a continuation is scored under a compressed cache (eviction while it is read) goes there.
+A task judged against the full cache (``Task.judged_against_full_cache``) has its greedy answers
+scored against that same continuation. The continuations are written once per record, when an
+evaluator that reads them is made, and kept on the record for every later evaluator.
 
 An allocation whose rows fail (out of memory, a bad budget) comes back as a failed
 ``EvalResult`` with the error; it never gets a made-up score.
@@ -27,6 +35,7 @@ from tqdm.auto import tqdm
 
 from evolalloc.engine.base import Engine, EvalResult, InstanceOutcome, check_scorer, register_engine
 from evolalloc.runtime.adaptive import Adapted
+from evolalloc.runtime.continuation import Continuation, continuation_of, fidelity_score, likelihood_kept
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
 from evolalloc.runtime.instances import prefill_instances, tokenize_instance  # noqa: F401 - re-exported
 from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs_batch
@@ -61,6 +70,11 @@ class LocalEvaluator:
             check_scorer(scorer, list(self.records[0].rankings))
         self._eos = eos_ids_of(loaded.model, loaded.tokenizer)
         self._full: dict[int, PrefillRecord] = {}  # re-prefilled records, for one evaluate() call
+        self._ranker = scorer.scorer if isinstance(scorer, Adapted) else scorer  # the ranking it reads
+        self._continuations: list[Continuation] | None = None
+        if mode == "fidelity" or getattr(task, "judged_against_full_cache", False):
+            self._continuations = [self._continuation(i) for i in range(len(self.instances))]
+            self._full.clear()
 
     def close(self) -> None:
         """Drop the prefill records (the model belongs to whoever loaded it)."""
@@ -89,6 +103,8 @@ class LocalEvaluator:
         errors: dict[int, str] = {}
         if self.mode == "likelihood":
             outcomes = self._likelihood_outcomes(budgets, errors)
+        elif self.mode == "fidelity":
+            outcomes = self._fidelity_outcomes(budgets, errors)
         else:
             outcomes = self._generated_outcomes(budgets, errors)
         self._full.clear()
@@ -109,18 +125,45 @@ class LocalEvaluator:
         record = self.records[i]
         if record.bound is None or int(np.minimum(np.asarray(budgets), record.length).max()) <= record.bound:
             return record
+        if not self._full:
+            tqdm.write(f"a budget of {int(np.asarray(budgets).max())} "
+                       f"is above the records' b_max = {record.bound}: "
+                       "prefilling those instances again in full for it (exact, slower)", file=sys.stderr)
+        return self._whole(i)
+
+    def _whole(self, i: int) -> PrefillRecord:
+        """Instance ``i``'s record holding every token: the kept one, or a bounded one's instance
+        prefilled again in full (kept until the end of this ``evaluate`` call)."""
+        record = self.records[i]
+        if record.bound is None:
+            return record
         if i not in self._full:
-            if not self._full:
-                tqdm.write(f"a budget of {int(np.asarray(budgets).max())} "
-                           f"is above the records' b_max = {record.bound}: "
-                           "prefilling those instances again in full for it (exact, slower)", file=sys.stderr)
-            scorer = self.scorer.scorer if isinstance(self.scorer, Adapted) else self.scorer  # the ranking it reads
-            full = prefill(self.loaded.model, record.prompt_ids, [scorer], uid=record.uid,
+            full = prefill(self.loaded.model, record.prompt_ids, [self._ranker], uid=record.uid,
                            question_ids=record.question_ids)
             if record.compute_dtype is not None:
                 full = to_record_dtype(full, str(record.keys[0].dtype).removeprefix("torch."))
             self._full[i] = full
         return self._full[i]
+
+    def _continuation(self, i: int) -> Continuation:
+        """The full cache's greedy continuation of instance ``i`` (its answer's limits), kept on its record."""
+        inst = self.instances[i]
+        settings = DecodeSettings(max_new_tokens=inst.max_new_tokens, stop=inst.stop, eos_ids=self._eos)
+        return continuation_of(self.loaded.model, self.records[i], lambda: self._whole(i), self._ranker, settings,
+                               self.loaded.tokenizer)
+
+    def _judge(self, i: int, generation: Generation) -> tuple[float, float]:
+        """``(metric, score)`` of instance ``i``'s greedy answer in this evaluator's mode (generate or graded)."""
+        inst = self.instances[i]
+        graded = self.mode == "graded"
+        if self._continuations is not None and getattr(self.task, "judged_against_full_cache", False):
+            reference = self._continuations[i].token_ids.tolist()
+            metric, score = self.task.score_against(inst, generation.token_ids, reference)
+            if graded:
+                score = self.task.score_against(inst, generation.token_ids, reference, graded=True)[1]
+            return metric, score
+        metric, score = self.task.score(inst, generation.text)
+        return metric, self.task.graded_score(inst, generation.text) if graded else score
 
     def _generated_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
         outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances)
@@ -136,9 +179,7 @@ class LocalEvaluator:
                 if gen is None:
                     continue
                 inst = self.instances[i]
-                metric, score = self.task.score(inst, gen.text)
-                if self.mode == "graded":
-                    score = self.task.graded_score(inst, gen.text)
+                metric, score = self._judge(i, gen)
                 outcomes[a][i] = InstanceOutcome(inst.uid, gen.text, float(metric), float(score),
                                                  generated_tokens=len(gen.token_ids), mode=self.mode)
         return outcomes
@@ -176,24 +217,8 @@ class LocalEvaluator:
         """One row per (allocation, instance, reference continuation), scored in batches."""
         keys = [(a, i, r) for a in range(len(budgets)) for i in range(len(self.instances))
                 for r in range(len(self._references[i]))]
-        logprobs: dict[tuple[int, int, int], torch.Tensor] = {}
-        for start in range(0, len(keys), self.batch_size):
-            chunk = [k for k in keys[start : start + self.batch_size] if k[0] not in errors]
-            rows = [(self._record(i, budgets[a]), budgets[a], self._references[i][r]) for a, i, r in chunk]
-            try:
-                logprobs.update(zip(chunk, reference_logprobs_batch(self.loaded.model, rows, self.scorer)))
-                continue
-            except _ROW_ERRORS:
-                pass
-            finally:
-                _release(rows)
-            for key, row in zip(chunk, rows):  # isolate the culprit, as for decoding
-                try:
-                    logprobs[key] = reference_logprobs_batch(self.loaded.model, [row], self.scorer)[0]
-                except _ROW_ERRORS as exc:
-                    errors.setdefault(key[0], f"{type(exc).__name__} on {self.instances[key[1]].uid}: {exc}")
-                finally:
-                    _release([row])
+        logprobs = self._teacher_forced(
+            keys, lambda a, i, r: (self._record(i, budgets[a]), budgets[a], self._references[i][r]), errors)
         outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances)
                                                              for a in range(len(budgets))}
         for a in range(len(budgets)):
@@ -203,6 +228,54 @@ class LocalEvaluator:
                 value = best_reference_score([logprobs[(a, i, r)] for r in range(len(self._references[i]))])
                 outcomes[a][i] = InstanceOutcome(inst.uid, "", value, value, mode="likelihood")
         return outcomes
+
+    def _fidelity_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
+        """One row per (allocation, instance): the full cache's continuation, teacher-forced. ``score``
+        is the fidelity score (``runtime.continuation.fidelity_score``), ``metric`` the likelihood kept
+        before its cap at 1."""
+        keys = [(a, i) for a in range(len(budgets)) for i in range(len(self.instances))]
+        logprobs = self._teacher_forced(
+            keys, lambda a, i: (self._record(i, budgets[a]), budgets[a], self._continuations[i].token_ids), errors)
+        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances)
+                                                             for a in range(len(budgets))}
+        for a in range(len(budgets)):
+            if a in errors:
+                continue
+            for i, inst in enumerate(self.instances):
+                full = self._continuations[i].full_logprobs
+                outcomes[a][i] = InstanceOutcome(inst.uid, "", likelihood_kept(logprobs[(a, i)], full),
+                                                 fidelity_score(logprobs[(a, i)], full), mode="fidelity")
+        return outcomes
+
+    def _teacher_forced(self, keys, row_of, errors) -> dict[tuple, torch.Tensor]:
+        """Log-probabilities of each key's row (``row_of(*key)``: record, budgets, token ids; a key's first
+        item is its allocation), ``batch_size`` rows per forward; a failing batch is retried row by row to
+        isolate the culprit, whose allocation gets the error."""
+        logprobs: dict[tuple, torch.Tensor] = {}
+        for start in range(0, len(keys), self.batch_size):
+            chunk = [k for k in keys[start : start + self.batch_size] if k[0] not in errors]
+            rows = [row_of(*k) for k in chunk]
+            try:
+                logprobs.update(zip(chunk, self._forced(rows)))
+                continue
+            except _ROW_ERRORS:
+                pass
+            finally:
+                _release(rows)
+            for key, row in zip(chunk, rows):
+                try:
+                    logprobs[key] = self._forced([row])[0]
+                except _ROW_ERRORS as exc:
+                    errors.setdefault(key[0], f"{type(exc).__name__} on {self.instances[key[1]].uid}: {exc}")
+                finally:
+                    _release([row])
+        return logprobs
+
+    def _forced(self, rows) -> list[torch.Tensor]:
+        """Teacher-forced log-probabilities ``[r]`` of each (record, budgets, token ids) row under its
+        compressed cache: the one call through which the likelihood and fidelity modes score every
+        candidate (so an option of how a continuation is read under eviction is threaded here)."""
+        return reference_logprobs_batch(self.loaded.model, rows, self.scorer)
 
 
 def by_instance_block(chunks: list[list[tuple[int, int]]]) -> list[int]:

@@ -322,8 +322,8 @@ class Experiment:
     def evaluator(self, split: str, scorer: Scorer | None = None, mode: str | None = "generate") -> Evaluator:
         """An evaluator of ``split`` for ``scorer`` (default: the recipe's) on the recipe's engine.
 
-        ``mode``: what a candidate is scored by: "generate" (the task's metric), "graded" or
-        "likelihood" (``fitness.FITNESS_MODES``; anything else is a ``ValueError`` naming them);
+        ``mode``: what a candidate is scored by: "generate" (the task's metric), "graded",
+        "likelihood" or "fidelity" (``fitness.FITNESS_MODES``; anything else is a ``ValueError`` naming them);
         ``None`` = the task's fitness mode (the recipe's ``fitness.mode``, else the task's default).
         """
         from fitness.task import check_fitness_mode

@@ -109,7 +109,8 @@ def profile_part(loaded, scorer, part: ProfiledTask, split: str = "search") -> t
     curves = []
     for instance, record in zip(part.instances(split), part.records(split)):
         context, question = tokenize_instance(loaded.tokenizer, instance, qac)
-        references = part.task.reference_continuations(instance)
+        # A task judged against the full cache has no reference: without a question, refused below.
+        references = () if part.task.judged_against_full_cache else part.task.reference_continuations(instance)
         answer = loaded.tokenizer.encode(references[0], add_special_tokens=False) if references else []
         future = list(question or []) + list(answer)
         if not future:

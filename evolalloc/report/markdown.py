@@ -92,11 +92,11 @@ def searched_section(run, scorer_checkpoint: Mapping | None = None) -> list[str]
                      for row in _task_rows(task, f"{task.label or task.name}: ", weighted=True)]
     else:
         task_rows = _task_rows(run.tasks[0])
-    mode = run.fitness_mode if run.fitness_mode_given else None
+    mode = run.fitness_mode if run.fitness_mode_given else f"{run.fitness_mode} (each task’s default)"
     rows = [
         ("model", f"`{run.model}` ({run.dtype})"),
         *task_rows,
-        ("fitness mode", f"{mode or 'each task’s default'} (the search only; every reported result is greedy "
+        ("fitness mode", f"{mode} (the search only; every reported result is greedy "
                          "generation scored by the task's metric)"),
         ("scorer", f"{run.scorer} {run.scorer_params or ''}".strip()
                    + ("; " + checkpoint_words(scorer_checkpoint) if scorer_checkpoint else "")),

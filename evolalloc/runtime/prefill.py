@@ -51,6 +51,10 @@ class PrefillRecord:
     ``slot_positions``: a bounded record's ``[num_layers, Hkv, m]`` original position of each
     stored slot (``m`` the widest layer; spare slots 0), so that sliding-window layers can mask by
     position after eviction; ``None`` in a full record, where slot = position.
+    ``continuations``: the full cache's own greedy continuations of the prompt
+    (``runtime/continuation.py``), by decoding settings; made on first need and kept here, so the
+    evaluators that share the record share them. Never spilled: a process that maps the record from
+    disk writes them again (the same tokens).
     """
 
     uid: str
@@ -67,6 +71,7 @@ class PrefillRecord:
     compute_dtype: torch.dtype | None = None
     slot_positions: torch.Tensor | None = None
     reach: torch.Tensor | None = None
+    continuations: dict = field(default_factory=dict, repr=False, compare=False)
 
     def layer_reach(self) -> np.ndarray:
         """``[num_layers]`` int64: the most tokens each layer can use (see ``reach``)."""

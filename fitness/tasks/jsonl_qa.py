@@ -19,17 +19,23 @@ proportions of the file, so adding lines can move a record that sat at the cut b
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-from fitness.errors import FitnessDataError, FitnessError
+from fitness.errors import FitnessError
 from fitness.instance import Instance
-from fitness.jsonl import is_string_or_int, is_text, is_text_list, read_jsonl
+from fitness.jsonl import is_string_or_int, is_text, is_text_list, read_jsonl, record_identities
 from fitness.metric import get_metric
 from fitness.registry import register_task
 from fitness.splits import check_split, choose, partition
 from fitness.task import Task
-from fitness.tokens import check_prompt_style, count_tokens, render, render_within, require_tokenizer
+from fitness.tokens import (
+    check_max_new_tokens,
+    check_prompt_style,
+    count_tokens,
+    render,
+    render_within,
+    require_tokenizer,
+)
 
 
 @register_task("jsonl_qa")
@@ -51,11 +57,9 @@ class JsonlQA(Task):
         if path is None:
             raise FitnessError("task 'jsonl_qa' needs path=... (a JSONL file of context, question, answers)")
         self.metric = get_metric(metric).name  # an unknown name raises, with the valid ones
-        if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
-            raise FitnessError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
         self.path = str(path)
         self.answer_prefix = answer_prefix
-        self.max_new_tokens = max_new_tokens
+        self.max_new_tokens = check_max_new_tokens(max_new_tokens)
         self.heldout_fraction = heldout_fraction
         self.prompt_style = check_prompt_style(prompt_style)
         self.records = read_jsonl(
@@ -63,25 +67,8 @@ class JsonlQA(Task):
             required={"context": is_text, "question": is_text, "answers": is_text_list},
             optional={"id": is_string_or_int},
         )
-        self.identities = self._identities()
+        self.identities = record_identities(self.records, self.path, ("context", "question"))
         self.split_sizes = tuple(map(len, partition(self.identities, heldout_fraction)))  # checks the fraction too
-
-    def _identities(self) -> list[str]:
-        """What decides each record's split: its ``id`` (unique in the file), else its text."""
-        first_line: dict[str, int] = {}
-        out = []
-        for line, record in self.records:
-            if record.get("id") is not None:
-                identity = f"id:{record['id']}"
-                if identity in first_line:
-                    raise FitnessDataError(f"{record['id']!r} repeats line {first_line[identity]}'s",
-                                           file=self.path, line=line, field="id")
-                first_line[identity] = line
-            else:
-                text = record["context"] + "\x1f" + record["question"]
-                identity = "text:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-            out.append(identity)
-        return out
 
     def _prompt(self, record: dict, limit: int | None, tokenizer) -> tuple[str, str, bool]:
         body = record["context"].rstrip() + "\n\n"

@@ -69,6 +69,8 @@ MALFORMED = [
     # fitness, curation, several tasks, the random control
     (GOOD + "fitness: {mode: likelyhood}\n", "fitness.mode", "did you mean 'likelihood'"),
     (GOOD + "fitness: {modes: generate}\n", "fitness.modes", "did you mean 'mode'"),
+    (GOOD.replace("name: passkey", "name: continue_prose") + "fitness: {mode: likelihood}\n", "fitness.mode",
+     "task 'continue_prose' has no reference to score in the likelihood mode"),
     (GOOD + "optimizer: {name: randm}\n", "optimizer.name", "did you mean 'random'"),
     (GOOD.replace("context_tokens: 1000", "context_tokens: 1000\n  search: {curate: {full_cache_solve: true}}"),
      "task.search.curate.full_cache_solve", "did you mean 'full_cache_solves'"),

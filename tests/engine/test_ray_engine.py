@@ -59,6 +59,18 @@ def test_ray_workers_give_the_local_likelihood_scores(tiny_loaded, passkey, snap
     assert generated.instances[0].mode == "generate" and generated.instances[0].generated_tokens > 0
 
 
+def test_ray_workers_give_the_local_fidelity_scores(tiny_loaded, passkey, snapkv, three_instances, two_worker_pool):
+    budgets = allocations()
+    local = LocalEvaluator(tiny_loaded, passkey, three_instances, snapkv, batch_size=8,
+                           mode="fidelity").evaluate(budgets)
+    # Each worker writes its shard's full-cache continuations itself, one record at a time, as the local one does.
+    remote = RayEvaluator(two_worker_pool, snapkv, mode="fidelity").evaluate(budgets)
+    assert all(r.ok for r in remote) and all(o.mode == "fidelity" for r in remote for o in r.instances)
+    assert [[o.score for o in r.instances]
+            for r in remote] == [pytest.approx([o.score for o in r.instances], rel=1e-5, abs=1e-6) for r in local]
+    assert remote[-1].task_score == pytest.approx(1.0, abs=1e-6) and remote[0].task_score < 1.0  # full vs tight
+
+
 def test_the_pool_uses_one_worker_per_shard_in_separate_processes(two_worker_pool):
     import os
 

@@ -63,6 +63,15 @@ def test_every_built_in_task_defaults_to_a_valid_mode():
     assert modes["passkey"] == modes["niah_single"] == modes["niah_multikey"] == "likelihood"
     assert modes["niah_multivalue"] == modes["niah_multiquery"] == "graded"
     assert modes["gsm8k"] == modes["longbench"] == modes["variable_tracking"] == "generate"
+    assert modes["jsonl_prompts"] == modes["continue_prose"] == "fidelity" and modes["repeat_passage"] == "likelihood"
+
+
+def test_every_task_judged_against_the_full_cache_scores_token_sequences():
+    from fitness.metrics.agreement import AGREEMENT_METRICS
+
+    judged = [name for name in fitness.list_tasks() if task_class(name).judged_against_full_cache]
+    assert set(judged) == {"jsonl_prompts", "continue_prose"}
+    assert all(task_class(name).metric in AGREEMENT_METRICS for name in judged)
 
 
 def test_an_unknown_mode_names_the_valid_ones():

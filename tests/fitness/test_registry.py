@@ -12,7 +12,8 @@ from fitness import FitnessDataError, FitnessError, Instance, Task, get_metric, 
 
 def test_every_task_of_the_issue_is_registered():
     expected = {"passkey", "niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery",
-                "variable_tracking", "cwe", "fwe", "niah", "longbench", "gsm8k", "jsonl_qa"}  # fmt: skip
+                "variable_tracking", "cwe", "fwe", "niah", "longbench", "gsm8k", "jsonl_qa",
+                "jsonl_prompts", "continue_prose", "repeat_passage"}  # fmt: skip
     assert expected == set(fitness.list_tasks())
 
 
