@@ -21,6 +21,17 @@ from pathlib import Path
 from evolalloc.core.fileio import write_atomic
 
 
+def _commit() -> str | None:
+    """The commit of the tree this runs from (``None`` outside a git checkout)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict[str, float]) -> dict:
     """Score ``shipped`` (``[(run_dir, recipe, result, config, seconds, {budget: Allocation})]``) and the
     shared recipe's baselines at each budget on the held-out split; write and return ``out``'s data."""
@@ -64,7 +75,7 @@ def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict
                            for b, a in profiles.items() if b != float(config.target)},
         }
     data = {"meta": comparison_meta(experiment), "budgets": budgets, "scores": scores, "runs": runs,
-            "row_seconds": timed}
+            "row_seconds": timed, "commit": _commit()}
     write_atomic(out, json.dumps(data, indent=1) + "\n")
     print(f"every row's per-instance scores: {out}")
     return data
