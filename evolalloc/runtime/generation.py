@@ -185,12 +185,7 @@ def generate(
     if isinstance(prompts, (str, tuple, dict)):
         prompts = [prompts]
     prompts = list(prompts)
-    if max_new_tokens < 1:
-        raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}", field="max_new_tokens")
-    if do_sample and not (temperature > 0 and 0 < top_p <= 1 and top_k >= 0):
-        raise UserError("sampling needs temperature > 0, 0 < top_p <= 1 "
-                        f"and top_k >= 0; got temperature={temperature}, "
-                        f"top_p={top_p}, top_k={top_k}", field="sampling")
+    _check_settings(max_new_tokens, do_sample, temperature, top_p, top_k)
     if isinstance(allocation, (str, Path)):  # read once, for its budgets and its decode setting
         from evolalloc.core.allocation_file import load_allocation
 
@@ -231,6 +226,15 @@ def generate(
         notes=notes,
         decode=decode,
     )
+
+
+def _check_settings(max_new_tokens: int, do_sample: bool, temperature: float, top_p: float, top_k: int) -> None:
+    if max_new_tokens < 1:
+        raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}", field="max_new_tokens")
+    if do_sample and not (temperature > 0 and 0 < top_p <= 1 and top_k >= 0):
+        raise UserError("sampling needs temperature > 0, 0 < top_p <= 1 "
+                        f"and top_k >= 0; got temperature={temperature}, "
+                        f"top_p={top_p}, top_k={top_k}", field="sampling")
 
 
 def decode_of(allocation, decode, scorer: Scorer) -> DecodeEviction | None:
