@@ -152,3 +152,44 @@ def test_an_interval_below_one_is_refused():
         with pytest.raises(ValueError, match="decode interval"):
             DecodeEviction.of(bad)
     assert DecodeEviction.of({"interval": 16}) == DecodeEviction(16) and DecodeEviction.of(None) is None
+
+
+def test_an_adapted_method_holds_the_budgets_its_adapter_gave_each_prompt(llama):
+    from evolalloc.runtime.adaptive import Adapted, get_adapter
+    from evolalloc.runtime.compress import row_budgets
+
+    adakv = Adapted(get_scorer("snapkv", window=4), get_adapter("adakv"))
+    record = prefill(llama, random_prompt(120, seed=7), [adakv.scorer])
+    given = np.full((3, 2), 16)
+    adapted = torch.as_tensor(row_budgets(record, given, adakv))
+    assert not torch.equal(adapted, torch.as_tensor(given))  # AdaKV moved budget between heads
+    counts, _, _ = held_counts(llama, [(record, given)], adakv, steps=20, interval=4)
+    for k, stored in enumerate(counts):
+        assert torch.equal(stored[0], adapted + k % 4), k
+
+
+def test_a_bounded_record_holds_its_budgets_as_the_full_record_does(llama):
+    from evolalloc.runtime.bounded import bound_record
+
+    scorer = get_scorer("h2o", window=4)  # its decoding starts from the prefill's sums: the bounded record's
+    record = prefill(llama, random_prompt(90, seed=3), [scorer])
+    budgets, settings = np.array([[20, 12], [30, 8], [16, 16]]), DecodeSettings(max_new_tokens=30, keep_logits=True)
+    (full,) = generate(llama, [(record, budgets)], scorer, settings, decode=DecodeEviction(4))
+    (bounded,) = generate(llama, [(bound_record(record, 32), budgets)], scorer, settings, decode=DecodeEviction(4))
+    assert bounded.token_ids == full.token_ids
+    assert all(torch.equal(a, b) for a, b in zip(bounded.logits, full.logits))
+
+
+@pytest.mark.parametrize("architecture", ["mistral-sliding", "gemma2", "gemma3"])
+def test_sliding_and_soft_capped_models_hold_their_budgets_row_by_row(architecture):
+    model = tiny_model(architecture)
+    scorer = get_scorer("snapkv", window=4)
+    records = [prefill(model, random_prompt(n, seed=n), [scorer]) for n in (40, 70)]
+    rows = [(records[0], np.array([[10, 6], [12, 12], [8, 20]])), (records[1], np.array([30, 8, 16]))]
+    settings = DecodeSettings(max_new_tokens=30, keep_logits=True)
+    batched = generate(model, rows, scorer, settings, batch_size=2, decode=DecodeEviction(3))
+    for row, together in zip(rows, batched):
+        (alone,) = generate(model, [row], scorer, settings, decode=DecodeEviction(3))
+        assert together.token_ids == alone.token_ids
+        for a, b in zip(together.logits, alone.logits):
+            torch.testing.assert_close(a, b, **LOGITS_CLOSE)
