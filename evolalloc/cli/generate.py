@@ -146,7 +146,10 @@ def _decode_option(allocation, interval: int | None, prompt_only: bool):
         raise UserError(str(err), field="--decode-interval") from None
     from evolalloc.runtime.scorers import SCORERS
 
-    scorer = SCORERS.get(allocation.scorer)
+    try:
+        scorer = SCORERS.get(allocation.scorer)
+    except ValueError as err:  # an unknown scorer name in the file
+        raise UserError(str(err), field="scorer") from None
     if not scorer.ranks_generated:
         raise UserError(f"scorer {allocation.scorer!r} cannot rank generated tokens ({scorer.why_not_generated}); "
                         "this allocation cannot hold its budgets while decoding", field="--decode-interval")
