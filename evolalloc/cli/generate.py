@@ -8,6 +8,7 @@ optional ``"uid"``. Blank lines are skipped. `evolalloc tasks dump` writes such 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -78,11 +79,16 @@ def read_prompt_file(path: Path, question_after_compression: bool) -> list[tuple
 @click.option("--top-k", type=int, default=0, show_default=True)
 @seed_option(help="Prompt i samples with seed + i.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--decode-interval", type=int, default=None,
+              help="Hold the budgets while decoding: every N generated tokens each (layer, KV head) is cut back to "
+                   "its budget. Default: the allocation file's own decode setting (none: prompt-only).")
+@click.option("--prompt-only", is_flag=True, help="Evict the prompt only, even if the allocation holds its budgets "
+                                                   "while decoding.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSONL answers (default: stdout).")
 def generate(allocation, prompt_file, model, max_new_tokens, question_after_compression, do_sample, temperature, top_p,
              top_k,
-             seed, batch_size, output):
+             seed, batch_size, decode_interval, prompt_only, output):
     """Answer each prompt of PROMPT_FILE with the KV cache evicted to ALLOCATION's budgets.
 
     Prints one JSON line per prompt (uid, text, KV bytes kept vs full, what was clipped) and a
@@ -91,7 +97,7 @@ def generate(allocation, prompt_file, model, max_new_tokens, question_after_comp
     from evolalloc.core.allocation_file import load_allocation
 
     prompts = read_prompt_file(prompt_file, question_after_compression)
-    load_allocation(allocation)  # a bad file fails before the model loads
+    decode = _decode_option(load_allocation(allocation), decode_interval, prompt_only)  # before the model loads
     import torch
 
     from evolalloc.core.fileio import write_atomic
@@ -101,9 +107,11 @@ def generate(allocation, prompt_file, model, max_new_tokens, question_after_comp
     torch.set_num_threads(int(__import__("os").environ.get("OMP_NUM_THREADS", torch.get_num_threads())))
     loaded = load_model(model)
     profile = load_allocation(allocation, expect_geometry=loaded.geometry)
+    if prompt_only:
+        profile = dataclasses.replace(profile, decode=None)
     result = run(loaded.model, loaded.tokenizer, [p for _, p in prompts], profile, max_new_tokens=max_new_tokens,
                  question_after_compression=question_after_compression, do_sample=do_sample, temperature=temperature,
-                 top_p=top_p, top_k=top_k, seed=seed, batch_size=batch_size)
+                 top_p=top_p, top_k=top_k, seed=seed, batch_size=batch_size, decode=decode)
     lines = [json.dumps({"uid": uid, "text": text, "stopped_by": stop, "prompt_tokens": n, "kv_bytes_kept": m.actual,
                          "kv_bytes_full": m.full, "note": note})
              for (uid, _), text, stop, n, m, note in zip(prompts, result.texts, result.stopped_by,
@@ -116,5 +124,33 @@ def generate(allocation, prompt_file, model, max_new_tokens, question_after_comp
         write_atomic(output, "\n".join(lines) + "\n")
         click.echo(f"wrote {output}")
     kept, full = result.kv_bytes_kept, result.kv_bytes_full
+    held = (f", held while decoding (every {result.decode.interval} tokens)" if result.decode is not None
+            else ", prompt only")
     click.echo(f"{len(lines)} prompts; KV cache kept {kept / 2**20:.2f} MiB of {full / 2**20:.2f} MiB "
-               f"({100 * kept / full:.1f}%) with {allocation}", err=True)
+               f"({100 * kept / full:.1f}%) with {allocation}{held}", err=True)
+
+
+def _decode_option(allocation, interval: int | None, prompt_only: bool):
+    """The decode setting the options ask for (``None``: the file's own), checked before any model loads:
+    an interval below 1, both options, or a scorer that cannot rank generated tokens is a ``UserError``."""
+    from evolalloc.core.decode_eviction import DecodeEviction
+
+    if prompt_only and interval is not None:
+        raise UserError("--decode-interval and --prompt-only contradict each other; give one",
+                        field="--decode-interval")
+    if interval is None:
+        return None
+    try:
+        setting = DecodeEviction(interval)
+    except ValueError as err:
+        raise UserError(str(err), field="--decode-interval") from None
+    from evolalloc.runtime.scorers import SCORERS
+
+    try:
+        scorer = SCORERS.get(allocation.scorer)
+    except ValueError as err:  # an unknown scorer name in the file
+        raise UserError(str(err), field="scorer") from None
+    if not scorer.ranks_generated:
+        raise UserError(f"scorer {allocation.scorer!r} cannot rank generated tokens ({scorer.why_not_generated}); "
+                        "this allocation cannot hold its budgets while decoding", field="--decode-interval")
+    return setting

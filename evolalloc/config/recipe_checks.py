@@ -84,6 +84,10 @@ def check_recipe(recipe: Recipe) -> None:
     if recipe.storage is not None and not _URL.match(recipe.storage):
         raise FieldProblem("storage", f"must be a database URL such as sqlite:///path/study.db, got {recipe.storage!r}")
     _check_scorer_training(recipe)
+    from evolalloc.config.decode_checks import check_decode_modes
+    from evolalloc.config.resolved import task_default_mode
+
+    check_decode_modes(recipe, task_default_mode)
     from searchspaces import SEARCH_SPACES  # a leaf package of plain numpy: cheap
 
     _check_registered("search_space.name", SEARCH_SPACES, recipe.search_space.name)
@@ -333,6 +337,11 @@ def check_registered_names(recipe: Recipe) -> None:
         scorer = get_scorer(recipe.scorer.name, **recipe.scorer.params)
     except ValueError as err:
         raise FieldProblem("scorer.params", str(err)) from None
+    from evolalloc.config.decode_checks import check_decode_scorers
+
+    owned = [(f"baselines[{i}]", method.scorer[0]) for i, name in enumerate(recipe.baselines)
+             if (method := reading_checkpoints(name, recipe.checkpoints)).scorer]  # a method's own scorer (streaming)
+    check_decode_scorers(recipe, scorer, owned)
     # Every task of the recipe (``task``, or each entry of ``tasks``) shares the one scorer.
     asking = [i for i, entry in enumerate(recipe.task_entries) if entry.question_after_compression]
     if recipe.scorer.train is not None and recipe.scorer.train.votes and asking:

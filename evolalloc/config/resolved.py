@@ -116,12 +116,20 @@ class ResolvedRun:
     patience: int = DEFAULT_RULE.patience
     tolerance: float = DEFAULT_RULE.tolerance
     start: tuple[str, ...] = ()
+    decode_interval: int | None = None  # ``budget.decode.interval``: budgets held while decoding; None: prompt-only
     version: int = VERSION
 
     @property
     def task_names(self) -> str:
         """``passkey`` or ``passkey+words``: the task label(s) in one word (as ``Recipe.task_names``)."""
         return "+".join(task.label for task in self.tasks)
+
+    @property
+    def decode(self):
+        """The decode-time eviction every evaluation of the run holds (``core.decode_eviction``), or None."""
+        from evolalloc.core.decode_eviction import DecodeEviction
+
+        return None if self.decode_interval is None else DecodeEviction(self.decode_interval)
 
     @property
     def fitness_mode(self) -> str:
@@ -154,7 +162,7 @@ class ResolvedRun:
         return cls(**data)
 
 
-def _default_mode(task_name: str) -> str:
+def task_default_mode(task_name: str) -> str:
     """A task's own fitness mode (a class attribute: no task is built, no dataset read)."""
     from fitness.registry import task_class
 
@@ -210,6 +218,7 @@ def resolve_run(recipe) -> ResolvedRun:
         tolerance=recipe.optimizer.tolerance,
         start=resolve_start(recipe.optimizer.start, recipe.search_space.name,
                             [entry.name for entry in recipe.task_entries]),
+        decode_interval=budget.decode.interval if budget.decode is not None else None,
     )
 
 
@@ -222,7 +231,7 @@ def _split_facts(section) -> SplitFacts:
 def _task_facts(entry, mode: str | None) -> TaskFacts:
     return TaskFacts(label=entry.label, name=entry.name, weight=float(entry.weight),
                      context_tokens=entry.context_tokens,
-                     fitness_mode=mode or _default_mode(entry.name), params=dict(entry.params),
+                     fitness_mode=mode or task_default_mode(entry.name), params=dict(entry.params),
                      search=_split_facts(entry.search), heldout=_split_facts(entry.heldout),
                      question_after_compression=entry.question_after_compression)
 

@@ -31,6 +31,7 @@ from evolalloc.config.section_builder import (  # noqa: F401
 )
 from evolalloc.core.allocation import EXPANSION_RULES
 from evolalloc.core.baselines import default_baselines
+from evolalloc.core.decode_eviction import INTERVAL_RANGE
 from evolalloc.core.objective import GAMMA_RANGE, LAM_RANGE
 from evolalloc.core.record_settings import DEFAULT_RECORD_MEMORY, RECORD_DTYPES
 from evolalloc.search.config import BUDGET_RULES, CACHE_SCOPES
@@ -224,6 +225,15 @@ class CurveSection:
 
 
 @dataclass
+class DecodeSection:
+    """``budget.decode``: the budgets held while decoding too (``core/decode_eviction.py``)."""
+
+    interval: int = _rule(**INTERVAL_RANGE, help="generated tokens between two evictions: each (layer, KV head) is "
+                                                 "then cut back to its budget (between two steps it stores at most "
+                                                 "budget + interval - 1 tokens)")
+
+
+@dataclass
 class BudgetSection:
     target: int = _rule(min=1, help="c: the target average budget per (layer, KV head), in tokens")
     expansions: list[int] | None = _rule(None, help="larger budgets the profile is carried to; null = [2c, 4c]")
@@ -237,6 +247,9 @@ class BudgetSection:
              "c', the best one shipped; held-out data is never used)")
     curve: CurveSection | None = _rule(None, help="a profile for every budget of a grid from low*c to high*c, searched "
                                                   "at anchors and monotone per unit (replaces expansions); null = off")
+    decode: DecodeSection | None = _rule(None, help="hold the budgets while decoding, e.g. {interval: 16}: the search, "
+                                                    "the comparison and the shipped profile; null = prompt-only (the "
+                                                    "cache grows with the answer)")
 
 
 @dataclass

@@ -20,6 +20,7 @@ import numpy as np
 
 from evolalloc import __version__
 from evolalloc.core.composition import is_method, methods
+from evolalloc.core.decode_eviction import DecodeEviction
 from evolalloc.core.geometry import ModelGeometry
 from evolalloc.core.topup import TOPUP, TOPUP_HALF, TOPUP_RULES, topup_provenance
 from searchspaces.completion import NO_CAP, complete_budgets
@@ -28,10 +29,11 @@ __all__ = ["Allocation", "complete_budgets", "FORMAT", "FORMAT_VERSION", "GRANUL
 
 FORMAT = "evolalloc.allocation"
 EXPANSION_RULES = ("proportional", "additive", TOPUP, TOPUP_HALF)  # how expand() carries a profile to a new budget
-# Version 2 adds ``geometry.windows`` (sliding-window layers); a file without windows is still
-# written as version 1, so the files of full-attention models read in older evolalloc too.
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# Version 2 adds ``geometry.windows`` (sliding-window layers); version 3 adds ``decode`` (budgets held
+# while decoding). A file is written at the lowest version that holds what it says, so a prompt-only
+# profile of a full-attention model is still version 1 and reads in older evolalloc too.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 GRANULARITIES = ("layer", "head")
 
 
@@ -80,6 +82,9 @@ class Allocation:
     ``evolalloc_version`` and ``created_at``; a search adds task, fitness,
     task_score, cache_score, lam, gamma, group_size, population, sigma0, seed, evaluations,
     optimizer and optimizer_version.
+
+    ``decode``: the budgets are also held while decoding, cut back every ``decode.interval`` generated
+    tokens (``core.decode_eviction``; the setting it was searched with); ``None``: prompt-only.
     """
 
     model: str
@@ -90,6 +95,7 @@ class Allocation:
     granularity: str = "layer"
     budgets: np.ndarray
     provenance: dict = field(default_factory=dict)
+    decode: DecodeEviction | None = None
 
     def __post_init__(self):
         budgets = np.asarray(self.budgets)
@@ -108,6 +114,7 @@ class Allocation:
             raise ValueError("granularity 'layer' needs the same budget for every KV head of a layer")
         if not self.model or not self.scorer:
             raise ValueError("model and scorer must be non-empty names")
+        self.decode = DecodeEviction.of(self.decode)
         self.scorer_params = dict(self.scorer_params)
         self.provenance = dict(self.provenance)
         if not is_method(self.provenance.get("method")):  # a known name or a composition's label

@@ -69,9 +69,10 @@ def _plain(value):
 def allocation_to_dict(alloc: Allocation) -> dict:
     """The document as plain objects, keys in the order a reader wants them."""
     target = alloc.target
-    return {
+    version = 3 if alloc.decode is not None else 2 if alloc.geometry.windows is not None else 1
+    document = {
         "format": FORMAT,
-        "version": FORMAT_VERSION if alloc.geometry.windows is not None else 1,
+        "version": version,
         "model": alloc.model,
         "geometry": alloc.geometry.to_dict(),
         "scorer": alloc.scorer,
@@ -81,6 +82,9 @@ def allocation_to_dict(alloc: Allocation) -> dict:
         "budgets": alloc.budgets.tolist(),
         "provenance": _with_prior(alloc),
     }
+    if alloc.decode is not None:  # absent for a prompt-only profile: its file is what it always was
+        document["decode"] = alloc.decode.to_dict()
+    return document
 
 
 def _with_prior(alloc: Allocation) -> dict:
@@ -277,6 +281,7 @@ def allocation_from_dict(data, *, source: str, expect_geometry: ModelGeometry | 
         granularity=data["granularity"],
         budgets=np.array(data["budgets"], dtype=np.int64),
         provenance=data["provenance"],
+        decode=data.get("decode"),  # absent or null in a prompt-only file (every file before version 3)
     )
     if expect_geometry is not None:
         check_geometry(alloc, expect_geometry, source)

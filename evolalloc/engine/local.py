@@ -18,6 +18,11 @@ A task judged against the full cache (``Task.judged_against_full_cache``) has it
 scored against that same continuation. The continuations are written once per record, when an
 evaluator that reads them is made, and kept on the record for every later evaluator.
 
+With a decode setting (``decode=``, ``core.decode_eviction.DecodeEviction``) every mode holds the
+budgets while decoding: greedy answers are decoded under it, and likelihood teacher-forces each
+reference in chunks of ``interval`` tokens with the same evictions between them
+(``runtime.held_likelihood``).
+
 An allocation whose rows fail (out of memory, a bad budget) comes back as a failed
 ``EvalResult`` with the error; it never gets a made-up score.
 """
@@ -33,10 +38,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from evolalloc.core.decode_eviction import DecodeEviction, check_decode_mode
 from evolalloc.engine.base import Engine, EvalResult, InstanceOutcome, check_scorer, register_engine
 from evolalloc.runtime.adaptive import Adapted
 from evolalloc.runtime.continuation import Continuation, continuation_of, fidelity_score, likelihood_kept
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
+from evolalloc.runtime.decode_eviction import check_decode_scorer
+from evolalloc.runtime.held_likelihood import held_logprobs_batch
 from evolalloc.runtime.instances import prefill_instances, tokenize_instance  # noqa: F401 - re-exported
 from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs_batch
 from evolalloc.runtime.model import LoadedModel
@@ -52,13 +60,18 @@ class LocalEvaluator:
     """Scores budgets ``[num_layers, num_kv_heads]`` on a fixed set of task instances, in-process.
 
     ``mode``: one of ``fitness.FITNESS_MODES`` (see the module docstring); anything else is a
-    ``ValueError`` naming the valid modes.
+    ``ValueError`` naming the valid modes. ``decode``: hold the budgets while decoding (a
+    ``DecodeEviction``); a mode that cannot, or a scorer that cannot rank generated tokens, is a ``ValueError``.
     """
 
     def __init__(self, loaded: LoadedModel, task, instances, scorer: Scorer, *, question_after_compression=False,
                  batch_size=16,
-                 progress=False, records=None, mode: str = "generate"):
+                 progress=False, records=None, mode: str = "generate", decode: DecodeEviction | None = None):
         self.mode = check_fitness_mode(mode)
+        self.decode = DecodeEviction.of(decode)
+        check_decode_mode(self.decode, mode)
+        if self.decode is not None:
+            check_decode_scorer(scorer)
         self.loaded, self.task, self.instances, self.scorer = loaded, task, list(instances), scorer
         self.batch_size = batch_size
         # Tokenized up front: a task without continuations fails here, not as failed candidates.
@@ -197,7 +210,7 @@ class LocalEvaluator:
             rows = [(self._record(i, budgets[a]), budgets[a]) for a, i in chunk]
             try:
                 out[c] = generate(self.loaded.model, rows, self.scorer, settings, self.loaded.tokenizer,
-                                  self.batch_size)
+                                  self.batch_size, decode=self.decode)
                 continue
             except _ROW_ERRORS:
                 pass
@@ -205,7 +218,8 @@ class LocalEvaluator:
                 _release(rows)
             for (a, i), row in zip(chunk, rows):
                 try:
-                    out[c].extend(generate(self.loaded.model, [row], self.scorer, settings, self.loaded.tokenizer))
+                    out[c].extend(generate(self.loaded.model, [row], self.scorer, settings, self.loaded.tokenizer,
+                                           decode=self.decode))
                 except _ROW_ERRORS as exc:
                     errors.setdefault(a, f"{type(exc).__name__} on {self.instances[i].uid}: {exc}")
                     out[c].append(None)
@@ -274,8 +288,12 @@ class LocalEvaluator:
     def _forced(self, rows) -> list[torch.Tensor]:
         """Teacher-forced log-probabilities ``[r]`` of each (record, budgets, token ids) row under its
         compressed cache: the one call through which the likelihood and fidelity modes score every
-        candidate (so an option of how a continuation is read under eviction is threaded here)."""
-        return reference_logprobs_batch(self.loaded.model, rows, self.scorer)
+        candidate. Prompt-only: the continuation in one chunk; with ``budget.decode``: fed in pieces
+        that end where generation's evictions fall, the budgets held between them
+        (``runtime/held_likelihood.py``)."""
+        if self.decode is None:
+            return reference_logprobs_batch(self.loaded.model, rows, self.scorer)
+        return [out.token_logprobs for out in held_logprobs_batch(self.loaded.model, rows, self.scorer, self.decode)]
 
 
 def by_instance_block(chunks: list[list[tuple[int, int]]]) -> list[int]:
@@ -304,4 +322,4 @@ class LocalEngine(Engine):
         self.check_open()
         work = self.workload
         return LocalEvaluator(work.loaded, work.task, work.instances(split), scorer,
-                              batch_size=work.batch_size, records=work.records(split), mode=mode)
+                              batch_size=work.batch_size, records=work.records(split), mode=mode, decode=work.decode)

@@ -211,6 +211,9 @@ class RayEngine(Engine):
 
     def evaluator(self, split: str, scorer, mode: str = "generate") -> RayEvaluator:
         self.check_open()
+        from evolalloc.core.decode_eviction import check_decode_mode
+
+        check_decode_mode(self.workload.decode, mode)  # before any worker starts
         return RayEvaluator(self.pool(split), scorer, mode)
 
     def pool(self, split: str) -> RayWorkerPool:
@@ -234,6 +237,7 @@ class RayEngine(Engine):
             question_after_compression=work.question_after_compression,
             batch_size=work.batch_size,
             records=_shard_policy(work, split),
+            decode=work.decode,
         )
         self._pool = RayWorkerPool(spec, work.instances(split), work.workers,
                                    address=work.address, max_retries=self.max_retries)

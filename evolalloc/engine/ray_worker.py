@@ -54,6 +54,7 @@ class WorkerSpec:
     question_after_compression: bool = False
     batch_size: int = 16
     records: object = None  # a runtime.record_store.RecordPolicy for this shard (None: full records in memory)
+    decode: object = None  # a core.decode_eviction.DecodeEviction: budgets held while decoding (None: prompt-only)
 
 
 class EvalWorker:
@@ -102,5 +103,5 @@ class EvalWorker:
         if key not in self._evaluators:
             self._evaluators[key] = LocalEvaluator(
                 self.loaded, self.task, self.instances, scorer, batch_size=self.spec.batch_size, records=self.records,
-                                                   mode=mode)
+                mode=mode, decode=self.spec.decode)
         return self._evaluators[key]

@@ -32,6 +32,7 @@ class Workload:
     workers: int = 1
     threads: int | None = None  # torch threads per worker (None: the engine's default)
     address: str | None = None  # a Ray cluster to join (None: start one on this machine)
+    decode: Any = None  # core.decode_eviction.DecodeEviction: budgets held while decoding; None: prompt-only
     load_model: Callable[[], Any] = field(default=None, repr=False)  # -> runtime.model.LoadedModel
     load_task: Callable[[], Any] = field(default=None, repr=False)  # -> fitness.Task
     scorers: Callable[[], list] = field(default=list, repr=False)

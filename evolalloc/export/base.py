@@ -45,6 +45,9 @@ class Exporter:
     #: The format holds one fixed budget per (layer, head) for every input. An allocation whose method
     #: picks budgets per input (``core.composition.allocation_adapter``) is refused: see ``check_static``.
     static: bool = True
+    #: The format holds a profile's budgets while decoding too (``Allocation.decode``). A decode-time profile
+    #: is refused by a format that applies budgets to the prompt only: see ``check_decode``.
+    holds_decode: bool = False
 
     def check(self, allocation: Allocation) -> None:
         """Refuse what the target cannot express (default: everything can)."""
@@ -75,6 +78,18 @@ def check_static(exporter: Exporter, allocation: Allocation, source: str | None 
                     "file and run it with evolalloc (evaluate, generate)", source=source, field=field)
 
 
+def check_decode(exporter: Exporter, allocation: Allocation, source: str | None = None) -> None:
+    """Refuse (``UserError`` naming the file and ``$.decode``) a profile searched with its budgets held while
+    decoding in a format that applies budgets to the prompt only: the serving stack would let the cache
+    grow with the answer, which is not what was searched."""
+    if allocation.decode is None or exporter.holds_decode:
+        return
+    raise UserError(f"cannot export to {exporter.name}: this profile holds its budgets while decoding (every "
+                    f"{allocation.decode.interval} generated tokens), and a {exporter.name} file applies them to "
+                    "the prompt only; ship the json file and run it with evolalloc (generate --allocation)",
+                    source=source, field="$.decode")
+
+
 # The formats (re-exported as ``evolalloc.export.exporters``); here, next to the base class, so that
 # ``exporter_for`` needs no import of the package that imports this module.
 exporters: Registry = Registry(
@@ -84,6 +99,7 @@ exporters: Registry = Registry(
     lazy={
         "json": "evolalloc.export.json_format",
         "kvpress": "evolalloc.export.kvpress",
+        "kvpress-decoding": "evolalloc.export.kvpress_decoding",
         "trtllm": "evolalloc.export.trtllm",
         "curve": "evolalloc.export.curve",
         "headkv": "evolalloc.export.headkv",
@@ -114,6 +130,7 @@ def exporter_for(fmt: str, **options) -> Exporter:
 def _rendered(allocation: Allocation, fmt: str, source: str | None, options: dict) -> Rendered:
     exporter = exporter_for(fmt, **options)
     check_static(exporter, allocation, source)
+    check_decode(exporter, allocation, source)
     return exporter.render(allocation)
 
 

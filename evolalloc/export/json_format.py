@@ -19,6 +19,7 @@ from evolalloc.export.base import Exporter, Rendered
 class JsonExporter(Exporter):
     suffix = ".json"
     static = False  # the allocation file itself: it keeps the method and adapter the runtime applies
+    holds_decode = True  # and its decode section
 
     def render(self, allocation: Allocation) -> Rendered:
         return Rendered(allocation_to_json(allocation), self.suffix)

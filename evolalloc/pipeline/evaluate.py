@@ -59,9 +59,10 @@ def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout"
     # The split is prefilled once with every ranking the named methods need (gates, streaming...).
     recipe.baselines = list(dict.fromkeys([*recipe.baselines, *(name for name in names if name in methods)]))
     curation = run_dir / CURATION_FILE if run_dir else None
+    held = recipe.resolved.decode  # every evaluation of the run holds the budgets this way while decoding
     for name in names:
         if name != FULL_CACHE and name not in methods:
-            load_allocation(name)  # refused here, before any prefill; the geometry is checked below
+            _check_decode(load_allocation(name), held, name)  # refused here, before any prefill
     # Whole records: the allocations named here may give a unit more than the run's b_max.
     with Experiment(recipe, progress=progress, curation_file=curation, bounded=False, run_dir=run_dir) as experiment:
         run = experiment.run  # the pieces this evaluation reads: the scorers, the methods, the model
@@ -78,6 +79,19 @@ def evaluate_allocations(recipe, names: Sequence[str], *, split: str = "heldout"
             if not result.ok:
                 raise WorkflowError(f"evaluation of {name} failed: {result.error}")
             yield Evaluated(name, chosen, result, bootstrap_mean([o.score for o in result.instances], seed=recipe.seed))
+
+
+def _check_decode(allocation: Allocation, held, source: str) -> None:
+    """A file searched with its budgets held while decoding is scored that way, or not at all: the
+    evaluators hold the recipe's setting (``budget.decode``), so the two must agree."""
+    if allocation.decode != held:
+        from evolalloc.core.errors import UserError
+
+        def words(setting):
+            return "prompt-only" if setting is None else f"held while decoding every {setting.interval} tokens"
+
+        raise UserError(f"the profile is {words(allocation.decode)}, the recipe's evaluations are {words(held)}; "
+                        "make budget.decode match the file's decode section", source=source, field="$.decode")
 
 
 def compare_run(run_dir: Path, *, baselines: list[str] | None = None, progress: bool = True) -> None:

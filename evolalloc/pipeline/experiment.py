@@ -314,7 +314,8 @@ class Experiment:
             model_spec=recipe.model.spec, dtype=recipe.model.dtype, task_name=recipe.task.name,
             task_params=dict(recipe.task.params), question_after_compression=recipe.task.question_after_compression,
             batch_size=recipe.engine.batch_size, workers=recipe.engine.workers, threads=recipe.engine.threads,
-            address=recipe.engine.address, load_model=lambda: self.run.model.loaded, load_task=lambda: self.task,
+            address=recipe.engine.address, decode=self.resolved.decode,
+            load_model=lambda: self.run.model.loaded, load_task=lambda: self.task,
             scorers=lambda: self.run.scorers.all, instances=self.splits.instances, records=self.splits.records,
             record_policy_for=self.run.records.policy_for,
         )

@@ -82,6 +82,7 @@ def evolved_allocation(experiment: Experiment, result, config: SearchConfig, tar
             **({"adapter": space.adapter} if space.adapter else {}),
             **({"adapter_params": space.adapter_params} if space.adapter_params else {}),
         },
+        decode=run.decode,  # the budgets were searched held while decoding: the profile ships that way
     )
     return experiment.run.methods.with_scorer_provenance(best.complete(min_budget=scorers.min_budget))
 

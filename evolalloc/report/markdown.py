@@ -101,6 +101,9 @@ def searched_section(run, scorer_checkpoint: Mapping | None = None) -> list[str]
         ("scorer", f"{run.scorer} {run.scorer_params or ''}".strip()
                    + ("; " + checkpoint_words(scorer_checkpoint) if scorer_checkpoint else "")),
         ("target budget c", f"{run.target} tokens per (layer, KV head)"),
+        *([("held while decoding", f"every {run.decode_interval} generated tokens each (layer, KV head) is cut back "
+                                   "to its budget (search, comparison and shipped profiles)")]
+          if getattr(run, "decode_interval", None) else []),
         ("expansions", (", ".join(map(str, run.expansions)) or "none")
                        + f" ({run.expansion_rule} rule)") if not run.curve_grid else
         ("curve", _curve_words(run)),

@@ -26,6 +26,10 @@ A fifth, for training gates on the answer (``runtime/soft_keep.py``): tokens fed
 cache with ``log r`` added to the attention logits of the prompt's keys (kwarg
 ``evolalloc_keep_bias``: ``[layers, B, Hkv, n]``).
 
+Decoding on a cache that holds its budgets (``cache.held``, ``runtime/decode_eviction.py``): the
+same as decoding on an evicted cache, and afterwards the layer's queries are handed to the held
+state, which records what its scorer ranks by (``runtime/online_capture.py``); only then.
+
 The model's own sliding windows (Mistral, Phi-3, Gemma 2/3) and Gemma 2's logit soft-capping
 are applied as the stock model applies them (``runtime/sliding.py``); which models the function
 serves exactly is decided in ``runtime/support.py``.
@@ -100,6 +104,7 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
         return out.transpose(1, 2).contiguous(), None
 
     mask = _visibility(module.layer_idx, query, key, cache, kwargs, sliding)
+    visible = mask  # per KV head, before the soft-capped path spreads it over the query heads
     if softcap:
         if mask is None and q_len > 1:
             mask = causal_mask(q_len, k_len, query.device)
@@ -115,6 +120,10 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
         # since SDPA's own choice (cuDNN) builds a plan for every new key length (masked_sdpa.py).
         out = masked_attention(query, key, value, mask, scaling)
 
+    held = getattr(cache, "held", None)
+    if held is not None:  # decode-time eviction observes what its scorer ranks by (runtime/online_capture.py)
+        held.observe(cache, module.layer_idx, query, key, visible, scaling, sliding, softcap,
+                     query_positions(kwargs, q_len, k_len, query.device))
     capture = kwargs.get("evolalloc_capture")
     if capture is not None:
         capture.record(module.layer_idx, query, key, value, scaling, window=sliding, softcap=softcap)

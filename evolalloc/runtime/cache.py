@@ -40,6 +40,8 @@ class EvictedCache:
         # Sliding windows while decoding (TensorRT-LLM semantics, ``runtime/windowed.py``): per
         # layer a ``[B]`` long tensor of window sizes, or None for plain attention to every slot.
         self.windows: list[torch.Tensor | None] | None = None
+        # Decode-time eviction (``runtime/decode_eviction.py``: HeldBudgets), or None: prompt-only.
+        self.held = None
 
     @classmethod
     def adopt(cls, keys: list[torch.Tensor], values: list[torch.Tensor], valid: list[torch.Tensor | None],
@@ -53,6 +55,7 @@ class EvictedCache:
         cache._pending_valid = None
         cache.positions = list(positions) if positions is not None else None
         cache.windows = None
+        cache.held = None
         return cache
 
     @property
@@ -86,6 +89,12 @@ class EvictedCache:
             self.valid[layer_idx] = torch.cat([mask, new], dim=2)
         return kbuf[:, :, : n + q], vbuf[:, :, : n + q]
 
+    def after_forward(self, fed: torch.Tensor) -> None:
+        """A forward fed each row ``fed`` ``[B]`` tokens (padding excluded): decode-time eviction counts
+        them and cuts the rows now due back to their budgets. Nothing without it."""
+        if self.held is not None:
+            self.held.after_forward(self, fed)
+
     def get_seq_length(self, layer_idx: int = 0) -> int:
         """Filled slots of a layer. Not a position: callers must pass explicit ``position_ids``."""
         return self.used[layer_idx]
@@ -101,6 +110,8 @@ class EvictedCache:
                 self.positions[layer] = self.positions[layer].index_select(0, rows)
             if self.windows is not None and self.windows[layer] is not None:
                 self.windows[layer] = self.windows[layer].index_select(0, rows)
+        if self.held is not None:
+            self.held.select_rows(rows)
 
     def filled_bytes(self) -> int:
         """Bytes of the filled slots (padding included, unused room excluded)."""

@@ -79,13 +79,30 @@ def _kept_slots(ranking: torch.Tensor, budgets: torch.Tensor, slots: int, length
     return positions.clamp(max=length - 1), valid
 
 
-def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Scorer, room: int = 0) -> EvictedCache:
+def row_budgets(record: PrefillRecord, budgets, scorer: Scorer) -> np.ndarray:
+    """int64 ``[num_layers, num_kv_heads]``: ``budgets`` checked for ``record`` and, for an ``Adapted``
+    scorer, turned into that instance's (AdaKV, CAKE, global top-k: ``runtime.adaptive``); not yet
+    clipped to the prompt (decode-time eviction holds these while the sequence grows)."""
+    num_kv_heads = record.kv_shapes()[0][0]  # shapes only: a spilled record stays unmapped
+    array = validate_budgets(budgets, record.num_layers, num_kv_heads, scorer, reach=record.layer_reach())
+    check_within_bound(record, array)
+    adapt = getattr(scorer, "adapt", None)  # an input-adaptive method (runtime.adaptive.Adapted)
+    if adapt is not None:
+        # A bounded record's scores stop at b_max, so an adapter gives no head more (its cap).
+        array = np.asarray(adapt(record, array), dtype=np.int64)
+        check_within_bound(record, array)
+    return array
+
+
+def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Scorer, room: int = 0, *,
+                   track_positions: bool = False) -> EvictedCache:
     """Build one evicted cache for several (record, budgets) rows.
 
     Each row keeps, in every (layer, head), the top-``b`` prefix of ``scorer``'s ranking
     (``b`` clipped to the record's length). An ``Adapted`` scorer first turns each row's budgets
     into that instance's (AdaKV, CAKE, global top-k: ``runtime.adaptive``). ``room``: tokens that
-    will be appended later.
+    will be appended later. ``track_positions``: the cache keeps its slots' original positions even
+    for a model without sliding layers (decode-time eviction ranks by them).
     The kept positions of a row are found for all layers at once; per (row, layer) there is
     one indexing op for the keys and one for the values (the search calls this for every
     candidate, so its Python loop is kept short).
@@ -99,21 +116,13 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
         if scorer.key not in record.rankings:
             raise ValueError(f"record {record.uid!r} has no ranking for scorer "
                              f"{scorer.key!r}; it has {sorted(record.rankings)}")
-        reach = record.layer_reach()
-        array = validate_budgets(budgets, num_layers, num_kv_heads, scorer, reach=reach)
-        check_within_bound(record, array)
-        adapt = getattr(scorer, "adapt", None)  # an input-adaptive method (runtime.adaptive.Adapted)
-        if adapt is not None:
-            # A bounded record's scores stop at b_max, so an adapter gives no head more (its cap).
-            array = np.asarray(adapt(record, array), dtype=np.int64)
-            check_within_bound(record, array)
         # No (layer, head) keeps more than the prompt, nor more than a sliding layer can reach.
-        clipped.append(np.minimum(array, reach[:, None]))
+        clipped.append(np.minimum(row_budgets(record, budgets, scorer), record.layer_reach()[:, None]))
     slots = np.stack(clipped).max(axis=(0, 2))  # [num_layers]: each layer's largest kept set
     widest = int(slots.max())
     # Original positions of the kept slots, only for a model with sliding layers (runtime/sliding.py
     # masks by them); a full-attention model's search pays nothing for them.
-    track = any(record.reach is not None for record, _ in rows)
+    track = track_positions or any(record.reach is not None for record, _ in rows)
     kept = []  # per row: (slots, valid, original positions or None), each [num_layers, Hkv, widest]
     for (record, _), budget in zip(rows, clipped):
         ranking = record.rankings[scorer.key]

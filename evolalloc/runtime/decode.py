@@ -4,6 +4,10 @@ Each row continues from its record's *original* positions (a cache shorter than 
 not shift positions). The first answer token comes from the prefill's logits, exactly as after
 a full prefill; in the query-agnostic setting the question is fed first as one chunk. Rows
 leave the batch as soon as they finish (EOS, a stop string, or the token limit).
+
+With a decode setting (``decode=``, ``core.decode_eviction.DecodeEviction``) the budgets are held
+while decoding too: every forward reports the tokens it fed (``EvictedCache.after_forward``) and the
+rows due are cut back to their budgets (``runtime/decode_eviction.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from evolalloc.core.decode_eviction import DecodeEviction
 from evolalloc.runtime.cache import EvictedCache
 from evolalloc.runtime.compress import compress_batch
 from evolalloc.runtime.prefill import PrefillRecord
@@ -138,7 +143,8 @@ def decode_batch(model, cache: EvictedCache, records: Sequence[PrefillRecord], s
             use_cache=True,
             evolalloc_cache=cache,
         )
-        logits = out.logits[:, -1].float()
+        logits = out.logits[:, -1].float()  # read before an eviction: it predicts from the cache it saw
+        cache.after_forward(torch.ones_like(next_pos))
         next_pos = next_pos + 1
     return [rows.result(i) for i in range(n)]
 
@@ -177,15 +183,23 @@ def feed_chunks(model, cache: EvictedCache, chunks, start: torch.Tensor, keep: i
                     evolalloc_cache=cache, logits_to_keep=min(keep or width, width))
     finally:
         cache.mark_next_chunk(None)
+    cache.after_forward(valid.sum(dim=1))
     return out.logits.float()
 
 
-def build_cache(model, rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Scorer, room: int):
+def build_cache(model, rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Scorer, room: int,
+                decode: DecodeEviction | None = None):
     """The evicted cache of (record, budgets) rows: ``(rows, cache)``.
 
     For a windowed-attention scorer (TensorRT-LLM semantics) each row is first prefilled again
-    under its windows, so the returned rows hold those records.
+    under its windows, so the returned rows hold those records. ``room``: the most tokens that will
+    be fed; with ``decode`` the cache holds its budgets while they are (its buffers sized for that).
     """
+    if decode is not None:
+        from evolalloc.runtime.decode_eviction import held_cache
+
+        questions = max((len(r.question_ids) for r, _ in rows if r.question_ids is not None), default=0)
+        return rows, held_cache(model, rows, scorer, decode, most=room, fed_at_once=questions)
     if not getattr(scorer, "windowed_attention", False):
         return rows, compress_batch(rows, scorer, room=room)
     from evolalloc.runtime.windowed import set_cache_windows, windowed_record
@@ -203,15 +217,17 @@ def generate(
     settings: DecodeSettings,
     tokenizer=None,
     batch_size: int = 16,
+    decode: DecodeEviction | None = None,
 ) -> list[Generation]:
-    """Compress and decode (record, budgets) rows, ``batch_size`` rows per forward."""
+    """Compress and decode (record, budgets) rows, ``batch_size`` rows per forward; with ``decode`` the
+    budgets are held while decoding (``runtime/decode_eviction.py``)."""
     results: list[Generation] = []
     room = settings.max_new_tokens + max((len(r.question_ids) for r, _ in rows if r.question_ids is not None),
                                          default=0)
     for start in range(0, len(rows), batch_size):
         # Named ranges: a profile (``bench gpu --profile``) splits the time into compression and decoding.
         with torch.profiler.record_function("evolalloc.compress"):
-            chunk, cache = build_cache(model, rows[start : start + batch_size], scorer, room)
+            chunk, cache = build_cache(model, rows[start : start + batch_size], scorer, room, decode)
         with torch.profiler.record_function("evolalloc.decode"):
             results.extend(decode_batch(model, cache, [r for r, _ in chunk], settings, tokenizer))
     return results

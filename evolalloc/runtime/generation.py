@@ -18,6 +18,11 @@ Budgets are clipped to each prompt's length (a layer cannot keep more tokens tha
 has) and to the model's positions; ``GenerationResult.notes`` says so for each prompt where it
 happened. With ``question_after_compression=True`` each prompt is a ``(context, question)`` pair:
 the context is compressed and the question is fed afterwards (the query-agnostic setting).
+
+``decode=`` holds the budgets while decoding too (``core.decode_eviction.DecodeEviction``, or its
+interval): every ``interval`` generated tokens each (layer, KV head) is cut back to its budget
+(``runtime/decode_eviction.py``). By default an allocation file's own ``decode`` section decides
+(a profile searched with decode-time eviction runs with it); a bare budget array is prompt-only.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import numpy as np
 import torch
 
 from evolalloc.core.allocation import Allocation
+from evolalloc.core.decode_eviction import DecodeEviction
 from evolalloc.core.errors import UserError
 from evolalloc.runtime.compress import validate_budgets
 from evolalloc.runtime.decode import DecodeSettings, build_cache, decode_batch, eos_ids_of
@@ -49,7 +55,9 @@ class GenerationResult:
     only when the question is fed after compression); ``budgets``: ``[layers, kv_heads]`` the
     tokens each (layer, head) really kept, after clipping; ``kv_bytes``: the evicted cache vs the
     full cache of that prompt (``CacheMemory``: ``actual``, ``budgeted``, ``full``, ``ratio``);
-    ``notes``: what was clipped, per prompt ("" when nothing).
+    ``notes``: what was clipped, per prompt ("" when nothing). ``decode``: the decode-time eviction
+    the answers were generated under (``None``: prompt-only; the cache then grew by one token per
+    generated token, and ``kv_bytes`` is only its size before decoding).
     """
 
     texts: list[str]
@@ -59,6 +67,7 @@ class GenerationResult:
     budgets: list[np.ndarray]
     kv_bytes: list[CacheMemory]
     notes: list[str] = field(default_factory=list)
+    decode: DecodeEviction | None = None
 
     @property
     def kv_bytes_kept(self) -> int:
@@ -78,7 +87,8 @@ def _geometry(model):
 
 
 def resolve_profile(allocation, model, scorer) -> tuple[np.ndarray, Scorer, str]:
-    """Budgets ``[layers, kv_heads]``, the scorer, and a note if budgets were clipped to the positions.
+    """Budgets ``[layers, kv_heads]``, the scorer, and a note if budgets were clipped to the positions
+    (``decode_of`` reads the allocation's decode setting).
 
     ``allocation``: an ``Allocation``, a path to an allocation file, or a budget array
     (``[layers]`` or ``[layers, kv_heads]``). A profile made for another geometry is a
@@ -153,6 +163,7 @@ def generate(
     top_p: float = 1.0,
     seed: int = 0,
     batch_size: int = 8,
+    decode: DecodeEviction | int | None = None,
 ) -> GenerationResult:
     """Generate an answer for each prompt with the KV cache evicted to ``allocation``'s budgets.
 
@@ -161,7 +172,9 @@ def generate(
     or budgets ``[layers]`` / ``[layers, kv_heads]``. ``scorer``: a ``Scorer`` or a name; default
     the allocation's own scorer (snapkv for a bare array). Greedy unless ``do_sample``; with
     sampling, prompt ``i`` draws from a generator seeded ``seed + i``, so results are
-    reproducible and do not depend on ``batch_size``.
+    reproducible and do not depend on ``batch_size``. ``decode``: hold the budgets while decoding, a
+    ``DecodeEviction`` or its interval; ``None``: the allocation file's own setting (prompt-only if it
+    has none). A scorer that cannot rank generated tokens, or an interval below 1, is a ``UserError``.
 
     The model is switched to evolalloc's attention for the call and switched back afterwards.
     """
@@ -172,13 +185,13 @@ def generate(
     if isinstance(prompts, (str, tuple, dict)):
         prompts = [prompts]
     prompts = list(prompts)
-    if max_new_tokens < 1:
-        raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}", field="max_new_tokens")
-    if do_sample and not (temperature > 0 and 0 < top_p <= 1 and top_k >= 0):
-        raise UserError("sampling needs temperature > 0, 0 < top_p <= 1 "
-                        f"and top_k >= 0; got temperature={temperature}, "
-                        f"top_p={top_p}, top_k={top_k}", field="sampling")
+    _check_settings(max_new_tokens, do_sample, temperature, top_p, top_k)
+    if isinstance(allocation, (str, Path)):  # read once, for its budgets and its decode setting
+        from evolalloc.core.allocation_file import load_allocation
+
+        allocation = load_allocation(allocation, expect_geometry=_geometry(model))
     budgets, scorer, profile_note = resolve_profile(allocation, model, scorer)
+    decode = decode_of(allocation, decode, scorer)
     geometry = _geometry(model)
     encoded = _encode_prompts(tokenizer, prompts, question_after_compression, geometry, max_new_tokens)
     settings = DecodeSettings(max_new_tokens=max_new_tokens, stop=tuple(stop), eos_ids=eos_ids_of(model, tokenizer),
@@ -194,7 +207,7 @@ def generate(
             chunk = encoded[start : start + batch_size]
             records = [prefill(model, ids, [scorer], uid=str(start + j), question_ids=q)
                        for j, (ids, q) in enumerate(chunk)]
-            rows, cache = build_cache(model, [(r, budgets) for r in records], scorer, room)
+            rows, cache = build_cache(model, [(r, budgets) for r in records], scorer, room, decode)
             records = [r for r, _ in rows]
             generators = [row_generator(seed + start + j) for j in range(len(chunk))] if do_sample else None
             generations.extend(decode_batch(model, cache, records, settings, tokenizer, generators=generators))
@@ -211,7 +224,31 @@ def generate(
         budgets=kept,
         kv_bytes=memory,
         notes=notes,
+        decode=decode,
     )
+
+
+def _check_settings(max_new_tokens: int, do_sample: bool, temperature: float, top_p: float, top_k: int) -> None:
+    if max_new_tokens < 1:
+        raise UserError(f"max_new_tokens must be >= 1, got {max_new_tokens}", field="max_new_tokens")
+    if do_sample and not (temperature > 0 and 0 < top_p <= 1 and top_k >= 0):
+        raise UserError("sampling needs temperature > 0, 0 < top_p <= 1 "
+                        f"and top_k >= 0; got temperature={temperature}, "
+                        f"top_p={top_p}, top_k={top_k}", field="sampling")
+
+
+def decode_of(allocation, decode, scorer: Scorer) -> DecodeEviction | None:
+    """The decode-time eviction to run: ``decode`` if given, else the allocation's own; a ``UserError``
+    for an interval below 1 or a scorer that cannot rank generated tokens."""
+    from evolalloc.runtime.decode_eviction import check_decode_scorer
+
+    try:
+        setting = DecodeEviction.of(decode) if decode is not None else getattr(allocation, "decode", None)
+        if setting is not None:
+            check_decode_scorer(scorer)
+    except ValueError as err:
+        raise UserError(str(err), field="decode") from None
+    return setting
 
 
 def _encode_prompts(tokenizer, prompts, question_after_compression: bool, geometry, max_new_tokens: int):

@@ -78,3 +78,49 @@ def test_the_cli_answers_every_prompt_and_reports_the_memory_kept(tmp_path, tiny
     assert "clipped" in rows[0]["note"] and rows[2]["note"] == ""
     assert rows[2]["kv_bytes_kept"] < rows[2]["kv_bytes_full"]
     assert "3 prompts; KV cache kept" in out.stderr
+
+
+def tiny_allocation(tmp_path, tiny_model_dir, scorer: str, **fields):
+    from transformers import AutoConfig
+
+    from evolalloc.core.allocation import Allocation
+    from evolalloc.core.allocation_file import save_allocation
+    from evolalloc.runtime.model import geometry_of
+
+    geometry = geometry_of(AutoConfig.from_pretrained(tiny_model_dir))
+    budgets = np.full((geometry.num_layers, geometry.num_kv_heads), 12)
+    return save_allocation(Allocation(model="tiny", geometry=geometry, target=12, scorer=scorer, budgets=budgets,
+                                      provenance={"method": "uniform"}, **fields), tmp_path / f"{scorer}.json")
+
+
+@pytest.mark.parametrize("scorer, options, message", [
+    ("knorm", ["--decode-interval", 0], "--decode-interval: decode interval must be >= 1, got 0"),
+    ("random", ["--decode-interval", 4], "--decode-interval: scorer 'random' cannot rank generated tokens"),
+    ("knorm", ["--decode-interval", 4, "--prompt-only"], "contradict each other"),
+])
+def test_a_decode_setting_that_cannot_run_exits_2_with_one_line_before_loading_any_model(tmp_path, tiny_model_dir,
+                                                                                      scorer, options, message):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "ok"}\n')
+    allocation = tiny_allocation(tmp_path, tiny_model_dir, scorer)
+    out = run_cli("--allocation", allocation, "--prompt-file", prompts, "--model", tmp_path / "no-model", *options)
+    assert out.returncode == 2 and out.stderr.startswith("error: ") and message in out.stderr
+    assert out.stderr.count("\n") == 1
+
+
+def test_the_cli_holds_the_budgets_of_a_held_profile_unless_told_prompt_only(tmp_path, tiny_model_dir):
+    from evolalloc.core.decode_eviction import DecodeEviction
+
+    allocation = tiny_allocation(tmp_path, tiny_model_dir, "knorm", decode=DecodeEviction(4))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt": "word " * 40}) + "\n")
+    held = run_cli("--allocation", allocation, "--prompt-file", prompts, "--model", tiny_model_dir,
+                   "--max-new-tokens", 12)
+    assert held.returncode == 0, held.stderr
+    assert "held while decoding (every 4 tokens)" in held.stderr
+    loose = run_cli("--allocation", allocation, "--prompt-file", prompts, "--model", tiny_model_dir,
+                    "--max-new-tokens", 12, "--prompt-only")
+    assert loose.returncode == 0 and "prompt only" in loose.stderr
+    every = run_cli("--allocation", allocation, "--prompt-file", prompts, "--model", tiny_model_dir,
+                    "--max-new-tokens", 12, "--decode-interval", 2)
+    assert every.returncode == 0 and "every 2 tokens" in every.stderr

@@ -139,7 +139,10 @@ MALFORMED = {
     "NaN": (lambda: json.dumps(good_document()).replace('"target": 10', '"target": NaN'), None, "NaN"),
     "other format": (edit(set_path("format", "kvpress.budgets")), "$.format", "not an evolalloc allocation file"),
     "no format": (edit(drop("format")), "$.format", "no 'format' field"),
-    "newer version": (edit(set_path("version", 3)), "$.version", "newer evolalloc"),
+    "newer version": (edit(set_path("version", 4)), "$.version", "newer evolalloc"),
+    "decode interval of 0": (edit(set_path("decode", {"interval": 0})), "$.decode.interval", "must be >= 1, got 0"),
+    "decode without interval": (edit(set_path("decode", {"every": 16})), "$.decode.interval",
+                                "missing required field"),
     "missing budgets": (edit(drop("budgets")), "$.budgets", "missing required field"),
     "missing geometry field": (edit(lambda d: d["geometry"].pop("head_dim")), "$.geometry.head_dim",
                                "missing required field"),
@@ -296,3 +299,27 @@ def test_a_sliding_window_profile_is_version_2_and_refused_for_a_model_with_othe
     other = ModelGeometry(num_layers=4, num_query_heads=4, num_kv_heads=2, head_dim=8, max_positions=4096)
     with pytest.raises(UserError, match=r"windows = \(16, None, 16, None\), this model has None"):
         check_geometry(loaded, other, source="a.json")
+
+
+def test_a_profile_held_while_decoding_is_written_as_version_3_and_read_back_with_its_interval(tmp_path):
+    from evolalloc.core.decode_eviction import DecodeEviction
+
+    held = make_baseline("uniform").allocation(TINY, 10)
+    held.decode = DecodeEviction(16)
+    path = save_allocation(held, tmp_path / "held.json")
+    data = json.loads(path.read_text())
+    assert (data["version"], data["decode"]) == (3, {"interval": 16})
+    assert load_allocation(path).decode == DecodeEviction(16)
+    # Carried through completion and expansion (the same budgets, held the same way).
+    assert held.complete().decode == held.expand(20).decode == DecodeEviction(16)
+
+
+def test_a_file_without_a_decode_section_loads_as_prompt_only_and_is_written_as_before(tmp_path):
+    document = good_document()
+    assert "decode" not in document and document["version"] == 1
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(document))
+    assert load_allocation(path).decode is None
+    document["decode"] = None
+    path.write_text(json.dumps(document))
+    assert load_allocation(path).decode is None

@@ -32,7 +32,7 @@ def test_every_format_is_listed_without_importing_it():
     code = ("import sys; from evolalloc.export import exporters; print(exporters.names()); "
             "print('evolalloc.export.curve' in sys.modules, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
-    assert out[0] == "['curve', 'headkv', 'json', 'kvpress', 'lukv', 'trtllm']"
+    assert out[0] == "['curve', 'headkv', 'json', 'kvpress', 'kvpress-decoding', 'lukv', 'trtllm']"
     assert out[1] == "False False"
 
 
@@ -126,7 +126,7 @@ def test_the_cli_lists_the_registry_and_prints_one_line_errors(tmp_path):
                               text=True)
 
     help_text = run("--help").stdout
-    assert "[curve|headkv|json|kvpress|lukv|trtllm]" in help_text
+    assert "[curve|headkv|json|kvpress|kvpress-decoding|lukv|trtllm]" in help_text
     refused = run("--format", "trtllm")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "scorer 'snapkv'" in refused.stderr
     written = run("--format", "curve", "--targets", "128,256", "-o", str(tmp_path / "c.npy"))

@@ -6,6 +6,11 @@ Keeping the top-``b`` prefix of the ranking is then the scorer's choice at budge
 kept set at ``b`` is contained in the kept set at ``b + 1`` by construction.
 
 Always-kept tokens count inside the budget, so a budget below ``always_kept`` is an error.
+
+Decode-time eviction (``runtime/decode_eviction.py``) ranks a cache that holds generated tokens too:
+a scorer that can says so (``ranks_generated``) and implements ``score_cached`` on ``CachedStats``
+(what is known online: the cached keys/values and positions, the recent queries' attention, the
+accumulated attention); ``rank_cached`` puts its always-kept tokens first, as ``rank_scored`` does.
 """
 
 from __future__ import annotations
@@ -44,6 +49,37 @@ class LayerStats:
 
 
 @dataclass
+class CachedStats:
+    """One layer of an evicted cache while decoding, for a batch of ``B`` rows (sequences).
+
+    Slots are in position order per (row, KV head), the valid ones first (``S`` slots in all).
+    ``keys``, ``values``: ``[B, Hkv, S, D]``; ``positions``: ``[B, Hkv, S]`` int64, original
+    positions; ``valid``: ``[B, Hkv, S]`` bool; ``length``: ``[B]`` int64, each row's tokens so far
+    (its next position). ``reachable``: ``[B, Hkv, S]`` bool, what a sliding-window layer can still
+    attend to (``None``: everything). ``recent_attention``: ``[B, Hq, w, S]`` float32, the softmax
+    attention of each row's last ``w`` fed queries (the newest last; rows of queries not yet seen
+    are zero), or ``None``. ``attention_sum``: ``[B, Hkv, S]`` float32, the attention each token
+    received from every query so far (prefill and fed), averaged over each KV group's query heads,
+    or ``None``.
+    """
+
+    layer_idx: int
+    keys: torch.Tensor
+    values: torch.Tensor
+    positions: torch.Tensor
+    valid: torch.Tensor
+    length: torch.Tensor
+    reachable: torch.Tensor | None = None
+    recent_attention: torch.Tensor | None = None
+    attention_sum: torch.Tensor | None = None
+
+    def per_kv_head(self, per_query_head: torch.Tensor) -> torch.Tensor:
+        """Average ``[B, Hq, S]`` over each KV group's query heads -> ``[B, Hkv, S]`` (GQA)."""
+        batch, kv_heads = self.keys.shape[:2]
+        return per_query_head.view(batch, kv_heads, -1, per_query_head.shape[-1]).mean(dim=2)
+
+
+@dataclass
 class Scorer:
     """Base class. Subclasses set ``name`` and implement ``score``.
 
@@ -56,12 +92,22 @@ class Scorer:
 
     name: ClassVar[str] = ""
     query_free: ClassVar[bool] = True
+    #: ranks a cache that holds generated tokens (``score_cached``): decode-time eviction can use it
+    ranks_generated: ClassVar[bool] = False
+    #: why it cannot (when ``ranks_generated`` is false), for the one-line refusal
+    why_not_generated: ClassVar[str] = "it ranks a prompt once, after the prefill"
     sinks: int = 0
     window: int = 0
 
     @property
     def capture(self) -> CaptureSpec:
         return CaptureSpec()
+
+    @property
+    def decode_capture(self) -> CaptureSpec:
+        """What decoding must observe for ``score_cached``: ``window_queries`` keeps the last ``w`` fed
+        queries, ``attention_sum`` accumulates every fed query's attention (default: ``capture``)."""
+        return self.capture
 
     @property
     def always_kept(self) -> int:
@@ -121,6 +167,28 @@ class Scorer:
         order = torch.gather(order, -1, torch.argsort(by_forced, dim=-1, descending=True, stable=True))
         ranked = torch.gather(scores.masked_fill(forced, float("inf")), -1, order)
         return order, ranked
+
+    def score_cached(self, stats: CachedStats) -> torch.Tensor:
+        """``[B, Hkv, S]`` importance of cached tokens while decoding (``ranks_generated`` scorers)."""
+        raise NotImplementedError(f"scorer {self.name!r} cannot rank generated tokens: {self.why_not_generated}")
+
+    def rank_cached(self, stats: CachedStats) -> torch.Tensor:
+        """``[B, Hkv, S]`` int64 slots of ``stats``, most important first: valid before invalid, a
+        sliding layer's reachable before unreachable, then always-kept (the first ``sinks`` positions
+        and the last ``window`` of the row's sequence), then by score, ties to recency."""
+        scores = self.score_cached(stats).float().nan_to_num(nan=float("-inf"))
+        position = stats.positions
+        forced = (position < self.sinks) | (position >= stats.length[:, None, None] - self.window)
+        # Sort keys, least significant first, each ascending; stable sorts keep the earlier keys' order.
+        keys = [-position, -scores, ~forced]
+        if stats.reachable is not None:
+            keys.append(~stats.reachable)
+        keys.append(~stats.valid)
+        order = torch.argsort(keys[0], dim=-1, stable=True)
+        for key in keys[1:]:
+            key = key.to(torch.int8) if key.dtype == torch.bool else key
+            order = torch.gather(order, -1, torch.argsort(torch.gather(key, -1, order), dim=-1, stable=True))
+        return order
 
 
 def _differs(spec, value) -> bool:

@@ -13,6 +13,7 @@ from evolalloc.runtime.scorers.base import LayerStats, Scorer
 @register_scorer("random")
 @dataclass
 class RandomScorer(Scorer):
+    why_not_generated = "its draws are seeded per prompt; no batch-independent draw per eviction is implemented"
     seed: int = 0
 
     def score(self, stats: LayerStats) -> torch.Tensor:

@@ -34,6 +34,8 @@ class RetentionGatesScorer(CheckpointScorer):
     horizon: int = 0  # 0: the checkpoint's
 
     checkpoint_kind = "gates"  # the trained network's file (core.paths), whichever name the scorer is asked by
+    why_not_generated = ("its gates were trained to rank a prompt at its end (the horizon counts from there, and "
+                         "query-aware or anchored gates read the prompt's window votes)")
 
     @staticmethod
     def _read(path, geometry=None, model=None):

@@ -28,6 +28,7 @@ from evolalloc.runtime.scorers.base import LayerStats, Scorer
 @dataclass
 class Window(Scorer):
     windowed_attention: ClassVar[bool] = True
+    why_not_generated = "its windows already slide while decoding (TensorRT-LLM's cyclic cache holds them)"
 
     def __post_init__(self):
         if self.sinks or self.window:
