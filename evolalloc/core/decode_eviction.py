@@ -22,8 +22,9 @@ from evolalloc.core.ranges import range_problem
 
 INTERVAL_RANGE = {"min": 1}
 # Fitness modes whose evaluation can hold the budgets while decoding: greedy answers (generate,
-# graded) run the decode loop under eviction, likelihood teacher-forces the reference in chunks of
-# ``interval`` tokens with the same evictions between them (``runtime/held_likelihood.py``).
+# graded) run the decode loop under eviction; likelihood and fidelity teacher-force the reference (the
+# full cache's own continuation, for fidelity) in chunks of ``interval`` tokens with the same evictions
+# between them (``runtime/held_likelihood.py``).
 DECODE_FITNESS_MODES = ("generate", "graded", "likelihood", "fidelity")
 
 

@@ -165,3 +165,18 @@ def test_a_prompts_file_searches_in_the_fidelity_mode_by_default(tiny_model_dir,
         heldout = experiment.evaluator("heldout").evaluate([FULL])[0]  # the comparison's generate mode
     assert result.ok and result.task_score == pytest.approx(1.0, abs=1e-6) and len(result.instances) == 3
     assert heldout.ok and heldout.task_score == 1.0 and all(o.mode == "generate" for o in heldout.instances)
+
+
+def test_fidelity_under_budgets_held_while_decoding(tiny_loaded, prose, snapkv, instances):
+    """``budget.decode``: the full cache's continuation is teacher-forced with the budgets held every
+    ``interval`` tokens. Budgets that hold everything still score 1; held budgets score no higher than
+    the same budgets applied to the prompt alone (the continuation's own tokens are evicted too)."""
+    from evolalloc.core.decode_eviction import DecodeEviction
+
+    held = LocalEvaluator(tiny_loaded, prose, instances, snapkv, mode="fidelity", decode=DecodeEviction(interval=4))
+    prompt_only = LocalEvaluator(tiny_loaded, prose, instances, snapkv, mode="fidelity")
+    full, tight = held.evaluate([FULL, TIGHT])
+    assert full.ok and full.task_score == pytest.approx(1.0, abs=1e-6)
+    (tight_prompt_only,) = prompt_only.evaluate([TIGHT])
+    assert tight.ok and tight.task_score < 1.0
+    assert tight.task_score != tight_prompt_only.task_score  # the held path is the one that scored it
