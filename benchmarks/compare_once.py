@@ -32,9 +32,14 @@ def _commit() -> str | None:
         return None
 
 
-def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict[str, float]) -> dict:
+def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict[str, float],
+                 modes: tuple[str, ...] = ("generate",)) -> dict:
     """Score ``shipped`` (``[(run_dir, recipe, result, config, seconds, {budget: Allocation})]``) and the
-    shared recipe's baselines at each budget on the held-out split; write and return ``out``'s data."""
+    shared recipe's baselines at each budget on the held-out split; write and return ``out``'s data.
+
+    ``modes``: the first is the table's (``scores``: greedy answers, the task's metric); each further one
+    (``fidelity``: the likelihood the full cache's continuation keeps) is scored too, under
+    ``scores_by_mode[mode]``, its per-instance ``metric`` (the uncapped value) under ``metrics_by_mode``."""
     from evolalloc.core.baselines import make_baseline
     from evolalloc.core.methods import EVOLVED
     from evolalloc.pipeline.run import HELDOUT, comparison_meta, evaluate_distinct, scorer_groups
@@ -48,20 +53,25 @@ def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict
     experiment.release("search")
     methods.update(experiment.run.methods.baselines_at(names, template))
     experiment.bound_split(HELDOUT, [a for per_budget in methods.values() for a in per_budget.values()])
-    evaluators, scores, timed = {}, {}, {}
-    for name, per_budget in methods.items():
-        started = time.perf_counter()
-        scores[name] = {}
-        for key, (scorer, group) in scorer_groups(per_budget).items():
-            if key not in evaluators:
-                evaluators[key] = experiment.evaluator(HELDOUT, scorer, mode="generate")
-            for budget, result in zip(group, evaluate_distinct(evaluators[key], list(group.values()))):
-                if not result.ok:
-                    raise RuntimeError(f"held-out evaluation of {name} at c={budget:g} failed: {result.error}")
-                scores[name][str(float(budget))] = {o.uid: o.score for o in result.instances}
-        timed[name] = round(time.perf_counter() - started, 1)
-        print(f"compared {name}: " + ", ".join(f"c={b}: {sum(s.values()) / len(s):.3f}"
-                                               for b, s in scores[name].items()), flush=True)
+    evaluators, by_mode, metrics, timed = {}, {m: {} for m in modes}, {m: {} for m in modes}, {}
+    for mode in modes:
+        scores = by_mode[mode]
+        for name, per_budget in methods.items():
+            started = time.perf_counter()
+            scores[name], metrics[mode][name] = {}, {}
+            for key, (scorer, group) in scorer_groups(per_budget).items():
+                if (key, mode) not in evaluators:
+                    evaluators[key, mode] = experiment.evaluator(HELDOUT, scorer, mode=mode)
+                for budget, result in zip(group, evaluate_distinct(evaluators[key, mode], list(group.values()))):
+                    if not result.ok:
+                        raise RuntimeError(f"held-out {mode} evaluation of {name} at c={budget:g} failed: "
+                                           f"{result.error}")
+                    scores[name][str(float(budget))] = {o.uid: o.score for o in result.instances}
+                    metrics[mode][name][str(float(budget))] = {o.uid: o.metric for o in result.instances}
+            timed[f"{name} ({mode})"] = round(time.perf_counter() - started, 1)
+            print(f"compared {name} ({mode}): " + ", ".join(f"c={b}: {sum(s.values()) / len(s):.3f}"
+                                                           for b, s in scores[name].items()), flush=True)
+    scores = by_mode[modes[0]]
     runs = {}
     for run_dir, recipe, result, config, _, profiles in shipped:
         runs[run_dir.name] = {
@@ -76,6 +86,9 @@ def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict
         }
     data = {"meta": comparison_meta(experiment), "budgets": budgets, "scores": scores, "runs": runs,
             "row_seconds": timed, "commit": _commit()}
+    if len(modes) > 1:
+        data["scores_by_mode"] = {m: by_mode[m] for m in modes[1:]}
+        data["metrics_by_mode"] = {m: metrics[m] for m in modes[1:]}
     write_atomic(out, json.dumps(data, indent=1) + "\n")
     print(f"every row's per-instance scores: {out}")
     return data

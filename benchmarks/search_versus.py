@@ -85,6 +85,9 @@ def main(argv=None) -> int:
                         help="score every run's profiles and the shared recipe's baselines once on the held-out "
                              "split, every per-instance score in OUT.json (benchmarks/compare_once.py), instead of "
                              "a comparison per run")
+    parser.add_argument("--compare-modes", default="generate",
+                        help="with --compare-once: the held-out modes scored, comma-separated (the first is the "
+                             "table's), e.g. generate,fidelity")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -165,7 +168,8 @@ def run(args) -> int:
             from compare_once import compare_once  # the file beside this one (benchmarks/ is sys.path[0])
 
             compare_once(experiment, experiment.resolved, shipped, args.compare_once,
-                         seconds={run_dir.name: secs for run_dir, _, _, _, secs, _ in shipped})
+                         seconds={run_dir.name: secs for run_dir, _, _, _, secs, _ in shipped},
+                         modes=tuple(m.strip() for m in args.compare_modes.split(",") if m.strip()))
             return 0
         for run_dir, recipe, result, config, seconds, profiles in shipped:
             started = time.perf_counter()
