@@ -109,10 +109,10 @@ def main(page: Path = PAGE) -> None:
         "columns": ["setting", "start uniform: every seed met", "start best: every seed met"],
         "rows": [[name, *("**met**" if v[s] else "not met" for s in STARTS)] for name, v in verdicts.items()],
         "data_kept": True}
-    out = {"study": "search-budget", "data_note": "every table is computed by benchmarks/search_budget_tables.py "
-                                                  "from scores/<setting>.json, which keep every per-instance score",
-           "tables": tables}
-    (page / "data.json").write_text(json.dumps(out, indent=1) + "\n")
+    path = page / "data.json"
+    out = json.loads(path.read_text()) if path.exists() else {"study": page.name, "tables": {}}
+    out["tables"].update(tables)  # the design's tables typed on the page (settings, defaults) are kept
+    path.write_text(json.dumps(out, indent=1) + "\n")
     print(f"{page / 'data.json'}: {len(tables)} tables from {len(verdicts)} settings")
 
 

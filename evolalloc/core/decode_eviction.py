@@ -19,13 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evolalloc.core.ranges import range_problem
+from fitness.task import FITNESS_MODES
 
 INTERVAL_RANGE = {"min": 1}
-# Fitness modes whose evaluation can hold the budgets while decoding: greedy answers (generate,
-# graded) run the decode loop under eviction; likelihood and fidelity teacher-force the reference (the
-# full cache's own continuation, for fidelity) in chunks of ``interval`` tokens with the same evictions
-# between them (``runtime/held_likelihood.py``).
-DECODE_FITNESS_MODES = ("generate", "graded", "likelihood", "fidelity")
+# Fitness modes whose evaluation can hold the budgets while decoding: every mode today — greedy answers
+# (generate, graded) run the decode loop under eviction; likelihood and fidelity teacher-force the
+# reference (the full cache's own continuation, for fidelity) in chunks of ``interval`` tokens with the
+# same evictions between them (``runtime/held_likelihood.py``). A mode added later that cannot is left
+# out here, and ``check_decode_mode`` refuses it in one line.
+DECODE_FITNESS_MODES = FITNESS_MODES
 
 
 @dataclass(frozen=True)

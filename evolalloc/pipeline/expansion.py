@@ -61,7 +61,7 @@ def expand_profile(evolved: Allocation, budgets, rule: str, min_budget: int, sea
         names = list(rules)
         for method, held in (starts_at(budget) if starts_at is not None else {}).items():
             name = f"{START}:{method}"
-            candidates[name] = _as_start(candidates[rules[0]], held, method)
+            candidates[name] = _as_start(candidates[rules[0]], held, method, min_budget)
             names.append(name)
         static = [r for r in names if r != TOPUP]  # the profile's own scorer: one batch
         results = dict(zip(static, search_evaluator.evaluate([candidates[r].budgets for r in static])))
@@ -83,12 +83,20 @@ def expand_profile(evolved: Allocation, budgets, rule: str, min_budget: int, sea
     return out
 
 
-def _as_start(expanded: Allocation, budgets, method: str) -> Allocation:
+# The searched profile's provenance that describes its search, not a start method's budgets.
+_SEARCH_ONLY = ("fitness", "task_score", "evaluations", "completed_from_total")
+
+
+def _as_start(expanded: Allocation, budgets, method: str, min_budget: int) -> Allocation:
     """The start ``method``'s ``budgets`` at an expansion budget, shipped in the searched profile's terms
-    (its scorer, granularity and search provenance; ``expansion_rule: start``, ``start_method``)."""
+    (its scorer and granularity; ``expansion_rule: start``, ``start_method``), completed to exactly
+    ``c'`` per unit like every carried candidate (a per-layer space's rounded layer means may miss it by
+    a few tokens) before it is scored."""
     import dataclasses
 
     import numpy as np
 
-    provenance = dict(expanded.provenance, expansion_rule=START, start_method=method)
-    return dataclasses.replace(expanded, budgets=np.asarray(budgets, dtype=np.int64), provenance=provenance)
+    provenance = {k: v for k, v in expanded.provenance.items() if k not in _SEARCH_ONLY}
+    provenance.update(expansion_rule=START, start_method=method)
+    shipped = dataclasses.replace(expanded, budgets=np.asarray(budgets, dtype=np.int64), provenance=provenance)
+    return shipped if shipped.total == shipped.target_total else shipped.complete(min_budget=min_budget)

@@ -72,7 +72,9 @@ def count_run(recipe, experiment) -> Counts:
     per_search = config.planned_evaluations()
     searches = len(resolved.curve_anchors) if resolved.curve_grid else 1
     expansions = len(resolved.expansions) if not resolved.curve_grid else 0
-    expansion_candidates = expansions * len(SEARCHED_RULES) if resolved.expansion_rule == "search" else 0
+    # rule search scores each rule, and the search's start methods too, at every expansion budget
+    expansion_candidates = (expansions * (len(SEARCHED_RULES) + len(config.start))
+                            if resolved.expansion_rule == "search" else 0)
     prefills, whole, search_n, heldout_n = {}, 0, 0, 0
     for label, _, part in experiment.parts:
         for split in ("search", "heldout"):

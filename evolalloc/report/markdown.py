@@ -131,8 +131,9 @@ def start_words(start: Sequence[str]) -> str:
     """The search's start (``ResolvedRun.start``) in words."""
     if not start:
         return "uniform (EvolKV as published: every group's optimizer starts at c, nothing evaluated first)"
-    return (f"the best on the search split of {', '.join(start)} at c (each evaluated and stored as a trial; "
-            "every group's optimizer starts at it, and the shipped profile is never below it)")
+    return (f"the best on the search split of {', '.join(start)} at c (each evaluated and stored as a trial, as "
+            "the search space holds it; every group's optimizer starts at it, and the best evaluated candidate, "
+            "the shipped profile under budget_rule exact, is never below it)")
 
 
 def stop_lines(groups: Sequence[Any] = (), start_scores: Mapping | None = None) -> list[str]:

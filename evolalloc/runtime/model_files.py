@@ -59,7 +59,10 @@ def reading(path: Path) -> Iterator[None]:
     try:
         yield
     except _unreadable() as err:
-        what = f"{path} as a GGUF file (truncated or corrupt?)" if is_gguf(path) else str(path)
+        # Only what a cut-short or garbled file raises is said to be one; a loader's other refusals (an
+        # architecture it does not know) are passed on as they are, naming the file.
+        damaged = isinstance(err, (struct.error, EOFError)) or "magic" in str(err).lower()
+        what = f"{path} as a GGUF file{' (truncated or corrupt?)' if damaged else ''}" if is_gguf(path) else str(path)
         raise UserError(f"cannot read {what}: {one_line(err)}", field="model") from None
 
 

@@ -59,7 +59,8 @@ class SearchConfig:
         max_generations / patience / tolerance: the converging rule's cap, and the generations
             without a gain above ``tolerance`` that stop a group.
         start: the methods whose budgets at ``c`` are evaluated first, the best of them starting
-            every group's optimizer (``search/start.py``); empty: EvolKV's uniform start, nothing
+            every group's optimizer (``search/groupwise.py``; the recipe's ``optimizer.start`` is
+            resolved to them by ``config/search_start.py``); empty: EvolKV's uniform start, nothing
             evaluated before the first group.
         popsize: candidates per generation; ``None`` = ``default_popsize(len(group))``, so a
             smaller last group gets a smaller population, as the formula says.

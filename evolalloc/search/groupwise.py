@@ -43,6 +43,9 @@ from evolalloc.search.store import TrialRecord
 
 #: The group number of the start's candidates (evaluated before group 0).
 START_GROUP = -1
+#: How a start's label says the search space changed its budgets (a per-head profile's layer means in a
+#: per-layer space, a unit clipped to the ratio bounds): what was evaluated is not the method as published.
+HELD = " (as the search space holds it)"
 
 
 def group_seed(seed: int, group: int) -> int:
@@ -96,6 +99,7 @@ class GroupwiseAlgorithm:
         self.start_scores: dict[str, float | None] = {}
         self.evaluations_done = 0
         self._start: list[np.ndarray] | None = None  # the start's budgets, as the space holds them
+        self._start_changed: list[bool] = []
         self._history: list[float] = [self.best_fitness]  # F_best when the group started, then per generation
         self._group_evaluations = 0
         self._optimizer: AskTellOptimizer | None = None
@@ -140,12 +144,14 @@ class GroupwiseAlgorithm:
         bounds apply, the exact rule completes the total (``decode(encode(b))``)."""
         return [self.space.held(np.asarray(b)) for b in budgets]
 
-    def set_start(self, budgets: list[np.ndarray]) -> None:
+    def set_start(self, budgets: list[np.ndarray], changed: list[bool] | None = None) -> None:
         """The budgets of the start's candidates, already as the space holds them (``start_budgets``;
-        on a replay: as stored), one per ``config.start`` name, in order."""
+        on a replay: as stored), one per ``config.start`` name, in order. ``changed[i]``: the space
+        changed method ``i``'s budgets (its label says so: ``HELD``)."""
         if len(budgets) != len(self.config.start):
             raise ValueError(f"{len(budgets)} start profiles for {len(self.config.start)} start methods")
         self._start = [np.asarray(b, dtype=np.int64) for b in budgets]
+        self._start_changed = list(changed) if changed is not None else [False] * len(budgets)
 
     # -- ask / score / tell -------------------------------------------------------------------
     def ask(self) -> list[Candidate]:
@@ -212,7 +218,7 @@ class GroupwiseAlgorithm:
             group_mean_budget=group_mean,
             state="FAIL",
             seconds=float(result.seconds),
-            label=self.config.start[candidate.index] if candidate.group == START_GROUP else None,
+            label=self._start_label(candidate.index) if candidate.group == START_GROUP else None,
         )
         if not result.ok:
             record.error = result.error or f"non-finite task score {result.task_score!r}"
@@ -227,6 +233,10 @@ class GroupwiseAlgorithm:
         record.cache_score = self.objective.cache_score(scored_mean, self.space.target)
         record.fitness = self.objective.fitness(record.task_score, scored_mean, self.space.target)
         return record
+
+    def _start_label(self, index: int) -> str:
+        changed = self._start_changed[index] if index < len(self._start_changed) else False
+        return self.config.start[index] + (HELD if changed else "")
 
     def tell(self, records: list[TrialRecord]) -> None:
         """Close the current generation with its records, in candidate order; then advance.

@@ -71,8 +71,9 @@ class SearchResult:
         implementation: ``(package, version)`` of the optimizer that produced the candidates.
         evaluated: candidates evaluated by *this* call (re-used stored trials not counted).
         groups: how each group's search ended (generations, why it stopped, what it gained).
-        start_scores: the start's candidates by method, with their fitness (``None``: failed);
-            empty when the search started at uniform without evaluating it (EvolKV).
+        start_scores: the start's candidates by label (the method, marked when the search space could
+            not hold its budgets as they are: ``groupwise.HELD``), with their fitness (``None``:
+            failed); empty when the search started at uniform without evaluating it (EvolKV).
         stop_rule: the stopping rule in words.
         seconds: the search's wall time, every session added up (a search split prefilled on the
             first evaluation, not before, is inside it).
@@ -93,15 +94,6 @@ class SearchResult:
     stop_rule: str = ""
     seconds: float = 0.0
     shipped_start: str | None = None
-
-    @property
-    def start_method(self) -> str | None:
-        """The start's method that G* still is, or the one every group's search started from (``None``:
-        uniform, not evaluated)."""
-        if not self.start_scores:
-            return None
-        finished = {name: v for name, v in self.start_scores.items() if v is not None}
-        return max(finished, key=finished.get) if finished else None
 
 
 #: Gives the start's budgets ``[num_layers, num_kv_heads]``, one per ``SearchConfig.start`` method, in order.
@@ -256,7 +248,9 @@ class GroupwiseSearch:
             return
         if self.starts is None:
             raise RuntimeError("this search starts from evaluated profiles (optimizer.start), but no start was given")
-        alg.set_start(alg.start_budgets(self.starts()))
+        raw = [np.asarray(b) for b in self.starts()]
+        held = alg.start_budgets(raw)
+        alg.set_start(held, changed=[not np.array_equal(r, h) for r, h in zip(raw, held)])
 
     def _generation(self, bar) -> None:
         alg = self.algorithm
@@ -270,14 +264,9 @@ class GroupwiseSearch:
         records: list[TrialRecord | None] = [self.store.get(*c.key) for c in candidates]
         for candidate, record in zip(candidates, records):
             if record is not None and not alg.matches(candidate, record.ratios, record.budgets):
-                raise UserError(
-                    f"stored trial (group {group}, generation {generation}, candidate {candidate.index}) has ratios "
-                    f"{_short(record.ratios)}, but the replayed optimizer asked {_short(candidate.x)}: the search "
-                    "settings and the study do not belong to the same run (or the optimizer library changed "
-                    f"since: {'/'.join(alg.implementation or ('?', '?'))} now)",
-                    source=display_url(storage_url(self.run_dir, self.config)),
-                                field=f"study {self.config.study_name!r}",
-                )
+                raise UserError(self._mismatch(candidate, record), source=display_url(storage_url(self.run_dir,
+                                                                                                     self.config)),
+                                field=f"study {self.config.study_name!r}")
         missing = [i for i, record in enumerate(records) if record is None]
         if missing and (group, generation) < self.reached:
             raise UserError(
@@ -299,6 +288,17 @@ class GroupwiseSearch:
         if alg.found:
             where = "start" if group == START_GROUP else f"{group + 1}/{len(alg.groups)}"
             bar.set_postfix(best=f"{alg.best_fitness:.4f}", group=where)
+
+    def _mismatch(self, candidate, record) -> str:
+        """Why a stored trial is not the candidate the replay asks (the start's are matched by budgets)."""
+        where = (f"stored trial (group {candidate.group}, generation {candidate.generation}, "
+                 f"candidate {candidate.index})")
+        if candidate.group == START_GROUP:
+            return (f"{where} is the start's {self.config.start[candidate.index]!r} with other budgets than this run "
+                    "computes for it: the search settings, the model, the task or its search split changed since")
+        return (f"{where} has ratios {_short(record.ratios)}, but the replayed optimizer asked {_short(candidate.x)}: "
+                "the search settings and the study do not belong to the same run (or the optimizer library changed "
+                f"since: {'/'.join(self.algorithm.implementation or ('?', '?'))} now)")
 
     def _checkpoint(self) -> None:
         """Checkpoint the next position — after the trials are stored.

@@ -9,8 +9,9 @@ generation of a group, from data alone (so a replayed search makes the same deci
 * ``converged`` (the default): the group stops at the first of
   - **no gain**: the best fitness ``F_best`` rose by at most ``tolerance`` over the last
     ``patience`` generations;
-  - **the optimizer's own criteria**: pycma's termination criteria (``CMAEvolutionStrategy.stop()``:
-    flat fitness, ``tolfun``, ``tolx``, ...), for back-ends that have them;
+  - **the optimizer's own criteria on its distribution**: pycma's ``tolx``, ``noeffectaxis``,
+    ``tolconditioncov``, ... (``PycmaOptimizer.REASONS``; its criteria on the fitness values are
+    the no-gain rule's business), for back-ends that have them;
   - **the cap**: ``max_generations``, so the search's cost has an upper bound (``--plan`` counts it).
 
 ``F_best`` is the global best of Algorithm 1 (the start's fitness when the search started from an
@@ -37,9 +38,7 @@ class StopRule:
     """
 
     generations: int | None = None
-    # Why these defaults: on the main job (results/search-budget), F_best rose in bursts with plateaus of
-    # up to 10 generations; patience 4 stopped the four groups after 9, 16, 17 and 4 generations of a cap
-    # of 20, giving up 0.013 of fitness in one group where patience 2-3 gave up more.
+    # Chosen on the main job's search split: results/search-budget/README.md, "How the defaults were chosen".
     max_generations: int = 20
     patience: int = 4
     tolerance: float = 1e-3

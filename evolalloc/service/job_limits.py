@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from evolalloc.core.errors import UserError
 
 # Defaults for one machine serving a team. A recipe's own defaults are far inside them (8 search and
-# 20 held-out instances; SmolLM2's 30 layers in groups of 8, at most 20 generations: 803 evaluations).
+# 20 held-out instances; SmolLM2's 30 layers in groups of 8, at most 20 generations and a start of 3: 783).
 DEFAULTS = {
     "max_instances": 1000,  # task instances per split (task.search.n, task.heldout.n)
     "max_draws": 2000,  # candidates drawn to curate a split (curate.draw; null = 2n)

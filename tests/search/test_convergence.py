@@ -15,6 +15,7 @@ from evolalloc.engine.base import EvalResult
 from evolalloc.search import run_search
 from evolalloc.search.groupwise import START_GROUP, GroupwiseAlgorithm
 from evolalloc.search.loop import resume_search
+from evolalloc.search.optimizers.pycma import PycmaOptimizer
 from evolalloc.search.stopping import CAP, FIXED, NO_GAIN, StopRule
 from tests.search.fakes import HEADS, LAYERS, TARGET, ProfileEvaluator, SimulatedKill, profile_error, small_config
 
@@ -91,6 +92,28 @@ def test_the_total_shrinks_to_what_ran_when_groups_converge_early(tmp_path):
     assert algorithm.total_evaluations() == algorithm.evaluations_done < config.planned_evaluations()
 
 
+def test_a_generation_of_ties_does_not_end_a_group_before_its_patience(tmp_path):
+    """Review: pycma's tolfun fired after one generation whose candidates all tied (a discrete score), ending
+    the group at once. Only the distribution's criteria stop a group now; the ties are the no-gain rule's."""
+    config = converging(tmp_path, patience=3, budget_rule="exact")
+    calls = {"n": 0}
+
+    def score(c):  # generation 1 all tie at 0; from generation 2 on, more cache at the bottom scores higher
+        calls["n"] += 1
+        return EvalResult(task_score=0.0 if calls["n"] <= 8 else float(np.round(c.x[0], 1)))
+
+    algorithm = drive(config, score)
+    assert algorithm.summaries[0].generations > 1
+    assert not algorithm.summaries[0].reason.startswith("optimizer")
+
+
+def test_pycma_passes_on_its_distribution_criteria_only():
+    optimizer = PycmaOptimizer(np.ones(4), 0.3, (0.0, 4.0), 6, seed=1)
+    xs = optimizer.ask()
+    optimizer.tell(xs, [0.0] * len(xs))  # a flat generation: pycma's tolfun fires, which is not a reason
+    assert "tolfun" in optimizer.es.stop() and optimizer.stop_reasons() == []
+
+
 # -- the start ------------------------------------------------------------------------------------
 def start_profiles():
     """uniform, and a profile close to the fakes' hidden optimum (the better start)."""
@@ -107,7 +130,7 @@ def test_the_start_is_evaluated_first_and_the_best_one_seeds_every_group(tmp_pat
     start = algorithm.ask()
     assert [c.group for c in start] == [START_GROUP, START_GROUP]
     algorithm.tell([algorithm.score(c, EvalResult(task_score=1.0 - profile_error(c.budgets) / 2)) for c in start])
-    assert algorithm.best_key == (START_GROUP, 0, 1)
+    assert algorithm.best_key == (START_GROUP, 0, 1) and set(algorithm.start_scores) == {"uniform", "good"}
     assert algorithm.start_scores["good"] > algorithm.start_scores["uniform"]
     first = algorithm.ask()  # group 0's generation 0 samples around the good start, not around 1.0
     units = algorithm.groups[0]
@@ -138,6 +161,17 @@ def test_a_start_outside_the_spaces_bounds_is_evaluated_as_the_space_holds_it(tm
     assert held.max() <= np.ceil(algorithm.space.ratio_bounds[1] * TARGET)
     algorithm.set_start([held])
     assert np.array_equal(algorithm.ask()[0].budgets, held)
+
+
+def test_a_start_the_space_changed_says_so_in_its_label(tmp_path):
+    config = converging(tmp_path, start=("uniform", "per-head"))
+    per_head = np.full((LAYERS, HEADS), int(TARGET))
+    per_head[:, 0] += 8  # heads of one layer differ: a per-layer space holds their mean
+    per_head[:, 1] -= 8
+    result = run_search(tmp_path, ProfileEvaluator(), config, progress=False,
+                        starts=lambda: [np.full((LAYERS, HEADS), int(TARGET)), per_head])
+    labels = [r.label for r in result.history if r.group == START_GROUP]
+    assert labels == ["uniform", "per-head (as the search space holds it)"]
 
 
 def test_set_start_needs_one_profile_per_start_method(tmp_path):
@@ -172,7 +206,7 @@ def test_the_start_trials_are_stored_with_the_method_they_are(tmp_path):
     result = run_search(tmp_path, ProfileEvaluator(), config, progress=False, starts=start_profiles)
     start = [r for r in result.history if r.group == START_GROUP]
     assert [r.label for r in start] == ["uniform", "good"]
-    assert result.start_method == "good"
+    assert max(result.start_scores, key=result.start_scores.get) == "good"
     # shipped_start names the start exactly when no searched candidate beat it
     assert (result.shipped_start == "good") == np.array_equal(result.best_budgets, start_profiles()[1])
     assert result.stop_rule.startswith("until converged")

@@ -109,12 +109,17 @@ class PycmaOptimizer(AskTellOptimizer):
         # pycma needs the unclipped points it handed out to find their genotypes.
         self.es.tell(asked, values)
 
-    # The search caps generations itself (``search/stopping.py``): pycma's own budget limits are not reasons.
-    _NOT_REASONS = ("maxiter", "maxfevals")
+    # pycma's criteria on the *distribution* (it has collapsed, stalled or run away) stop a group. Those on
+    # the *fitness values* (tolfun, tolfunhist, tolfunrel, tolflatfitness, tolstagnation) do not: the
+    # search's own no-gain rule with its patience covers them, and on a discrete score (exact match over a
+    # few prompts) a generation whose candidates all tie would otherwise end its group after one
+    # generation. Its budget limits (maxiter, maxfevals) are the search's cap's business.
+    REASONS = ("tolx", "tolxstagnation", "noeffectaxis", "noeffectcoord", "tolconditioncov", "tolupsigma",
+               "tolfacupx")
 
     def stop_reasons(self) -> list[str]:
-        """pycma's termination criteria that fire on the state told so far (``es.stop()``), by name."""
-        return sorted(str(k) for k in self.es.stop() if k not in self._NOT_REASONS)
+        """pycma's termination criteria on the distribution that fire on the state told so far (``es.stop()``)."""
+        return sorted(str(k) for k in self.es.stop() if k in self.REASONS)
 
     @property
     def implementation(self) -> tuple[str, str]:
