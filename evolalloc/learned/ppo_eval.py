@@ -74,8 +74,9 @@ def render(result: dict) -> str:
     lines = ["| scorer | log-lik / token | gap to full | likelihood score | PPO better on |", "|---|---|---|---|---|"]
     full = result["full"]
     lines.append(f"| full cache | {full['loglik']:.3f} | 0 | {full['likelihood_score']:.3f} | |")
-    for key, row in rows.items():
+    for index, (key, row) in enumerate(rows.items()):
         better = sum(a > b for a, b in zip(first, row["per_prompt_loglik"]))
+        versus = f"{better}/{len(first)}" if index else ""
         lines.append(f"| {key.split('(')[0]} | {row['loglik']:.3f} | {row['gap']:.3f} | {row['likelihood_score']:.3f} "
-                     f"| {better}/{len(first)} |")
+                     f"| {versus} |")
     return "\n".join(lines)
