@@ -21,7 +21,8 @@ def _register() -> None:
     # Each module adds its commands to ``main``; a missing optional module is not an error.
     import importlib
 
-    for name in ("bench", "tasks", "search_cmds", "scorer", "generate", "serve", "gates", "headroom", "model", "clean"):
+    for name in ("bench", "tasks", "search_cmds", "scorer", "generate", "serve", "gates", "ppo", "headroom", "model",
+                 "clean"):
         try:
             importlib.import_module(f"evolalloc.cli.{name}")
         except ModuleNotFoundError as exc:  # only tolerate the module itself being absent

@@ -23,14 +23,15 @@ from typing import Any
 
 from evolalloc.core.methods import BASELINES, EVOLVED
 from evolalloc.core.paths import CHECKPOINT_ALWAYS_KEPT
-from evolalloc.core.scorer_names import LEARNED, RETENTION_GATES
+from evolalloc.core.scorer_names import LEARNED, PPO_POLICY, RETENTION_GATES
 
 _CHECKPOINT_KEPT = CHECKPOINT_ALWAYS_KEPT["sinks"] + CHECKPOINT_ALWAYS_KEPT["window"]
 #: Scorers a composition may name, at their default settings, with the tokens each always keeps
 #: (the rule shapes its budgets above them: pyramid's observation window). A constant here, not a
 #: lookup: core sits below the runtime (``tests/core/test_composition.py`` checks it against the scorers).
 #: The trained ones read the checkpoint the recipe's ``checkpoints`` names (else their default file).
-SCORER_ALWAYS_KEPT = {"snapkv": 32, RETENTION_GATES: _CHECKPOINT_KEPT, LEARNED: _CHECKPOINT_KEPT}
+SCORER_ALWAYS_KEPT = {"snapkv": 32, RETENTION_GATES: _CHECKPOINT_KEPT, LEARNED: _CHECKPOINT_KEPT,
+                      PPO_POLICY: _CHECKPOINT_KEPT}
 
 FIELDS = ("allocation", "scorer", "adapter")
 

@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 
 #: The trained networks' checkpoint kinds (``Scorer.checkpoint_kind``: ``gates`` is the ``retention-gates``
-#: scorer's, ``learned`` the learned policy's), and their checkpoint's file under the cache directory.
-CHECKPOINT_FILES = {"gates": "gates/gates.pt", "learned": "learned/policy.pt"}
+#: scorer's, ``learned`` the learned policy's, ``ppo`` the ``ppo-policy`` scorer's), and their checkpoint's
+#: file under the cache directory.
+CHECKPOINT_FILES = {"gates": "gates/gates.pt", "learned": "learned/policy.pt", "ppo": "ppo/policy.pt"}
 #: What a checkpointed scorer always keeps per head unless its params say otherwise: the first
 #: ``sinks`` and the last ``window`` tokens (left out of its training). Read by the scorers and by
 #: the ``global-topk`` method, which writes only non-default values into its allocations.

@@ -16,13 +16,16 @@ RETENTION_GATES = "retention-gates"
 #: The learned policy (``runtime/scorers/learned.py``).
 LEARNED = "learned"
 
+#: The per-step eviction policy trained with PPO (paper 003; ``runtime/scorers/ppo_policy.py``).
+PPO_POLICY = "ppo-policy"
+
 #: Old scorer name -> current name.
 SCORER_ALIASES = {"gates": RETENTION_GATES}
 
 #: The scorers that rank with a trained checkpoint, by current name -> their checkpoint kind (the
 #: default file under the cache directory: ``core.paths.CHECKPOINT_FILES``). A recipe names the file a
 #: method of the run reads under ``checkpoints`` (``core/baselines/composed.py: reading_checkpoints``).
-CHECKPOINT_KINDS = {RETENTION_GATES: "gates", LEARNED: "learned"}
+CHECKPOINT_KINDS = {RETENTION_GATES: "gates", LEARNED: "learned", PPO_POLICY: "ppo"}
 
 
 def canonical_scorer(name: str) -> str:
@@ -35,4 +38,5 @@ def reads_checkpoint(name: str) -> bool:
     return canonical_scorer(name) in CHECKPOINT_KINDS
 
 
-__all__ = ["CHECKPOINT_KINDS", "LEARNED", "RETENTION_GATES", "SCORER_ALIASES", "canonical_scorer", "reads_checkpoint"]
+__all__ = ["CHECKPOINT_KINDS", "LEARNED", "PPO_POLICY", "RETENTION_GATES", "SCORER_ALIASES", "canonical_scorer",
+           "reads_checkpoint"]

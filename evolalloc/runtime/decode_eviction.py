@@ -165,15 +165,16 @@ def hold_budgets(cache: EvictedCache, rows: Sequence[tuple[PrefillRecord, np.nda
 
 def prefill_sums(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Scorer,
                  positions: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Per layer ``[B, Hkv, S_l]``: the prefill's accumulated attention (the records' scores) of the
-    cached prompt tokens at ``positions`` (per layer ``[B, Hkv, S_l]``). The prompt's always-kept tokens
-    have no recorded sum (their score is ``+inf``): they start at their head's largest recorded one, so
-    the first eviction orders the prompt as the prefill did; from there they compete on what they receive."""
+    """Per layer ``[B, Hkv, S_l]``: the prefill's accumulated attention (the records' scores under
+    ``scorer.sums_key``) of the cached prompt tokens at ``positions`` (per layer ``[B, Hkv, S_l]``). The
+    prompt's always-kept tokens have no recorded sum (their score is ``+inf``): they start at their head's
+    largest recorded one, so the first eviction orders the prompt as the prefill did; from there they compete
+    on what they receive."""
     per_row = []
     for record, _ in rows:
-        scores = record.scores.get(scorer.key)
+        scores = record.scores.get(scorer.sums_key)
         if scores is None:
-            raise ValueError(f"record {record.uid!r} holds no scores for scorer {scorer.key!r}; prefill it again")
+            raise ValueError(f"record {record.uid!r} holds no scores for scorer {scorer.sums_key!r}; prefill it again")
         ranked = scores.float()  # [layers, Hkv, R], best first
         finite = ranked.masked_fill(~torch.isfinite(ranked), float("-inf"))
         ceiling = finite.amax(dim=-1, keepdim=True).clamp_min(0.0).expand_as(ranked)

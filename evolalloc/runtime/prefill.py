@@ -32,7 +32,9 @@ class PrefillRecord:
     ``rankings``: scorer key (``Scorer.key``) -> ``[num_layers, Hkv, L]`` int64 positions, most important first.
     ``question_ids``: ``[q]`` tokens to feed after eviction (query-agnostic setting), or ``None``.
     ``scores``: scorer key -> ``[num_layers, Hkv, L]`` float32, each head's scores in ranking
-    order (always-kept tokens ``+inf``), for the budget adapters that compare heads (AdaKV).
+    order (always-kept tokens ``+inf``), for the budget adapters that compare heads (AdaKV); for a
+    scorer with ``records_prefill_sums`` also ``sums_key`` -> each head's accumulated attention in
+    that ranking's order (where its decode-time eviction starts the sums from).
     ``dispersion``: ``[num_layers, 2]`` float32 (entropy, variance) of each layer's window
     attention (``window_dispersion``), for CAKE's layer preference; ``None`` when no scorer
     captured a window.
@@ -137,6 +139,7 @@ def prefill(
     num_layers = text_config(model.config).num_hidden_layers
     windows = sliding_windows(model.config)
     ranked = {scorer.key: ([None] * num_layers, [None] * num_layers) for scorer in scorers}
+    summed = {scorer.sums_key: [None] * num_layers for scorer in scorers if scorer.records_prefill_sums}
     dispersion_rows: list[torch.Tensor | None] = [None] * num_layers
 
     def rank_layer(layer: int) -> None:
@@ -154,6 +157,9 @@ def prefill(
             # A sliding layer's unreachable tokens rank last (runtime/sliding.py).
             per_layer[layer], per_layer_scores[layer] = reachable_first(*scorer.rank_scored(stats), length,
                                                                         windows[layer])
+            if scorer.records_prefill_sums:  # the accumulated attention beside its scores, in ranking order
+                summed[scorer.sums_key][layer] = stats.per_kv_head(stats.attention_sum).float().gather(
+                    -1, per_layer[layer])
         window = capture.window_attention.pop(layer, None)
         if window is not None:
             dispersion_rows[layer] = window_dispersion(window)
@@ -171,23 +177,14 @@ def prefill(
     values = [capture.values[i] for i in range(num_layers)]
     rankings = {key: torch.stack(per_layer) for key, (per_layer, _) in ranked.items()}
     scores = {key: torch.stack(per_layer_scores) for key, (_, per_layer_scores) in ranked.items()}
+    scores.update({key: torch.stack(sums) for key, sums in summed.items()})
     dispersion = torch.stack(dispersion_rows) if dispersion_rows and dispersion_rows[0] is not None else None
     question = None
     if question_ids is not None:
         question = torch.as_tensor(question_ids, dtype=torch.long, device=device).reshape(-1)
-    return PrefillRecord(
-        uid=uid,
-        length=length,
-        keys=keys,
-        values=values,
-        first_logits=last_logits.float(),
-        rankings=rankings,
-        question_ids=question,
-        scores=scores,
-        dispersion=dispersion,
-        prompt_ids=ids[0],
-        reach=layer_reach(length, windows),
-    )
+    return PrefillRecord(uid=uid, length=length, keys=keys, values=values, first_logits=last_logits.float(),
+                         rankings=rankings, question_ids=question, scores=scores, dispersion=dispersion,
+                         prompt_ids=ids[0], reach=layer_reach(length, windows))
 
 
 def layer_reach(length: int, windows: Sequence[int | None]) -> torch.Tensor | None:

@@ -110,7 +110,8 @@ def random_prompt(length: int, seed: int = 0, vocab: int = 128) -> torch.Tensor:
 
 def every_scorer(checkpoint_dir) -> list:
     """Every registered scorer, built for the tiny model: the heuristics from their defaults, and
-    ``learned`` and ``retention-gates`` from randomly initialised checkpoints (the invariants hold for any policy)."""
+    ``learned``, ``retention-gates`` and ``ppo-policy`` from randomly initialised checkpoints (the invariants hold
+    for any policy)."""
     from evolalloc.runtime.policy import HeadPolicies, PolicyConfig, model_identity, save_policy
     from evolalloc.runtime.scorers import get_scorer, list_scorers
 
@@ -124,7 +125,14 @@ def every_scorer(checkpoint_dir) -> list:
     gates = save_gates(f"{checkpoint_dir}/tiny-gates.pt",
                        RetentionGates(GatesConfig(num_layers=3, num_kv_heads=2, head_dim=16, hidden=8)),
                        model=model_identity("tiny", model), geometry=geometry_of(model.config).to_dict(), training={})
-    checkpoints = {"learned": str(path), "retention-gates": str(gates)}
+    from evolalloc.runtime.ppo_network import fresh_network, save_ppo_policy
+
+    network = fresh_network(geometry_of(model.config).to_dict(), hidden=8, depth=1, seed=2)
+    with torch.no_grad():  # a random ranking's invariants: scores that differ, not the near-uniform start
+        network.mlp[-1].weight.normal_()
+    ppo = save_ppo_policy(f"{checkpoint_dir}/tiny-ppo.pt", network, model=model_identity("tiny", model),
+                          geometry=geometry_of(model.config).to_dict(), training={})
+    checkpoints = {"learned": str(path), "retention-gates": str(gates), "ppo-policy": str(ppo)}
     return [get_scorer(name, checkpoint=checkpoints[name]) if name in checkpoints else get_scorer(name)
             for name in list_scorers()]
 

@@ -27,7 +27,7 @@ def test_budgets_that_hold_everything_give_the_stock_models_tokens_for_every_sco
     ids = random_prompt(60, seed=1)
     tokens, logits = reference_generation(stock, ids, steps=24)
     able = ranking_generated(scorers)
-    assert {s.name for s in able} >= {"snapkv", "h2o", "tova", "streaming", "learned"}
+    assert {s.name for s in able} >= {"snapkv", "h2o", "tova", "streaming", "learned", "ppo-policy"}
     record = prefill(model, ids, able)
     for scorer in able:
         for interval in (1, 5):
@@ -51,7 +51,7 @@ def test_held_budgets_change_the_answer_and_prompt_only_eviction_is_left_as_it_w
 
 # Not knorm: in the first layer a token's key norm does not depend on its position (RoPE keeps norms),
 # so a token generated twice ties with itself, and a batched forward's rounding breaks that tie.
-@pytest.mark.parametrize("name", ["snapkv", "h2o", "tova", "streaming", "keydiff", "learned"])
+@pytest.mark.parametrize("name", ["snapkv", "h2o", "tova", "streaming", "keydiff", "learned", "ppo-policy"])
 def test_batched_rows_hold_their_budgets_like_one_row_at_a_time(llama, scorers, name):
     scorer = next(s for s in scorers if s.name == name)
     records = [prefill(llama, random_prompt(n, seed=n), [scorer]) for n in (50, 75, 110)]

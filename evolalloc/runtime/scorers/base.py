@@ -96,8 +96,18 @@ class Scorer:
     ranks_generated: ClassVar[bool] = False
     #: why it cannot (when ``ranks_generated`` is false), for the one-line refusal
     why_not_generated: ClassVar[str] = "it ranks a prompt once, after the prefill"
+    #: decode-time eviction starts each token's accumulated attention (``decode_capture.attention_sum``)
+    #: from the prefill's: from the scorer's own recorded scores (H2O: they are the sums), or, when its
+    #: scores are something else (a learned policy's), from the sums the prefill records beside them
+    #: (``records_prefill_sums``: ``PrefillRecord.scores[sums_key]``, in the ranking's order)
+    records_prefill_sums: ClassVar[bool] = False
     sinks: int = 0
     window: int = 0
+
+    @property
+    def sums_key(self) -> str:
+        """The record's scores that hold the prefill's accumulated attention, in ranking order."""
+        return f"{self.key}#attention_sum" if self.records_prefill_sums else self.key
 
     @property
     def capture(self) -> CaptureSpec:
