@@ -35,8 +35,9 @@ def test_every_variant_and_seed_gets_a_finished_run_on_the_same_held_out_instanc
     uids = {name: set(load_instance_scores(runs / name / "comparison.json")["passkey"]["evolved"][24.0])
             for name in names}
     assert len({frozenset(u) for u in uids.values()}) == 1 and len(uids["t-knots-s0"]) == 3
-    # knots: one group of 4 (4 layers = 4 knots) x 1 generation x popsize 4; random: 2 groups x 1 x 6.
-    assert "t-knots-s0: 4 evaluations" in done.stdout and "t-random-s0: 12 evaluations" in done.stdout
+    # the start's 3 (uniform, PyramidKV, LU-KV), then knots: one group of 4 (4 layers = 4 knots) x 1 generation
+    # x popsize 4; random: 2 groups x 1 x 6.
+    assert "t-knots-s0: 7 evaluations" in done.stdout and "t-random-s0: 15 evaluations" in done.stdout
     pooled = script("versus.py", runs / "t-knots-s0", runs / "t-knots-s1", "--versus", runs / "t-random-s0",
                     runs / "t-random-s1")
     assert pooled.returncode == 0 and "pooled:" in pooled.stdout and pooled.stdout.count(" vs ") == 4
@@ -89,7 +90,7 @@ def test_held_in_scores_each_profile_on_other_search_instances_without_a_held_ou
                       "--variant", "cma", "optimizer.popsize=4", "--variant", "random", "optimizer.name=random")
     assert finished.returncode == 0, finished.stderr
     assert (runs / "h-cma-s0" / "comparison.json").exists() and (runs / "h-random-s0" / "report.md").exists()
-    assert "h-cma-s0: 8 evaluations (0 new)" in finished.stdout  # 2 groups x 1 generation x 4, the same trials
+    assert "h-cma-s0: 11 evaluations (0 new)" in finished.stdout  # the start's 3 + 2 groups x 1 x 4, replayed
 
 
 def test_rule_search_expansions_are_scored_on_one_search_prefill_for_every_run(tmp_path, tiny_model_dir, monkeypatch):
@@ -120,7 +121,9 @@ def test_rule_search_expansions_are_scored_on_one_search_prefill_for_every_run(t
     assert prefilled.count("search") == 1 and prefilled.count("heldout") == 1
     for seed in (0, 1):
         shipped = load_allocation(runs / f"x-random-s{seed}" / "allocation-c32.json")
-        assert set(shipped.provenance["expansion_search_scores"]) == {"proportional", "additive"}
+        # the rules, and the search's start methods at that budget
+        assert set(shipped.provenance["expansion_search_scores"]) == {"proportional", "additive", "start:uniform",
+                                                                      "start:pyramid", "start:lukv"}
         assert (runs / f"x-random-s{seed}" / "comparison.json").exists()
 
 
@@ -162,3 +165,22 @@ def test_run_again_after_a_kill_in_the_comparison_the_held_out_records_are_read_
     assert benchmark_script("search_versus").main(argv) == 0
     assert found and all(found)  # every record asked for was read back from the first call's files
     assert (runs / "k-random-s0" / "comparison.json").exists() and (runs / "k-random-s1" / "comparison.json").exists()
+
+
+def test_compare_once_scores_every_run_and_every_row_once_on_the_same_prompts(tmp_path, tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": [48]},
+                         baselines=["uniform", "pyramid", "full"])
+    out = tmp_path / "scores.json"
+    done = script("search_versus.py", recipe, "--runs-dir", tmp_path / "runs", "--prefix", "t", "--seeds", 0,
+                  "--no-progress", "--set", "optimizer.generations_per_group=1",
+                  "--variant", "uniform", "optimizer.start=uniform", "--variant", "best", "optimizer.start=best",
+                  "--compare-once", out)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert set(data["scores"]) == {"t-uniform-s0", "t-best-s0", "uniform", "pyramid", "full"}
+    uids = {frozenset(per) for row in data["scores"].values() for per in row.values()}
+    assert len(uids) == 1 and len(next(iter(uids))) == 3  # every row on the same 3 held-out prompts
+    assert set(data["scores"]["uniform"]) == {"24.0", "48.0"}
+    assert data["runs"]["t-uniform-s0"]["start"] == "uniform" and data["runs"]["t-uniform-s0"]["start_scores"] == {}
+    assert set(data["runs"]["t-best-s0"]["start_scores"]) >= {"uniform", "pyramid"}
+    assert not (tmp_path / "runs" / "t-best-s0" / "comparison.json").exists()  # one comparison, not one per run
