@@ -209,9 +209,13 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
         if stop is not None:
             label += f"\n{stop.generations} gen., {stop.reason.split(':')[0]}"
         name = group_name(info.group)
-        ax.annotate(f"{'' if name == 'start' else 'group '}{name}\n{label}", xy=((info.first + info.last) / 2, 1.0),
-                    xycoords=("data", "axes fraction"),
-                    ha="center", va="top", fontsize=7, color="black" if not info.flat else "grey")
+        if name == "start":  # a few evaluations wide: labelled at the foot of the axes, not over group 1's label
+            ax.annotate("start", xy=(info.first, 0.02), xycoords=("data", "axes fraction"), ha="left", va="bottom",
+                        fontsize=7)
+        else:
+            ax.annotate(f"group {name}\n{label}", xy=((info.first + info.last) / 2, 1.0),
+                        xycoords=("data", "axes fraction"),
+                        ha="center", va="top", fontsize=7, color="black" if not info.flat else "grey")
         if k:
             for axis in (ax, low):
                 axis.axvline(info.first - 0.5, color="grey", linewidth=0.8, linestyle=":")
