@@ -319,10 +319,13 @@ class _OnFirstUse:
     def __init__(self, make):
         self._make, self._evaluator = make, None
 
-    def evaluate(self, budgets):
+    def made(self):
         if self._evaluator is None:
             self._evaluator = self._make()
-        return self._evaluator.evaluate(budgets)
+        return self._evaluator
+
+    def evaluate(self, budgets):
+        return self.made().evaluate(budgets)
 
 
 def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = None) -> Path:
@@ -343,9 +346,15 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
         config = experiment.search_config  # the geometry from the model's config: no weights yet
         opened = open_search(run_dir, config)  # checkpoint and trial store checked before the costly prefill
         begin_session(run_dir, started)  # only now: a refused resume changes nothing in the folder
-        experiment.run.run_dir = run_dir  # where LU-KV's curves are (or are saved), if the start profiles them
-        result = opened.run(_OnFirstUse(experiment.search_evaluator), progress=progress,
-                            starts=experiment.run.methods.starts(config))
+        evaluator = _OnFirstUse(experiment.search_evaluator)
+
+        def starts() -> list:  # only when the start must be evaluated (a replay reads it from the trial store)
+            evaluator.made()  # first: a run that trains its scorer has no checkpoint before its evaluator
+            experiment.run.run_dir = run_dir  # where LU-KV's curves are (or are saved), if the start profiles them
+            return experiment.run.methods.start_budgets(config.start, config.target)
+
+        result = opened.run(evaluator, progress=progress, starts=starts)
+        experiment.run.run_dir = run_dir
         profiles = None
         names = profile_filenames(experiment.resolved.budgets)
         if not any(name in missing for name in names.values()):

@@ -42,6 +42,12 @@ def _unreadable() -> tuple[type[BaseException], ...]:
     return (*_UNREADABLE_BASE, StrictDataclassError)
 
 
+# What numpy and the gguf reader say when a file ends before its header's tensors do (the reader maps the
+# file and reshapes each tensor's bytes), or is not a GGUF file at all.
+_CUT_SHORT = ("magic", "cannot reshape array", "mmap length is greater than file size", "buffer is smaller",
+              "buffer size must be")
+
+
 def is_gguf(path: Path) -> bool:
     return path.suffix.lower() == ".gguf"
 
@@ -61,7 +67,7 @@ def reading(path: Path) -> Iterator[None]:
     except _unreadable() as err:
         # Only what a cut-short or garbled file raises is said to be one; a loader's other refusals (an
         # architecture it does not know) are passed on as they are, naming the file.
-        damaged = isinstance(err, (struct.error, EOFError)) or "magic" in str(err).lower()
+        damaged = isinstance(err, (struct.error, EOFError)) or any(sign in str(err).lower() for sign in _CUT_SHORT)
         what = f"{path} as a GGUF file{' (truncated or corrupt?)' if damaged else ''}" if is_gguf(path) else str(path)
         raise UserError(f"cannot read {what}: {one_line(err)}", field="model") from None
 

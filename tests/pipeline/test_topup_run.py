@@ -35,7 +35,8 @@ def test_a_topup_expansion_ships_its_floors_and_the_file_reproduces_its_score(ho
     assert allocation_adapter(searched) is None  # the searched profile itself stays static
     if rule == "search":  # topup was a candidate, scored on the search split like the others
         scores = expanded.provenance["expansion_search_scores"]
-        assert set(scores) == {"proportional", "additive", "topup"}
+        # and so were the search's start methods at c' (optimizer.start: best, the default)
+        assert set(scores) == {"proportional", "additive", "topup", "start:uniform", "start:pyramid", "start:lukv"}
         if expanded.provenance["expansion_rule"] != "topup":
             return
     assert allocation_adapter(expanded) == ("gate_floors", {"floor_fraction": 0.5})

@@ -49,7 +49,10 @@ def test_a_finished_job_reports_its_progress_and_registers_its_profiles(two_jobs
         assert kvpress["target"] == 48 and len(kvpress["budgets"]) == 4
 
         evaluations = http.get(f"/jobs/{first['id']}/evaluations").json()
-        assert len(evaluations["evaluations"]) == 12 and np.array(evaluations["best_budgets"]).shape == (4, 2)
+        # the start's 3 (group -1, before the first group), then 2 groups x 1 generation x 6
+        groups = [e["group"] for e in evaluations["evaluations"]]
+        assert groups.count(-1) == 3 and len(groups) == 3 + 12
+        assert np.array(evaluations["best_budgets"]).shape == (4, 2)
         assert evaluations["comparison"]["rows"]
 
 
