@@ -1,4 +1,4 @@
-"""benchmarks/run_table.py: a run's comparison.json becomes a page's table, the run's figures as its report prints them."""
+"""benchmarks/run_table.py: a run's comparison.json becomes a page's table, with the figures its report prints."""
 
 from __future__ import annotations
 
