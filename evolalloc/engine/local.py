@@ -233,15 +233,17 @@ class LocalEvaluator:
                 for r in range(len(self._references[i]))]
         logprobs = self._teacher_forced(
             keys, lambda a, i, r: (self._record(i, budgets[a]), budgets[a], self._references[i][r]), errors)
-        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances)
-                                                             for a in range(len(budgets))}
-        for a in range(len(budgets)):
-            if a in errors:
-                continue
-            for i, inst in enumerate(self.instances):
-                value = best_reference_score([logprobs[(a, i, r)] for r in range(len(self._references[i]))])
-                outcomes[a][i] = InstanceOutcome(inst.uid, "", value, value, mode="likelihood")
-        return outcomes
+
+        def outcome(a: int, i: int, inst) -> InstanceOutcome:
+            value = best_reference_score([logprobs[(a, i, r)] for r in range(len(self._references[i]))])
+            return InstanceOutcome(inst.uid, "", value, value, mode="likelihood")
+
+        return self._per_instance(len(budgets), errors, outcome)
+
+    def _per_instance(self, allocations: int, errors, outcome) -> dict[int, list[InstanceOutcome | None]]:
+        """``{allocation: [outcome(a, i, instance) per instance]}``; an allocation in ``errors`` keeps ``None``s."""
+        return {a: [None if a in errors else outcome(a, i, inst) for i, inst in enumerate(self.instances)]
+                for a in range(allocations)}
 
     def _fidelity_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
         """One row per (allocation, instance): the full cache's continuation, teacher-forced. ``score``
@@ -250,16 +252,13 @@ class LocalEvaluator:
         keys = [(a, i) for a in range(len(budgets)) for i in range(len(self.instances))]
         logprobs = self._teacher_forced(
             keys, lambda a, i: (self._record(i, budgets[a]), budgets[a], self._continuations[i].token_ids), errors)
-        outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances)
-                                                             for a in range(len(budgets))}
-        for a in range(len(budgets)):
-            if a in errors:
-                continue
-            for i, inst in enumerate(self.instances):
-                full = self._continuations[i].full_logprobs
-                outcomes[a][i] = InstanceOutcome(inst.uid, "", likelihood_kept(logprobs[(a, i)], full),
-                                                 fidelity_score(logprobs[(a, i)], full), mode="fidelity")
-        return outcomes
+
+        def outcome(a: int, i: int, inst) -> InstanceOutcome:
+            full = self._continuations[i].full_logprobs
+            return InstanceOutcome(inst.uid, "", likelihood_kept(logprobs[(a, i)], full),
+                                   fidelity_score(logprobs[(a, i)], full), mode="fidelity")
+
+        return self._per_instance(len(budgets), errors, outcome)
 
     def _teacher_forced(self, keys, row_of, errors) -> dict[tuple, torch.Tensor]:
         """Log-probabilities of each key's row (``row_of(*key)``: record, budgets, token ids; a key's first
