@@ -117,16 +117,16 @@ def side_by_side(model, whole, fresh, scorer, decode, device, emit) -> None:
     prompts' whole records in one batch, then one prompt alone (what ``evolalloc.generate`` does)."""
     import evolalloc.runtime.attention as attention
 
-    landed = attention.decode_step_on_gpu
+    landed = attention.folded_decode_step
     for route, (both, alone) in (("fix", fresh[0:2]), ("old", fresh[2:4])):
-        attention.decode_step_on_gpu = landed if route == "fix" else (lambda query: False)
+        attention.folded_decode_step = landed if route == "fix" else (lambda query: False)
         try:
             seconds, _ = timed(device, lambda: generate(model, [(r, both) for r in whole], scorer, decode, None, 16))
             emit(step="generate-whole", route=route, rows=len(whole), seconds=round(seconds, 3))
             seconds, _ = timed(device, lambda: generate(model, [(whole[0], alone)], scorer, decode, None, 16))
             emit(step="generate-one-row", route=route, rows=1, seconds=round(seconds, 3))
         finally:
-            attention.decode_step_on_gpu = landed
+            attention.folded_decode_step = landed
 
 
 def write_profile(work, device, out) -> None:

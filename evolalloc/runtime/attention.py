@@ -43,7 +43,7 @@ import contextvars
 import torch
 import torch.nn.functional as F
 
-from evolalloc.runtime.masked_sdpa import decode_step_on_gpu, masked_attention, per_query_head
+from evolalloc.runtime.masked_sdpa import folded_decode_step, masked_attention, per_query_head
 from evolalloc.runtime.sliding import (
     contiguous_key_positions,
     evicted_key_positions,
@@ -111,13 +111,14 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
         if mask is not None:
             mask = per_query_head(mask, n_rep)
         out = softcapped_attention(query, key, value, mask, scaling, softcap)
-    elif mask is None and not decode_step_on_gpu(query):
+    elif mask is None and not folded_decode_step(query):
         # Full prefill (or plain use): let SDPA pick its fused causal kernel.
         out = F.scaled_dot_product_attention(query, key, value, is_causal=q_len > 1, scale=scaling,
                                              enable_gqa=n_rep > 1)
     else:
-        # The mask per KV head, GQA folded for one query; a GPU decode step without a mask comes here too,
-        # since SDPA's own choice (cuDNN) builds a plan for every new key length (masked_sdpa.py).
+        # The mask per KV head, GQA folded for one query; a decode step without a mask comes here too on a
+        # GPU (SDPA's own choice, cuDNN, builds a plan for every new key length) and in half precision on
+        # the CPU (SDPA's CPU kernel is 6x slower there for one query token): masked_sdpa.py.
         out = masked_attention(query, key, value, mask, scaling)
 
     held = getattr(cache, "held", None)

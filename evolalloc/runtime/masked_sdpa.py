@@ -19,7 +19,14 @@ Two things the GPU check (issue 36, results/gpu-check/) showed about
   as under a per-layer profile, uniform or a full cache) went to cuDNN too, and there each step's
   key length is a new shape: a third GPU call measured generate on 2 whole 8k records at 27 s, 24 s
   of it in cuDNN's attention, against 0.65 s once the plans existed. Such steps take the same
-  cuDNN-free path (``decode_step_on_gpu``).
+  cuDNN-free path (``folded_decode_step``).
+
+On the CPU the folded call is the faster one too, in half precision: SDPA's CPU kernel given one
+bfloat16 query token per head and ``enable_gqa`` took 8.6 ms a layer for 16 rows of 532 slots (3 KV
+heads of 9 query heads, one thread), the folded call 1.5 ms with the same output (a few elements of
+~10^4 differ in the last bit); decode steps of the bundled model in bfloat16 ran 2-3x faster end to end
+(``benchmarks/decode_step_speed.py``). In float32 the folded call gains nothing there and rounds
+differently, so float32 on the CPU keeps SDPA's own call: its results stay bit-identical.
 """
 
 from __future__ import annotations
@@ -32,9 +39,13 @@ import torch.nn.functional as F
 _KEEP_CUDNN = os.environ.get("EVOLALLOC_SDPA_CUDNN", "") == "1"
 
 
-def decode_step_on_gpu(query: torch.Tensor) -> bool:
-    """One query token on CUDA: the call the folded, cuDNN-free path serves, with or without a mask."""
-    return query.shape[2] == 1 and query.device.type == "cuda"
+_HALF = (torch.bfloat16, torch.float16)
+
+
+def folded_decode_step(query: torch.Tensor) -> bool:
+    """One query token where the folded path is the faster call, with or without a mask: on CUDA
+    (cuDNN-free), and on the CPU in half precision (module docstring)."""
+    return query.shape[2] == 1 and (query.device.type == "cuda" or query.dtype in _HALF)
 
 
 def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
@@ -44,21 +55,22 @@ def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     Shapes: query ``[B, Hq, q, D]``; key, value ``[B, Hkv, S, D]``; ``mask`` bool (True = visible),
     broadcastable to ``[B, Hkv, q, S]`` — per KV head (dim 1 of size ``Hkv`` or 1), not per query head;
     ``None`` (every key visible) only for a decode step (one query token).
-    ``decode_path``: take the folded, cuDNN-free path for one query token; ``None`` = on CUDA only
-    (where it was measured; on the CPU the call stays as it always was, so CPU results are unchanged).
+    ``decode_path``: take the folded, cuDNN-free path for one query token; ``None`` = where it is the
+    faster call (``folded_decode_step``: CUDA, or half precision on the CPU).
     """
     batch, q_heads, q_len, dim = query.shape
     kv_heads = key.shape[1]
     n_rep = q_heads // kv_heads
     if decode_path is None:
-        decode_path = query.device.type == "cuda"
-    if q_len == 1 and decode_path:  # a decode step on the GPU
+        decode_path = folded_decode_step(query)
+    if q_len == 1 and decode_path:  # a decode step on the GPU, or in half precision on the CPU
         if n_rep == 1:
             return _sdpa_without_cudnn(query, key, value, mask, scaling)
         folded = query.reshape(batch, kv_heads, n_rep, dim)  # query head h = group h // n_rep, as repeat_interleave
         out = _sdpa_without_cudnn(folded, key, value, mask, scaling)  # mask [B, Hkv|1, 1, S] broadcasts over n_rep
         return out.reshape(batch, q_heads, 1, dim)
-    # Several query tokens (a prefill chunk, a question fed over the evicted cache), or the CPU: SDPA's own choice.
+    # Several query tokens (a prefill chunk, a question fed over the evicted cache), or float32 on the CPU:
+    # SDPA's own choice.
     # There cuDNN won on the H200 (8k prefill 11760 tokens/s with it, 5937 without), its shapes recurring.
     mask = per_query_head(mask, n_rep)
     return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=n_rep > 1)

@@ -79,8 +79,31 @@ def test_unmasked_gpu_decode_steps_are_routed_off_sdpas_own_choice(monkeypatch):
         calls.append(mask is None)
         return masked_attention(query, key, value, mask, scaling, decode_path=True)
 
-    monkeypatch.setattr(attention, "decode_step_on_gpu", lambda query: query.shape[2] == 1)
+    monkeypatch.setattr(attention, "folded_decode_step", lambda query: query.shape[2] == 1)
     monkeypatch.setattr(attention, "masked_attention", spy)
     (routed,) = generate(model, [(record, budgets)], scorer, settings, None)
     assert calls and all(calls), "every decode step, mask-free, went to the cuDNN-free path"
     assert routed.token_ids == plain.token_ids
+
+
+def test_the_cpu_folds_a_half_precision_decode_step_and_keeps_float32_on_sdpas_own_call():
+    """bfloat16 on the CPU: SDPA's call with one query token was 6x slower than the folded one, so it folds;
+    float32 keeps SDPA's own call (no gain there, and its results stay bit-identical with earlier runs)."""
+    from evolalloc.runtime.masked_sdpa import folded_decode_step
+
+    one, several = torch.zeros(2, 9, 1, 64), torch.zeros(2, 9, 4, 64)
+    assert folded_decode_step(one.bfloat16()) and folded_decode_step(one.half())
+    assert not folded_decode_step(one) and not folded_decode_step(several.bfloat16())
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_a_folded_bfloat16_decode_step_on_the_cpu_is_each_heads_own_attention(masked):
+    generator = torch.Generator().manual_seed(7)
+    query = torch.randn(4, 9, 1, 64, generator=generator)
+    key, value = torch.randn(2, 4, 3, 300, 64, generator=generator)
+    mask = torch.rand(4, 3, 1, 300, generator=generator) > 0.3 if masked else None
+    expected = _reference(query.bfloat16().float(), key.bfloat16().float(), value.bfloat16().float(),
+                          mask if masked else torch.ones(4, 3, 1, 300, dtype=torch.bool), 0.125)
+    out = masked_attention(query.bfloat16(), key.bfloat16(), value.bfloat16(), mask, scaling=0.125)  # route: default
+    assert out.dtype == torch.bfloat16 and out.shape == (4, 9, 1, 64)
+    torch.testing.assert_close(out.double(), expected, rtol=0.02, atol=0.01)  # bfloat16's own rounding
