@@ -20,7 +20,8 @@ import torch
 
 import evolalloc.runtime.attention as attention
 import evolalloc.runtime.masked_sdpa as masked_sdpa
-from evolalloc.runtime.decode import DecodeSettings, generate
+from evolalloc.runtime.decode import DecodeSettings, eos_ids_of, generate
+from evolalloc.runtime.instances import tokenize_instance
 from evolalloc.runtime.model import load_model
 from evolalloc.runtime.prefill import prefill
 from evolalloc.runtime.scorers import get_scorer
@@ -38,20 +39,25 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2048, help="prompt length")
     parser.add_argument("--budgets", default="512,1024", help="uniform budgets per (layer, KV head)")
     parser.add_argument("--rows", type=int, default=16, help="prompts, decoded as one batch")
-    parser.add_argument("--new-tokens", type=int, default=12)
+    parser.add_argument("--new-tokens", type=int, default=None, help="default: the task's own (20)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     loaded = load_model("bundled:smollm2-135m-instruct", dtype=args.dtype)
-    scorer = get_scorer("snapkv")
+    scorer = get_scorer("snapkv", window=32, kernel=7, pooling="avg", pool_window=False)  # the main job's
     task = get_task("niah_single", needle_type="number", haystack="prose")
     instances = task.instances("search", args.rows, seed=0, context_tokens=args.tokens, tokenizer=loaded.tokenizer)
-    records = [prefill(loaded.model, loaded.tokenizer.encode(inst.prompt), [scorer]) for inst in instances]
+    prompts = [tokenize_instance(loaded.tokenizer, inst, False)[0] for inst in instances]
+    records = [prefill(loaded.model, ids, [scorer]) for ids in prompts]
     geometry = loaded.geometry
-    settings = DecodeSettings(max_new_tokens=args.new_tokens)
+    # As the evaluator decodes them (its stop strings and end tokens), but every row runs --new-tokens
+    # steps at most, so both routes decode the same number of steps unless a row stops.
+    args.new_tokens = args.new_tokens or instances[0].max_new_tokens
+    settings = DecodeSettings(max_new_tokens=args.new_tokens, stop=instances[0].stop,
+                              eos_ids=eos_ids_of(loaded.model, loaded.tokenizer))
     print(f"{args.rows} prompts of {records[0].length} tokens, {args.dtype}, {args.threads} thread(s), "
-          f"{args.new_tokens} new tokens each (one batch)")
+          f"up to {args.new_tokens} new tokens each (one batch; a batch decodes until its longest answer)")
     original = masked_sdpa.folded_decode_step
     try:
         for budget in (int(b) for b in args.budgets.split(",")):
@@ -64,13 +70,14 @@ def main() -> None:
                     attention.folded_decode_step = pick
                     masked_sdpa.folded_decode_step = pick
                     started = time.perf_counter()
-                    out = generate(loaded.model, rows, scorer, settings, batch_size=args.rows)
+                    out = generate(loaded.model, rows, scorer, settings, loaded.tokenizer, batch_size=args.rows)
                     best[route] = min(best.get(route, float("inf")), time.perf_counter() - started)
                     tokens[route] = [g.token_ids for g in out]
                     scores[route] = [task.score(inst, g.text)[0] for inst, g in zip(instances, out)]
             same = sum(a == b for a, b in zip(tokens["before"], tokens["folded"]))
             same_score = sum(a == b for a, b in zip(scores["before"], scores["folded"]))
-            per_step = {k: v / args.new_tokens * 1000 for k, v in best.items()}
+            # a batch decodes until its longest answer: that many steps
+            per_step = {k: v / max(len(t) for t in tokens[k]) * 1000 for k, v in best.items()}
             print(f"c = {budget}: SDPA's own call {per_step['before']:.0f} ms a step, "
                   f"folded {per_step['folded']:.0f} ms a step: {best['before'] / best['folded']:.2f}x; "
                   f"the same tokens in {same} of {args.rows} rows, the same score in {same_score} "
