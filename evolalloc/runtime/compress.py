@@ -142,12 +142,11 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
     for row, ((record, _), (positions, _, _)) in enumerate(zip(rows, kept)):
         for layer in range(num_layers):
             n = int(slots[layer])
-            store = record.keys[layer].device
+            stored_keys, stored_values = record.keys[layer], record.values[layer]  # [Hkv, S_layer, D]
             # Padding slots may point past a bounded layer's store (layers hold different counts).
-            pick = positions[layer, :, :n].clamp(max=record.keys[layer].shape[1] - 1).to(store)
-            heads = torch.arange(num_kv_heads, device=store)[:, None]
-            keys[layer][row, :, :n] = record.keys[layer][heads, pick]
-            values[layer][row, :, :n] = record.values[layer][heads, pick]
+            pick = positions[layer, :, :n].clamp(max=stored_keys.shape[1] - 1).to(stored_keys.device)
+            keys[layer][row, :, :n] = _gather(stored_keys, pick)
+            values[layer][row, :, :n] = _gather(stored_values, pick)
         release(record)  # a no-op for a record held in memory; a spilled one is mapped again on its next use
     valid, original = [], []
     for layer in range(num_layers):
@@ -164,6 +163,18 @@ def compress_batch(rows: Sequence[tuple[PrefillRecord, np.ndarray]], scorer: Sco
             values[layer][:, :, :n].mul_(mask[..., None])
         valid.append(mask)
     return EvictedCache.adopt(keys, values, valid, used=[int(n) for n in slots], positions=original if track else None)
+
+
+def _gather(stored: torch.Tensor, pick: torch.Tensor) -> torch.Tensor:
+    """``stored[h, pick[h, j]]`` for every head: ``[Hkv, n, D]`` from ``stored`` ``[Hkv, S, D]`` and
+    ``pick`` ``[Hkv, n]``. One ``index_select`` over the heads' rows laid end to end: the same values
+    as advanced indexing ``stored[heads, pick]`` at about half its cost (the search gathers every
+    (row, layer) of every candidate: 16 rows x 30 layers x K and V per candidate in the main job)."""
+    if not stored.is_contiguous():
+        return stored[torch.arange(stored.shape[0], device=stored.device)[:, None], pick]
+    heads, length, dim = stored.shape
+    rows = pick + torch.arange(heads, device=pick.device)[:, None] * length  # row of (h, p) in the flat store
+    return torch.index_select(stored.view(heads * length, dim), 0, rows.reshape(-1)).view(heads, -1, dim)
 
 
 def _head_dims(layers) -> list[int]:

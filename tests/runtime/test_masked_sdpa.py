@@ -107,3 +107,22 @@ def test_a_folded_bfloat16_decode_step_on_the_cpu_is_each_heads_own_attention(ma
     out = masked_attention(query.bfloat16(), key.bfloat16(), value.bfloat16(), mask, scaling=0.125)  # route: default
     assert out.dtype == torch.bfloat16 and out.shape == (4, 9, 1, 64)
     torch.testing.assert_close(out.double(), expected, rtol=0.02, atol=0.01)  # bfloat16's own rounding
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_several_query_tokens_on_the_cpu_fold_to_the_same_bits_as_sdpas_grouped_call(dtype):
+    """An answer fed over the evicted cache (the search's likelihood): folded onto the KV groups, the mask not
+    repeated to every query head; the same numbers as SDPA's own call with the mask per query head."""
+    import torch.nn.functional as F
+
+    from evolalloc.runtime.masked_sdpa import per_query_head
+
+    generator = torch.Generator().manual_seed(3)
+    query = torch.randn(4, 9, 8, 64, generator=generator).to(dtype)
+    key, value = torch.randn(2, 4, 3, 200, 64, generator=generator).to(dtype)
+    mask = torch.rand(4, 3, 8, 200, generator=generator) > 0.3
+    mask[..., -8:] = torch.ones(8, 8, dtype=torch.bool).tril()  # the fed tokens see themselves causally
+    out = masked_attention(query, key, value, mask, scaling=0.125)
+    grouped = F.scaled_dot_product_attention(query, key, value, attn_mask=per_query_head(mask, 3), scale=0.125,
+                                             enable_gqa=True)
+    assert torch.equal(out, grouped)
