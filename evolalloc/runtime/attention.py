@@ -119,7 +119,9 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
         # The mask per KV head, GQA folded for one query; a decode step without a mask comes here too on a
         # GPU (SDPA's own choice, cuDNN, builds a plan for every new key length) and in half precision on
         # the CPU (SDPA's CPU kernel is 6x slower there for one query token): masked_sdpa.py.
-        out = masked_attention(query, key, value, mask, scaling)
+        # Tokens fed over an evicted cache fold onto their KV groups on the CPU; a prefill's chunks (capturing)
+        # keep SDPA's own call, so a record is what it always was.
+        out = masked_attention(query, key, value, mask, scaling, fold_chunk="evolalloc_capture" not in kwargs)
 
     held = getattr(cache, "held", None)
     if held is not None:  # decode-time eviction observes what its scorer ranks by (runtime/online_capture.py)

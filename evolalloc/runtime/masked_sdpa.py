@@ -49,7 +49,7 @@ def folded_decode_step(query: torch.Tensor) -> bool:
 
 
 def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                     scaling: float, *, decode_path: bool | None = None) -> torch.Tensor:
+                     scaling: float, *, decode_path: bool | None = None, fold_chunk: bool = True) -> torch.Tensor:
     """Masked attention; returns ``[B, Hq, q, D]``.
 
     Shapes: query ``[B, Hq, q, D]``; key, value ``[B, Hkv, S, D]``; ``mask`` bool (True = visible),
@@ -57,6 +57,8 @@ def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     ``None`` (every key visible) only for a decode step (one query token).
     ``decode_path``: take the folded, cuDNN-free path for one query token; ``None`` = where it is the
     faster call (``folded_decode_step``: CUDA, or half precision on the CPU).
+    ``fold_chunk``: several query tokens on the CPU fold too (``_folded_chunk``: tokens fed over an evicted
+    cache); the prefill's chunks pass ``False`` and keep SDPA's own call, so records stay as they were.
     """
     batch, q_heads, q_len, dim = query.shape
     kv_heads = key.shape[1]
@@ -69,7 +71,7 @@ def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         folded = query.reshape(batch, kv_heads, n_rep, dim)  # query head h = group h // n_rep, as repeat_interleave
         out = _sdpa_without_cudnn(folded, key, value, mask, scaling)  # mask [B, Hkv|1, 1, S] broadcasts over n_rep
         return out.reshape(batch, q_heads, 1, dim)
-    if q_len > 1 and n_rep > 1 and mask is not None and query.device.type != "cuda":
+    if fold_chunk and q_len > 1 and n_rep > 1 and mask is not None and query.device.type != "cuda":
         return _folded_chunk(query, key, value, mask, scaling)
     # Several query tokens on a GPU (a prefill chunk, a question fed over the evicted cache), or float32 on
     # the CPU: SDPA's own choice.
