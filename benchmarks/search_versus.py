@@ -20,6 +20,9 @@ variant's budgets may not exceed the shared recipe's largest: the shared prefill
 shared recipe's budgets, so put the largest target in ``--set`` (refused otherwise). A finished
 run folder is re-used and an unfinished one resumed (its stored trials replayed), so the command
 can be run again after a kill, or after ``--held-in`` to compare the same searches on held-out.
+``--search-only`` stops after the searches, so that two processes (one variant each, the same
+``--runs-dir``) can search side by side on two cores; the full command then replays every stored
+search in seconds and compares once.
 Each run's search evaluations and its own wall time (its search plus its held-out comparison, the
 shared prefill not included) are printed at the end.
 
@@ -81,6 +84,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--held-in", nargs=2, type=int, default=None, metavar=("SEED", "N"),
                         help="score each profile on N search-split instances of instance seed SEED; no held-out")
+    parser.add_argument("--search-only", action="store_true",
+                        help="stop after the searches (runs stay unfinished): split a study's variants over two "
+                             "processes, then one call without it replays them all and compares")
     parser.add_argument("--compare-once", type=Path, default=None, metavar="OUT.json",
                         help="score every run's profiles and the shared recipe's baselines once on the held-out "
                              "split, every per-instance score in OUT.json (benchmarks/compare_once.py), instead of "
@@ -154,6 +160,8 @@ def run(args) -> int:
                   f"best search fitness {result.best_fitness}", flush=True)
         if args.held_in:
             return held_in(args, searched, experiment)
+        if args.search_only:
+            return 0
         # Every run ships before any ship_and_compare(): it releases the search records, and rule `search`
         # scores each run's expansions on them (else each later run would prefill the split again).
         shipped = []

@@ -184,3 +184,31 @@ def test_compare_once_scores_every_run_and_every_row_once_on_the_same_prompts(tm
     assert data["runs"]["t-uniform-s0"]["start"] == "uniform" and data["runs"]["t-uniform-s0"]["start_scores"] == {}
     assert set(data["runs"]["t-best-s0"]["start_scores"]) >= {"uniform", "pyramid"}
     assert not (tmp_path / "runs" / "t-best-s0" / "comparison.json").exists()  # one comparison, not one per run
+
+
+def test_variants_searched_in_two_processes_are_replayed_not_searched_again_by_the_comparing_call(tmp_path,
+                                                                                                  tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []},
+                         baselines=["uniform"])
+    runs, common = tmp_path / "runs", ["--prefix", "t", "--seeds", 0, "--no-progress",
+                                       "--set", "optimizer.generations_per_group=1"]
+    variants = {"uniform": "optimizer.start=uniform", "best": "optimizer.start=best"}
+    first = {}
+    for name, sets in variants.items():  # one process per variant, as the runbook runs them side by side
+        done = script("search_versus.py", recipe, "--runs-dir", runs, *common, "--variant", name, sets,
+                      "--search-only")
+        assert done.returncode == 0, done.stderr
+        first[name] = next(line for line in done.stdout.splitlines() if line.startswith(f"t-{name}-s0:"))
+        assert " new)" in first[name] and "(0 new)" not in first[name]
+    assert not any((runs / f"t-{name}-s0" / "allocation-c24.json").exists() for name in variants)  # not shipped
+    out = tmp_path / "scores.json"
+    done = script("search_versus.py", recipe, "--runs-dir", runs, *common,
+                  *[arg for name, sets in variants.items() for arg in ("--variant", name, sets)],
+                  "--compare-once", out)
+    assert done.returncode == 0, done.stderr
+    for name in variants:  # the stored searches replayed: the same evaluations and best fitness, none new
+        again = next(line for line in done.stdout.splitlines() if line.startswith(f"t-{name}-s0:"))
+        assert "(0 new)" in again
+        assert again.split(" evaluations")[0] == first[name].split(" evaluations")[0]
+        assert again.split("best search fitness")[1] == first[name].split("best search fitness")[1]
+    assert set(json.loads(out.read_text())["scores"]) == {"t-uniform-s0", "t-best-s0", "uniform"}
