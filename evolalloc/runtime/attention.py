@@ -121,7 +121,12 @@ def evolalloc_attention(module, query, key, value, attention_mask, scaling, drop
         # the CPU (SDPA's CPU kernel is 6x slower there for one query token): masked_sdpa.py.
         # Tokens fed over an evicted cache fold onto their KV groups on the CPU; a prefill's chunks (capturing)
         # keep SDPA's own call, so a record is what it always was.
-        out = masked_attention(query, key, value, mask, scaling, fold_chunk="evolalloc_capture" not in kwargs)
+        # A window (the model's own, or a profile's for TensorRT-LLM) hides most keys of a long prompt: on the
+        # CPU the call skips the key blocks it hides, to the bit the same (runtime/banded.py).
+        windowed = sliding is not None or kwargs.get("evolalloc_windows") is not None \
+            or getattr(cache, "windows", None) is not None
+        out = masked_attention(query, key, value, mask, scaling, fold_chunk="evolalloc_capture" not in kwargs,
+                               band=windowed)
 
     held = getattr(cache, "held", None)
     if held is not None:  # decode-time eviction observes what its scorer ranks by (runtime/online_capture.py)

@@ -36,6 +36,8 @@ import os
 import torch
 import torch.nn.functional as F
 
+from evolalloc.runtime.banded import banded_attention
+
 _KEEP_CUDNN = os.environ.get("EVOLALLOC_SDPA_CUDNN", "") == "1"
 
 
@@ -49,7 +51,8 @@ def folded_decode_step(query: torch.Tensor) -> bool:
 
 
 def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                     scaling: float, *, decode_path: bool | None = None, fold_chunk: bool = True) -> torch.Tensor:
+                     scaling: float, *, decode_path: bool | None = None, fold_chunk: bool = True,
+                     band: bool = False) -> torch.Tensor:
     """Masked attention; returns ``[B, Hq, q, D]``.
 
     Shapes: query ``[B, Hq, q, D]``; key, value ``[B, Hkv, S, D]``; ``mask`` bool (True = visible),
@@ -59,6 +62,8 @@ def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     faster call (``folded_decode_step``: CUDA, or half precision on the CPU).
     ``fold_chunk``: several query tokens on the CPU fold too (``_folded_chunk``: tokens fed over an evicted
     cache); the prefill's chunks pass ``False`` and keep SDPA's own call, so records stay as they were.
+    ``band``: the mask is a window (a sliding-window layer, a TensorRT-LLM window): on the CPU each call
+    skips the key blocks it hides, with the same output to the bit (``runtime/banded.py``).
     """
     batch, q_heads, q_len, dim = query.shape
     kv_heads = key.shape[1]
@@ -66,10 +71,12 @@ def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     if decode_path is None:
         decode_path = folded_decode_step(query)
     if q_len == 1 and decode_path:  # a decode step on the GPU, or in half precision on the CPU
+        def attend(q, k, v, m):
+            return _sdpa_without_cudnn(q, k, v, m, scaling)
         if n_rep == 1:
-            return _sdpa_without_cudnn(query, key, value, mask, scaling)
+            return _banded_or_whole(attend, query, key, value, mask, band)
         folded = query.reshape(batch, kv_heads, n_rep, dim)  # query head h = group h // n_rep, as repeat_interleave
-        out = _sdpa_without_cudnn(folded, key, value, mask, scaling)  # mask [B, Hkv|1, 1, S] broadcasts over n_rep
+        out = _banded_or_whole(attend, folded, key, value, mask, band)  # mask [B, Hkv|1, 1, S] broadcasts over n_rep
         return out.reshape(batch, q_heads, 1, dim)
     if fold_chunk and q_len > 1 and n_rep > 1 and mask is not None and query.device.type != "cuda":
         return _folded_chunk(query, key, value, mask, scaling)
@@ -77,7 +84,19 @@ def masked_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     # the CPU: SDPA's own choice.
     # There cuDNN won on the H200 (8k prefill 11760 tokens/s with it, 5937 without), its shapes recurring.
     mask = per_query_head(mask, n_rep)
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=n_rep > 1)
+
+    def attend(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=scaling, enable_gqa=n_rep > 1)
+    return _banded_or_whole(attend, query, key, value, mask, band)
+
+
+def _banded_or_whole(attend, query, key, value, mask, band: bool) -> torch.Tensor:
+    """``attend`` over the key blocks the window leaves visible (CPU, ``runtime/banded.py``), else one call."""
+    if band and mask is not None:
+        out = banded_attention(attend, query, key, value, mask)
+        if out is not None:
+            return out
+    return attend(query, key, value, mask)
 
 
 def _folded_chunk(query, key, value, mask, scaling) -> torch.Tensor:
