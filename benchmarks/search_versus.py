@@ -22,7 +22,10 @@ run folder is re-used and an unfinished one resumed (its stored trials replayed)
 can be run again after a kill, or after ``--held-in`` to compare the same searches on held-out.
 ``--search-only`` stops after the searches, so that two processes (one variant each, the same
 ``--runs-dir``) can search side by side on two cores; the full command then replays every stored
-search in seconds and compares once.
+search in seconds and compares once. ``--prefill-from-end``, run beside that comparing call once every
+search is done, prefills the held-out split from its last prompt backwards into the same records
+folder until it meets the comparing call's records, which then reads the rest back: the held-out
+prefill (most of a long-context setting) on two cores.
 Each run's search evaluations and its own wall time (its search plus its held-out comparison, the
 shared prefill not included) are printed at the end.
 
@@ -87,6 +90,10 @@ def main(argv=None) -> int:
     parser.add_argument("--search-only", action="store_true",
                         help="stop after the searches (runs stay unfinished): split a study's variants over two "
                              "processes, then one call without it replays them all and compares")
+    parser.add_argument("--prefill-from-end", action="store_true",
+                        help="after the searches: prefill the held-out split from its last prompt backwards into "
+                             "the runs' records, stopping where they already are; beside the comparing call, which "
+                             "prefills from the first, the two cores share the held-out prefill")
     parser.add_argument("--compare-once", type=Path, default=None, metavar="OUT.json",
                         help="score every run's profiles and the shared recipe's baselines once on the held-out "
                              "split, every per-instance score in OUT.json (benchmarks/compare_once.py), instead of "
@@ -136,6 +143,12 @@ def run(args) -> int:
     # curating and prefilling every split again.
     made = [args.runs_dir / recipe.name for _, _, recipe in runs if (args.runs_dir / recipe.name).exists()]
     curation = made[-1] / CURATION_FILE if made else None
+    if args.prefill_from_end:
+        unsearched = [recipe.name for _, _, recipe in runs if not (args.runs_dir / recipe.name).exists()]
+        if unsearched or base.multi_task:
+            raise UserError("--prefill-from-end runs beside the comparing call, once every search has a run folder "
+                            f"(missing: {', '.join(unsearched) or 'none'}) and for one task", field="--prefill-from-end")
+        return prefill_from_end(base, curation)
     with Experiment(base, progress=progress, curation_file=curation) as experiment:
         searched = []
         if any(not (args.runs_dir / recipe.name).exists() for _, _, recipe in todo) and not base.multi_task:
@@ -188,6 +201,36 @@ def run(args) -> int:
             timings[run_dir.name] = (len(result.history), seconds + time.perf_counter() - started)
     for name, (evaluations, seconds) in timings.items():
         print(f"{name}: {evaluations} evaluations, {seconds:.0f} s (search + held-out comparison, busy machine)")
+    return 0
+
+
+def prefill_from_end(base, curation: Path) -> int:
+    """The shared held-out split's records, made as the comparing call makes them (same bound, scorers and
+    folder: the last run folder's ``records/``) but from the last prompt backwards, each spilled at once.
+    Stops at the first record already on disk: the comparing call, prefilling from the first prompt, has
+    come that far, and from there on it reads back what this call wrote (``RecordKeeper.reuse``)."""
+    from evolalloc.pipeline.experiment import Experiment
+    from evolalloc.pipeline.run import HELDOUT
+    from evolalloc.runtime.instances import prefill_instances, tokenize_instance
+
+    with Experiment(base, progress=False, curation_file=curation) as experiment:
+        (_, _, part), = experiment.parts
+        run, after = experiment.run, part.splits.task_section.question_after_compression
+        keeper, bound = run.records.keeper, run.records.policy_for(HELDOUT).bound
+        if keeper.policy.spill_dir is None or keeper.policy.memory is None:
+            raise UserError("these records are never spilled (engine.record_memory), so no other call could read "
+                            "them", field="--prefill-from-end")
+        run.scorers.ensure_trained()
+        keys = [scorer.key for scorer in run.scorers.all]
+        made = 0
+        for instance in reversed(experiment.instances(HELDOUT)):
+            ids, question = tokenize_instance(run.model.tokenizer, instance, after)
+            if keeper.path_for(keeper.key(ids, question, keys, bound)).exists():
+                break
+            prefill_instances(run.model.loaded, [instance], run.scorers.all, question_after_compression=after,
+                              keeper=keeper, bound=bound, hold=False)
+            made += 1
+    print(f"prefilled {made} held-out prompts from the end", flush=True)
     return 0
 
 

@@ -212,3 +212,41 @@ def test_variants_searched_in_two_processes_are_replayed_not_searched_again_by_t
         assert again.split(" evaluations")[0] == first[name].split(" evaluations")[0]
         assert again.split("best search fitness")[1] == first[name].split("best search fitness")[1]
     assert set(json.loads(out.read_text())["scores"]) == {"t-uniform-s0", "t-best-s0", "uniform"}
+
+
+def test_the_held_out_prefill_from_the_end_is_read_back_by_the_comparing_call(tmp_path, tiny_model_dir, monkeypatch):
+    """Two cores on one held-out prefill: a call with --prefill-from-end writes the held-out records
+    backwards until it meets ones on disk; the comparing call then prefills none of them."""
+    from evolalloc.runtime.record_store import RecordKeeper
+    from tests.report.test_design_scores import benchmark_script
+
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=["uniform"],
+                         engine={"kind": "local", "threads": 1, "batch_size": 8, "record_memory": "0B"})
+    runs = tmp_path / "runs"
+    argv = [str(recipe), "--runs-dir", str(runs), "--prefix", "p", "--seeds", "0", "--no-progress",
+            "--set", "optimizer.generations_per_group=1", "--variant", "random", "optimizer.name=random"]
+    script_main = benchmark_script("search_versus").main
+    assert script_main(argv + ["--prefill-from-end"]) == 2  # refused before the searches have run folders
+    assert script_main(argv + ["--search-only"]) == 0
+    folder = runs / "p-random-s0" / "records"
+    searched = set(folder.iterdir()) if folder.exists() else set()  # the search split's went with its process
+    assert script_main(argv + ["--prefill-from-end"]) == 0
+    held_out = set(folder.iterdir()) - searched
+    assert len(held_out) == 3  # the tiny recipe's held-out prompts, every one
+    stamps = {path: path.stat().st_mtime_ns for path in held_out}
+    assert script_main(argv + ["--prefill-from-end"]) == 0  # all there: it stops at the last prompt's record
+    assert {path: path.stat().st_mtime_ns for path in held_out} == stamps
+
+    found = []
+    original = RecordKeeper.reuse
+
+    def counting(self, *args, **kwargs):
+        record = original(self, *args, **kwargs)
+        found.append(record is not None)
+        return record
+
+    monkeypatch.setattr(RecordKeeper, "reuse", counting)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # compare_once.py, beside the script
+    assert script_main(argv + ["--compare-once", str(tmp_path / "scores.json")]) == 0
+    assert found.count(True) == 3  # the held-out records read back, not prefilled (the search split's are made again)
+    assert all(path.stat().st_mtime_ns == stamp for path, stamp in stamps.items())
