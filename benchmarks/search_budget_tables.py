@@ -25,7 +25,7 @@ MARGIN, ALPHA = 0.10, 0.05
 STARTS = ("uniform", "best")
 # The page's six settings (its "settings" table): one not scored yet is a row "not run", and counts as not met.
 SETTINGS = {"sb_main2048": "A", "sb_number4k": "B", "sb_multikey4k": "C", "sb_number8k": "D", "sb_gemma2048": "E",
-            "gemma_long": "F"}
+            "sb_gemma_long": "F"}
 
 
 def searched_runs(data: dict) -> list[str]:
