@@ -147,7 +147,8 @@ def run(args) -> int:
         unsearched = [recipe.name for _, _, recipe in runs if not (args.runs_dir / recipe.name).exists()]
         if unsearched or base.multi_task:
             raise UserError("--prefill-from-end runs beside the comparing call, once every search has a run folder "
-                            f"(missing: {', '.join(unsearched) or 'none'}) and for one task", field="--prefill-from-end")
+                            f"(missing: {', '.join(unsearched) or 'none'}) and for one task",
+                            field="--prefill-from-end")
         return prefill_from_end(base, curation)
     with Experiment(base, progress=progress, curation_file=curation) as experiment:
         searched = []
