@@ -19,6 +19,21 @@ def script(name: str, *args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
+def count_reuses(monkeypatch) -> list[bool]:
+    """From now on, each ``RecordKeeper.reuse`` call appends whether it found the record on disk."""
+    from evolalloc.runtime.record_store import RecordKeeper
+
+    found, original = [], RecordKeeper.reuse
+
+    def counting(self, *args, **kwargs):
+        record = original(self, *args, **kwargs)
+        found.append(record is not None)
+        return record
+
+    monkeypatch.setattr(RecordKeeper, "reuse", counting)
+    return found
+
+
 def test_every_variant_and_seed_gets_a_finished_run_on_the_same_held_out_instances(tmp_path, tiny_model_dir):
     recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=[])
     runs = tmp_path / "runs"
@@ -134,7 +149,6 @@ def test_run_again_after_a_kill_in_the_comparison_the_held_out_records_are_read_
     import pytest
 
     import evolalloc.pipeline.run as run_module
-    from evolalloc.runtime.record_store import RecordKeeper
     from tests.report.test_design_scores import benchmark_script
 
     recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=[],
@@ -153,15 +167,7 @@ def test_run_again_after_a_kill_in_the_comparison_the_held_out_records_are_read_
             benchmark_script("search_versus").main(argv)
     assert len(list((runs / "k-random-s1" / "records").iterdir())) >= 3  # the held-out split, spilled
 
-    found = []
-    original = RecordKeeper.reuse
-
-    def counting(self, *args, **kwargs):
-        record = original(self, *args, **kwargs)
-        found.append(record is not None)
-        return record
-
-    monkeypatch.setattr(RecordKeeper, "reuse", counting)
+    found = count_reuses(monkeypatch)
     assert benchmark_script("search_versus").main(argv) == 0
     assert found and all(found)  # every record asked for was read back from the first call's files
     assert (runs / "k-random-s0" / "comparison.json").exists() and (runs / "k-random-s1" / "comparison.json").exists()
@@ -217,7 +223,6 @@ def test_variants_searched_in_two_processes_are_replayed_not_searched_again_by_t
 def test_the_held_out_prefill_from_the_end_is_read_back_by_the_comparing_call(tmp_path, tiny_model_dir, monkeypatch):
     """Two cores on one held-out prefill: a call with --prefill-from-end writes the held-out records
     backwards until it meets ones on disk; the comparing call then prefills none of them."""
-    from evolalloc.runtime.record_store import RecordKeeper
     from tests.report.test_design_scores import benchmark_script
 
     recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=["uniform"],
@@ -237,15 +242,7 @@ def test_the_held_out_prefill_from_the_end_is_read_back_by_the_comparing_call(tm
     assert script_main(argv + ["--prefill-from-end"]) == 0  # all there: it stops at the last prompt's record
     assert {path: path.stat().st_mtime_ns for path in held_out} == stamps
 
-    found = []
-    original = RecordKeeper.reuse
-
-    def counting(self, *args, **kwargs):
-        record = original(self, *args, **kwargs)
-        found.append(record is not None)
-        return record
-
-    monkeypatch.setattr(RecordKeeper, "reuse", counting)
+    found = count_reuses(monkeypatch)
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # compare_once.py, beside the script
     assert script_main(argv + ["--compare-once", str(tmp_path / "scores.json")]) == 0
     assert found.count(True) == 3  # the held-out records read back, not prefilled (the search split's are made again)
