@@ -32,9 +32,9 @@ def read_log(path: Path) -> list[dict]:
             try:
                 updates.append(json.loads(line))
             except json.JSONDecodeError as error:
-                raise SystemExit(f"{path}:{number}: not a JSON line ({error.msg})")
+                raise ValueError(f"{path}:{number}: not a JSON line ({error.msg})")
     if not updates or any("reward" not in u for u in updates):
-        raise SystemExit(f"{path}: every line needs a 'reward'")
+        raise ValueError(f"{path}: every line needs a 'reward'")
     return updates
 
 
@@ -91,7 +91,11 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
         return 2
     folder = Path(argv[0])
-    logs = {int(m["seed"]): read_log(p) for p in sorted(folder.glob("seed*.log.jsonl")) if (m := LOG.match(p.name))}
+    try:
+        logs = {int(m["seed"]): read_log(p) for p in sorted(folder.glob("seed*.log.jsonl")) if (m := LOG.match(p.name))}
+    except ValueError as error:  # one line naming the file and line, exit 2 (bad input)
+        print(error, file=sys.stderr)
+        return 2
     if not logs:
         print(f"{folder}: no seed<S>.log.jsonl training logs", file=sys.stderr)
         return 2
