@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
+
+from tests.benchscripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_tool():
-    """``benchmarks/recipe_path.py`` imported as a module (the folder is not a package)."""
-    spec = importlib.util.spec_from_file_location("recipe_path", ROOT / "benchmarks" / "recipe_path.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = load_tool()
+tool = load_benchmark("recipe_path")
 Call = tool.Call
 RUN = "evolalloc.pipeline.run"
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 from evolalloc.report.comparison import save_comparison
+from tests.benchscripts import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("arms_data", ROOT / "benchmarks" / "arms_data.py")
-arms_data = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(arms_data)
+arms_data = load_benchmark("arms_data")
 
 N = 40
 UIDS = [f"t/search/4096/s77/{i}" for i in range(N)]

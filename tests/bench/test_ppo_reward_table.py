@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchscripts import load_benchmark
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("ppo_reward_table", ROOT / "benchmarks" / "ppo_reward_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("ppo_reward_table")
 
 
 def write_log(path: Path, rewards: list[float]) -> None:

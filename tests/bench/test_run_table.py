@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
+
+from tests.benchscripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "results" / "main-job" / "converged-run" / "comparison.json"
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("run_table", ROOT / "benchmarks" / "run_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("run_table")
 
 
 def test_a_runs_comparison_becomes_a_table_beside_the_pages_other_tables(tmp_path):

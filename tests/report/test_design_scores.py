@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 from evolalloc.report.comparison import load_instance_scores
+from tests.benchscripts import load_benchmark
 from tests.pipeline.test_pipeline import tiny_recipe
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def benchmark_script(name: str):
-    """``benchmarks/NAME.py`` imported as a module (the folder is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+benchmark_script = load_benchmark
 
 
 def script():

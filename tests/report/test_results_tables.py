@@ -3,21 +3,18 @@ a table whose markdown and JSON disagree fails the check."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
 from pathlib import Path
 
+from tests.benchscripts import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def script():
-    """``benchmarks/results_tables.py`` imported as a module (the folder is not a package)."""
-    spec = importlib.util.spec_from_file_location("results_tables", ROOT / "benchmarks" / "results_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("results_tables")
 
 
 def copy_of_results(tmp_path: Path) -> Path:

@@ -1,0 +1,156 @@
+"""results/decode-time: the held-out tables and the verdict, computed from the study's per-instance scores.
+
+    python benchmarks/decode_time_tables.py            # writes the tables into results/decode-time/data.json
+    python benchmarks/results_tables.py                # then renders them into the page
+
+Reads ``scores/decode_prose.json`` (``search_versus.py --compare-once ... --compare-modes generate,fidelity``:
+greedy agreement per row under ``scores``, the likelihood kept under ``metrics_by_mode.fidelity``) and, when
+it is there, ``scores/scorers.json`` (``benchmarks/scorer_table.py``: every scorer at uniform budgets). It
+applies the page's pre-registered test to each searched run at ``c`` (the smallest budget):
+
+1. the mean over the held-out prompts of the likelihood kept, ``exp(lc - lf)`` uncapped, is >= 0.95;
+2. its greedy agreement minus uniform SnapKV's (held alike) is >= 0.10, two-sided Wilcoxon p < 0.05
+   (``evolalloc.report.stats.paired_test``, as on every page here).
+
+The goal is met when both hold for every searched run (3 seeds). Other tables' entries in ``data.json``
+are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from evolalloc.report.stats import align, bootstrap_mean, paired_test
+
+PAGE = Path(__file__).resolve().parents[1] / "results" / "decode-time"
+STUDY = "decode_prose"
+KEPT, MARGIN, ALPHA = 0.95, 0.10, 0.05
+UNSEARCHED = ("uniform", "pyramid", "streaming", "full")
+REFERENCE_SCORER = "snapkv"
+
+
+def fmt_p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def mean(per_instance: dict[str, float]) -> float:
+    return sum(per_instance.values()) / len(per_instance)
+
+
+def cell(data: dict, path: tuple[str, ...], source: str) -> dict[str, float]:
+    """``data[path[0]][path[1]]...``; a missing key is a ``ValueError`` naming the file and the field."""
+    node = data
+    for depth, key in enumerate(path):
+        if not isinstance(node, dict) or key not in node:
+            raise ValueError(f"{source}: no field {'.'.join(path[:depth + 1])}")
+        node = node[key]
+    return node
+
+
+def study_tables(data: dict, source: str) -> tuple[dict, bool]:
+    """The ``dt-test`` and ``dt-means`` tables from ``compare_once``'s data, and whether the goal is met."""
+    budgets = [str(float(b)) for b in cell(data, ("budgets",), source)]
+    c = budgets[0]
+    runs = [name for name in cell(data, ("scores",), source) if name in cell(data, ("runs",), source)]
+    if not runs:
+        raise ValueError(f"{source}: no searched run in field scores (the names under runs)")
+    agreement = data["scores"]
+    kept = cell(data, ("metrics_by_mode", "fidelity"), source)
+    uniform = cell(data, ("scores", "uniform", c), source)
+    test_rows, met = [], []
+    for run in runs:
+        likelihood = mean(cell(data, ("metrics_by_mode", "fidelity", run, c), source))
+        ours, theirs = align(cell(data, ("scores", run, c), source), uniform, (run, "uniform"))
+        t = paired_test(ours, theirs)
+        first, second = likelihood >= KEPT, t.diff >= MARGIN and t.significant(ALPHA)
+        met.append(first and second)
+        test_rows.append([run, f"{likelihood:.3f}", "yes" if first else "no", f"{t.diff:+.3f}", fmt_p(t.p_value),
+                          "yes" if second else "no", "**met**" if first and second else "not met"])
+    means_rows = []
+    for row in runs + [r for r in UNSEARCHED if r in agreement]:
+        cells = []
+        for budget in budgets:
+            interval = bootstrap_mean(list(cell(data, ("scores", row, budget), source).values()))
+            cells.append(f"{interval.mean:.3f} [{interval.low:.2f}, {interval.high:.2f}]")
+        likelihoods = [f"{mean(kept[row][b]):.3f}" if b in kept.get(row, {}) else "–" for b in budgets]
+        means_rows.append([row, *cells, *likelihoods])
+    n = len(uniform)
+    goal = bool(met) and all(met)
+    tables = {
+        "dt-test": {"columns": ["searched run", "likelihood kept at c", "(1) >= 0.95", "agreement − uniform SnapKV",
+                                "p", "(2) >= +0.10, p < 0.05", "verdict"],
+                    "rows": test_rows, "data_kept": True,
+                    "note": f"c = {float(c):g}, {n} held-out prompts, from scores/{STUDY}.json. The goal "
+                            f"(both, every seed): {'**met**' if goal else 'not met'}."},
+        "dt-means": {"columns": ["row", *(f"agreement, c = {float(b):g}" for b in budgets),
+                                 *(f"likelihood kept, c = {float(b):g}" for b in budgets)],
+                     "rows": means_rows, "data_kept": True,
+                     "note": f"Greedy agreement with the full cache's continuation: held-out mean [95% bootstrap "
+                             f"CI]; likelihood kept: mean exp(lc − lf), uncapped. {n} prompts, from "
+                             f"scores/{STUDY}.json."},
+    }
+    return tables, goal
+
+
+def scorer_tables(data: dict, source: str) -> dict:
+    """The ``dt-scorers`` table from ``scorer_table.py``'s data: each scorer at each uniform budget, and
+    its greedy agreement against SnapKV's (paired)."""
+    budgets = [str(float(b)) for b in cell(data, ("budgets",), source)]
+    agreement = cell(data, ("scores", "generate"), source)
+    kept = data.get("metrics", {}).get("fidelity", {})
+    rows = []
+    for scorer, per_budget in agreement.items():
+        cells, versus = [], []
+        for budget in budgets:
+            scores = cell(data, ("scores", "generate", scorer, budget), source)
+            cells.append(f"{mean(scores):.3f}")
+            cells.append(f"{mean(kept[scorer][budget]):.3f}" if budget in kept.get(scorer, {}) else "–")
+            if scorer == REFERENCE_SCORER:
+                versus.append("–")
+                continue
+            reference = cell(data, ("scores", "generate", REFERENCE_SCORER, budget), source)
+            t = paired_test(*align(scores, reference, (scorer, REFERENCE_SCORER)))
+            versus.append(f"{t.diff:+.3f} (p {fmt_p(t.p_value)})")
+        rows.append([scorer, *cells, *versus])
+    columns = ["scorer (uniform budgets)"]
+    for budget in budgets:
+        columns += [f"agreement, c = {float(budget):g}", f"likelihood kept, c = {float(budget):g}"]
+    columns += [f"agreement − SnapKV, c = {float(b):g}" for b in budgets]
+    n = len(next(iter(next(iter(agreement.values())).values())))
+    return {"dt-scorers": {"columns": columns, "rows": rows, "data_kept": True,
+                           "note": f"{n} held-out prompts, budgets held while decoding; paired two-sided Wilcoxon "
+                                   f"against SnapKV; from scores/scorers.json."}}
+
+
+def load(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not JSON ({error.msg}, line {error.lineno})")
+
+
+def main(argv: list[str]) -> int:
+    page = Path(argv[0]) if argv else PAGE
+    study, scorers = page / "scores" / f"{STUDY}.json", page / "scores" / "scorers.json"
+    if not study.exists():
+        print(f"{study}: no such file (the comparing call's --compare-once output)", file=sys.stderr)
+        return 2
+    try:
+        tables, goal = study_tables(load(study), str(study))
+        if scorers.exists():
+            tables.update(scorer_tables(load(scorers), str(scorers)))
+    except ValueError as error:  # one line naming the file and the field, exit 2 (bad input)
+        print(error, file=sys.stderr)
+        return 2
+    data_path = page / "data.json"
+    data = json.loads(data_path.read_text()) if data_path.exists() else {"tables": {}}
+    data.setdefault("tables", {}).update(tables)
+    data_path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    print(f"{data_path}: {', '.join(tables)}; the goal {'met' if goal else 'not met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
