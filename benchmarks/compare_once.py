@@ -39,7 +39,9 @@ def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict
 
     ``modes``: the first is the table's (``scores``: greedy answers, the task's metric); each further one
     (``fidelity``: the likelihood the full cache's continuation keeps) is scored too, under
-    ``scores_by_mode[mode]``, its per-instance ``metric`` (the uncapped value) under ``metrics_by_mode``."""
+    ``scores_by_mode[mode]``, its per-instance ``metric`` (the uncapped value) under ``metrics_by_mode``. A task
+    judged against the full cache also keeps, per greedy mode, each answer's ``greedy_prefix`` (the share of the
+    full cache's continuation matched before the first divergence) under ``greedy_prefix_by_mode``."""
     from evolalloc.core.baselines import make_baseline
     from evolalloc.core.methods import EVOLVED
     from evolalloc.pipeline.run import HELDOUT, comparison_meta, evaluate_distinct, scorer_groups
@@ -53,7 +55,7 @@ def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict
     experiment.release("search")
     methods.update(experiment.run.methods.baselines_at(names, template))
     experiment.bound_split(HELDOUT, [a for per_budget in methods.values() for a in per_budget.values()])
-    evaluators, by_mode, metrics, timed = {}, {m: {} for m in modes}, {m: {} for m in modes}, {}
+    evaluators, by_mode, metrics, timed, prefixes = {}, {m: {} for m in modes}, {m: {} for m in modes}, {}, {}
     for mode in modes:
         scores = by_mode[mode]
         for name, per_budget in methods.items():
@@ -68,6 +70,9 @@ def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict
                                            f"{result.error}")
                     scores[name][str(float(budget))] = {o.uid: o.score for o in result.instances}
                     metrics[mode][name][str(float(budget))] = {o.uid: o.metric for o in result.instances}
+                    if all(o.greedy_prefix is not None for o in result.instances):
+                        prefixes.setdefault(mode, {}).setdefault(name, {})[str(float(budget))] = {
+                            o.uid: o.greedy_prefix for o in result.instances}
             timed[f"{name} ({mode})"] = round(time.perf_counter() - started, 1)
             print(f"compared {name} ({mode}): " + ", ".join(f"c={b}: {sum(s.values()) / len(s):.3f}"
                                                            for b, s in scores[name].items()), flush=True)
@@ -89,6 +94,8 @@ def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict
     if len(modes) > 1:
         data["scores_by_mode"] = {m: by_mode[m] for m in modes[1:]}
         data["metrics_by_mode"] = {m: metrics[m] for m in modes[1:]}
+    if prefixes:
+        data["greedy_prefix_by_mode"] = prefixes
     write_atomic(out, json.dumps(data, indent=1) + "\n")
     print(f"every row's per-instance scores: {out}")
     return data

@@ -68,6 +68,7 @@ def study_tables(data: dict, source: str) -> tuple[dict, bool]:
         met.append(first and second)
         test_rows.append([run, f"{likelihood:.3f}", "yes" if first else "no", f"{t.diff:+.3f}", fmt_p(t.p_value),
                           "yes" if second else "no", "**met**" if first and second else "not met"])
+    prefix = data.get("greedy_prefix_by_mode", {}).get("generate", {})  # reported beside, not tested
     means_rows = []
     for row in runs + [r for r in UNSEARCHED if r in agreement]:
         cells = []
@@ -75,7 +76,8 @@ def study_tables(data: dict, source: str) -> tuple[dict, bool]:
             interval = bootstrap_mean(list(cell(data, ("scores", row, budget), source).values()))
             cells.append(f"{interval.mean:.3f} [{interval.low:.2f}, {interval.high:.2f}]")
         likelihoods = [f"{mean(kept[row][b]):.3f}" if b in kept.get(row, {}) else "–" for b in budgets]
-        means_rows.append([row, *cells, *likelihoods])
+        prefixes = [f"{mean(prefix[row][b]):.3f}" if b in prefix.get(row, {}) else "–" for b in budgets]
+        means_rows.append([row, *cells, *likelihoods, *(prefixes if prefix else [])])
     n = len(uniform)
     goal = bool(met) and all(met)
     tables = {
@@ -85,10 +87,12 @@ def study_tables(data: dict, source: str) -> tuple[dict, bool]:
                     "note": f"c = {float(c):g}, {n} held-out prompts, from scores/{STUDY}.json. The goal "
                             f"(both, every seed): {'**met**' if goal else 'not met'}."},
         "dt-means": {"columns": ["row", *(f"agreement, c = {float(b):g}" for b in budgets),
-                                 *(f"likelihood kept, c = {float(b):g}" for b in budgets)],
+                                 *(f"likelihood kept, c = {float(b):g}" for b in budgets),
+                                 *(f"greedy prefix, c = {float(b):g}" for b in (budgets if prefix else []))],
                      "rows": means_rows, "data_kept": True,
                      "note": f"Greedy agreement with the full cache's continuation: held-out mean [95% bootstrap "
-                             f"CI]; likelihood kept: mean exp(lc − lf), uncapped. {n} prompts, from "
+                             f"CI]; likelihood kept: mean exp(lc − lf), uncapped; greedy prefix: the share of the "
+                             f"full cache's continuation matched before the first divergence. {n} prompts, from "
                              f"scores/{STUDY}.json."},
     }
     return tables, goal

@@ -9,8 +9,9 @@ StreamingLLM and KV Policy): every scorer gets the same uniform budgets, the sam
 recipe's ``budget.decode`` (budgets held while decoding, when the recipe sets it). ``NAME@PATH`` gives
 a trained scorer its checkpoint. Each (scorer, budget) is one evaluation of the split per mode;
 ``--out`` keeps every per-instance score (``{"scores": {mode: {scorer: {budget: {uid: score}}}},
-"metrics": ...}``) so paired tests can be computed from it. ``--split search`` is the search split
-(curated as the recipe says); the held-out split is read only when asked for.
+"metrics": ..., "greedy_prefix": ...}``, the last for a task judged against the full cache) so paired
+tests can be computed from it. ``--split search`` is the search split (curated as the recipe says); the
+held-out split is read only when asked for.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def main(argv=None) -> int:
     uniform = make_baseline("uniform")
     scores = {m: {} for m in modes}
     metrics = {m: {} for m in modes}
+    prefixes = {}  # a task judged against the full cache: each greedy answer's greedy_prefix, per mode
     seconds = {}
     with Experiment(recipe, progress=False, bounded=False) as experiment:
         experiment.run.scorers.extra = list(scorers.values())  # before the first records are made
@@ -74,11 +76,15 @@ def main(argv=None) -> int:
                         raise RuntimeError(f"{label} at c={c} ({mode}) failed: {result.error}")
                     scores[mode].setdefault(label, {})[str(float(c))] = {o.uid: o.score for o in result.instances}
                     metrics[mode].setdefault(label, {})[str(float(c))] = {o.uid: o.metric for o in result.instances}
+                    if all(o.greedy_prefix is not None for o in result.instances):
+                        prefixes.setdefault(mode, {}).setdefault(label, {})[str(float(c))] = {
+                            o.uid: o.greedy_prefix for o in result.instances}
                 print(f"{label} ({mode}): " + ", ".join(
                     f"c={c}: {sum(v.values()) / len(v):.3f}" for c, v in scores[mode][label].items()), flush=True)
     args.out.write_text(json.dumps({"recipe": str(args.recipe), "overrides": args.overrides, "split": args.split,
                                     "budgets": budgets, "scorers": args.scorers.split(","), "scores": scores,
-                                    "metrics": metrics, "seconds": seconds}, indent=1) + "\n")
+                                    "metrics": metrics, "greedy_prefix": prefixes, "seconds": seconds},
+                                   indent=1) + "\n")
     print(f"per-instance scores: {args.out}")
     return 0
 

@@ -26,7 +26,8 @@ class InstanceOutcome:
     probability). fidelity: nothing is generated either; ``score`` is the fidelity score in [0, 1]
     and ``metric`` the likelihood kept before its cap at 1 (``runtime.continuation``). A task judged
     against the full cache scores its greedy answers (generate, graded) against the full cache's
-    continuation, in the model's tokens.
+    continuation, in the model's tokens; its ``greedy_prefix`` (the share of that continuation matched
+    before the first divergence) is kept beside whichever metric the task scores, for the tables.
     """
 
     uid: str
@@ -34,6 +35,7 @@ class InstanceOutcome:
     metric: float
     score: float  # what the mode scores, in [0, 1]; an EvalResult's task_score is their mean
     generated_tokens: int = 0
+    greedy_prefix: float | None = None  # generate/graded, a task judged against the full cache only
     error: str | None = None
     mode: str = "generate"
 

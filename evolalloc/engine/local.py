@@ -51,6 +51,7 @@ from evolalloc.runtime.model import LoadedModel
 from evolalloc.runtime.prefill import PrefillRecord, prefill
 from evolalloc.runtime.record_store import release, to_record_dtype
 from evolalloc.runtime.scorers import Scorer
+from fitness.metrics.agreement import greedy_prefix
 from fitness.task import check_fitness_mode
 
 _ROW_ERRORS = (ValueError, RuntimeError, torch.OutOfMemoryError)
@@ -165,8 +166,9 @@ class LocalEvaluator:
         return continuation_of(self.loaded.model, self.records[i], lambda: self._whole(i), self._ranker, settings,
                                self.loaded.tokenizer)
 
-    def _judge(self, i: int, generation: Generation) -> tuple[float, float]:
-        """``(metric, score)`` of instance ``i``'s greedy answer in this evaluator's mode (generate or graded)."""
+    def _judge(self, i: int, generation: Generation) -> tuple[float, float, float | None]:
+        """``(metric, score, greedy_prefix)`` of instance ``i``'s greedy answer in this evaluator's mode
+        (generate or graded); ``greedy_prefix`` only for a task judged against the full cache, else ``None``."""
         inst = self.instances[i]
         graded = self.mode == "graded"
         if self._continuations is not None and getattr(self.task, "judged_against_full_cache", False):
@@ -174,9 +176,9 @@ class LocalEvaluator:
             metric, score = self.task.score_against(inst, generation.token_ids, reference)
             if graded:
                 score = self.task.score_against(inst, generation.token_ids, reference, graded=True)[1]
-            return metric, score
+            return metric, score, greedy_prefix(generation.token_ids, (reference,))
         metric, score = self.task.score(inst, generation.text)
-        return metric, self.task.graded_score(inst, generation.text) if graded else score
+        return metric, self.task.graded_score(inst, generation.text) if graded else score, None
 
     def _generated_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
         outcomes: dict[int, list[InstanceOutcome | None]] = {a: [None] * len(self.instances)
@@ -192,9 +194,10 @@ class LocalEvaluator:
                 if gen is None:
                     continue
                 inst = self.instances[i]
-                metric, score = self._judge(i, gen)
+                metric, score, prefix = self._judge(i, gen)
                 outcomes[a][i] = InstanceOutcome(inst.uid, gen.text, float(metric), float(score),
-                                                 generated_tokens=len(gen.token_ids), mode=self.mode)
+                                                 generated_tokens=len(gen.token_ids), mode=self.mode,
+                                                 greedy_prefix=prefix)
         return outcomes
 
     def _decode(self, keys, budgets, settings, errors) -> list[Generation | None]:

@@ -24,7 +24,9 @@ def study(page, agreement: dict[str, float], kept: dict[str, float]) -> None:
             "scores": {row: {str(b): per_prompt(level) for b in BUDGETS} for row, level in agreement.items()},
             "runs": {run: {"seed": int(run[-1])} for run in runs},
             "metrics_by_mode": {"fidelity": {row: {str(b): per_prompt(level, 0.01) for b in BUDGETS}
-                                             for row, level in kept.items()}}}
+                                             for row, level in kept.items()}},
+            "greedy_prefix_by_mode": {"generate": {row: {str(b): per_prompt(level / 2) for b in BUDGETS}
+                                                   for row, level in agreement.items()}}}
     (page / "scores").mkdir(parents=True, exist_ok=True)
     (page / "scores" / "decode_prose.json").write_text(json.dumps(data))
 
@@ -45,7 +47,8 @@ def test_every_seed_passing_both_parts_meets_the_goal_and_the_pages_other_tables
     assert "The goal (both, every seed): **met**" in made["dt-test"]["note"]
     means = {row[0]: row for row in made["dt-means"]["rows"]}
     assert list(means) == ["dt-best-s0", "dt-best-s1", "dt-best-s2", "uniform", "full"]
-    assert means["uniform"][1].startswith("0.570 [") and means["uniform"][3:] == ["0.930", "0.930"]
+    assert means["uniform"][1].startswith("0.570 [") and means["uniform"][3:] == ["0.930", "0.930", "0.285", "0.285"]
+    assert made["dt-means"]["columns"][-1] == "greedy prefix, c = 240"
 
 
 def test_one_seed_below_the_likelihood_bar_or_the_margin_fails_the_goal(tmp_path):

@@ -190,6 +190,7 @@ def test_compare_once_scores_every_run_and_every_row_once_on_the_same_prompts(tm
     assert data["runs"]["t-uniform-s0"]["start"] == "uniform" and data["runs"]["t-uniform-s0"]["start_scores"] == {}
     assert set(data["runs"]["t-best-s0"]["start_scores"]) >= {"uniform", "pyramid"}
     assert not (tmp_path / "runs" / "t-best-s0" / "comparison.json").exists()  # one comparison, not one per run
+    assert "greedy_prefix_by_mode" not in data  # passkey's answers are not judged against the full cache
 
 
 def test_variants_searched_in_two_processes_are_replayed_not_searched_again_by_the_comparing_call(tmp_path,

@@ -180,3 +180,19 @@ def test_fidelity_under_budgets_held_while_decoding(tiny_loaded, prose, snapkv, 
     (tight_prompt_only,) = prompt_only.evaluate([TIGHT])
     assert tight.ok and tight.task_score < 1.0
     assert tight.task_score != tight_prompt_only.task_score  # the held path is the one that scored it
+
+
+def test_greedy_answers_keep_their_greedy_prefix_beside_the_tasks_metric(tiny_loaded, prose, snapkv, instances,
+                                                                         fidelity):
+    from fitness import get_task
+
+    by_prefix = LocalEvaluator(tiny_loaded, prose, instances, snapkv, records=fidelity.records)  # metric greedy_prefix
+    full, tight = by_prefix.evaluate([FULL, TIGHT])
+    assert all(o.greedy_prefix == 1.0 for o in full.instances)
+    assert all(o.greedy_prefix == o.metric for o in tight.instances) and tight.instances[0].greedy_prefix < 1
+    by_lcs = LocalEvaluator(tiny_loaded, get_task("continue_prose", max_new_tokens=12, metric="token_agreement"),
+                            instances, snapkv, records=fidelity.records)
+    (lcs,) = by_lcs.evaluate([TIGHT])
+    assert [o.greedy_prefix for o in lcs.instances] == [o.metric for o in tight.instances]
+    assert [o.metric for o in lcs.instances] != [o.metric for o in tight.instances]  # token_agreement scored
+    assert all(o.greedy_prefix is None for o in fidelity.evaluate([TIGHT])[0].instances)  # nothing generated

@@ -1,0 +1,37 @@
+"""benchmarks/scorer_table.py: every scorer at the same uniform budgets on one prefill, per-instance scores kept."""
+
+from __future__ import annotations
+
+import json
+
+from tests.benchscripts import load_benchmark
+from tests.pipeline.test_pipeline import tiny_recipe
+
+
+def test_each_scorer_budget_and_mode_is_scored_on_the_same_prompts_with_the_greedy_prefix_kept(tmp_path,
+                                                                                              tiny_model_dir):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, task={
+        "name": "continue_prose", "params": {"max_new_tokens": 6, "metric": "token_agreement"},
+        "context_tokens": 120, "search": {"n": 2}, "heldout": {"n": 2}}, fitness={"mode": "fidelity"},
+        budget={"target": 24, "expansions": [], "decode": {"interval": 4}})
+    out = tmp_path / "scorers.json"
+    assert load_benchmark("scorer_table").main([str(recipe), "--scorers", "snapkv,h2o", "--budgets", "40,56",
+                                                "--modes", "generate,fidelity", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert set(data["scores"]) == {"generate", "fidelity"}
+    for mode in ("generate", "fidelity"):
+        assert set(data["scores"][mode]) == {"snapkv", "h2o"}
+        assert {frozenset(per) for row in data["scores"][mode].values() for per in row.values()} == \
+            {frozenset(data["scores"]["generate"]["snapkv"]["40.0"])}  # every cell on the same 2 prompts
+    assert set(data["greedy_prefix"]) == {"generate"}  # only greedy answers have one
+    prefix = data["greedy_prefix"]["generate"]["h2o"]["56.0"]
+    assert len(prefix) == 2 and all(0 <= v <= 1 for v in prefix.values())
+    assert all(0 < v for row in data["metrics"]["fidelity"].values() for per in row.values() for v in per.values())
+
+
+def test_an_unknown_scorer_is_one_line_and_exit_2(tmp_path, tiny_model_dir, capsys):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir)
+    assert load_benchmark("scorer_table").main([str(recipe), "--scorers", "nosuch", "--budgets", "16",
+                                                "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nosuch" in err and not (tmp_path / "x.json").exists()
