@@ -35,9 +35,9 @@ class InstanceOutcome:
     metric: float
     score: float  # what the mode scores, in [0, 1]; an EvalResult's task_score is their mean
     generated_tokens: int = 0
-    greedy_prefix: float | None = None  # generate/graded, a task judged against the full cache only
     error: str | None = None
     mode: str = "generate"
+    greedy_prefix: float | None = None  # generate/graded, a task judged against the full cache only
 
 
 @dataclass
