@@ -22,6 +22,7 @@ import json
 import sys
 from pathlib import Path
 
+from evolalloc.report.markdown import fmt_p
 from evolalloc.report.stats import align, bootstrap_mean, paired_test
 
 PAGE = Path(__file__).resolve().parents[1] / "results" / "decode-time"
@@ -29,10 +30,6 @@ STUDY = "decode_prose"
 KEPT, MARGIN, ALPHA = 0.95, 0.10, 0.05
 UNSEARCHED = ("uniform", "pyramid", "streaming", "full")
 REFERENCE_SCORER = "snapkv"
-
-
-def fmt_p(p: float) -> str:
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def mean(per_instance: dict[str, float]) -> float:
