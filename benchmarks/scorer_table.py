@@ -31,6 +31,21 @@ def parse_scorer(spec: str):
     return get_scorer(name.strip(), **({"checkpoint": checkpoint.strip()} if checkpoint else {}))
 
 
+def scorer_labels(specs: list[str]) -> list[str]:
+    """Each spec's row name: the scorer's name, or ``name (checkpoint stem)`` where several specs share
+    a name (3 training seeds of one policy are 3 rows, not one); a spec given twice is an error."""
+    names = [spec.partition("@")[0].strip() for spec in specs]
+    labels = []
+    for spec, name in zip(specs, names):
+        checkpoint = spec.partition("@")[2].strip()
+        labels.append(f"{name} ({Path(checkpoint).stem or checkpoint})" if checkpoint and names.count(name) > 1
+                      else name)
+    for label in labels:
+        if labels.count(label) > 1:
+            raise ValueError(f"--scorers gives {label!r} twice")
+    return labels
+
+
 def main(argv=None) -> int:
     from evolalloc.config.recipe import load_recipe
     from evolalloc.core.baselines import make_baseline
@@ -48,7 +63,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         recipe = load_recipe(args.recipe, args.overrides)
-        scorers = {spec.split("@")[0]: parse_scorer(spec) for spec in args.scorers.split(",") if spec.strip()}
+        specs = [spec for spec in args.scorers.split(",") if spec.strip()]
+        scorers = dict(zip(scorer_labels(specs), map(parse_scorer, specs)))
         budgets = [int(b) for b in args.budgets.split(",")]
         modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     except (UserError, ValueError) as err:

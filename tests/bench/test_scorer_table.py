@@ -35,3 +35,15 @@ def test_an_unknown_scorer_is_one_line_and_exit_2(tmp_path, tiny_model_dir, caps
                                                 "--out", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "nosuch" in err and not (tmp_path / "x.json").exists()
+
+
+def test_several_checkpoints_of_one_scorer_are_several_rows_and_a_repeated_spec_is_refused(tmp_path, tiny_model_dir,
+                                                                                           capsys):
+    labels = load_benchmark("scorer_table").scorer_labels
+    assert labels(["snapkv", "ppo-policy@/r/seed0.pt", "ppo-policy@/r/seed1.pt", "learned@/k/policy.pt"]) == \
+        ["snapkv", "ppo-policy (seed0)", "ppo-policy (seed1)", "learned"]
+    recipe = tiny_recipe(tmp_path, tiny_model_dir)
+    assert load_benchmark("scorer_table").main([str(recipe), "--scorers", "h2o,snapkv,h2o", "--budgets", "16",
+                                                "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'h2o' twice" in err and not (tmp_path / "x.json").exists()
