@@ -10,8 +10,10 @@ recipe's ``budget.decode`` (budgets held while decoding, when the recipe sets it
 a trained scorer its checkpoint. Each (scorer, budget) is one evaluation of the split per mode;
 ``--out`` keeps every per-instance score (``{"scores": {mode: {scorer: {budget: {uid: score}}}},
 "metrics": ..., "greedy_prefix": ...}``, the last for a task judged against the full cache) so paired
-tests can be computed from it. ``--split search`` is the search split (curated as the recipe says); the
-held-out split is read only when asked for.
+tests can be computed from it. It is written after each scorer; run again with the same setting, the call
+reads back the scorers already there and scores only the rest (a killed call loses one scorer's work).
+``--split search`` is the search split (curated as the recipe says); the held-out split is read only when
+asked for.
 """
 
 from __future__ import annotations
@@ -46,11 +48,35 @@ def scorer_labels(specs: list[str]) -> list[str]:
     return labels
 
 
+def earlier_rows(out: Path, setting: dict) -> dict:
+    """The rows a killed call with the same setting left in ``out`` (resumed, not scored again);
+    empty rows when there is no such file. A file made with another setting is an error, not overwritten."""
+    empty = {"scores": {}, "metrics": {}, "greedy_prefix": {}, "seconds": {}}
+    if not out.exists():
+        return empty
+    from evolalloc.core.errors import UserError
+
+    try:
+        data = json.loads(out.read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read it to resume: {err}", source=str(out)) from None
+    differs = [k for k, v in setting.items() if data.get(k) != v]
+    if differs:
+        raise UserError(f"holds another table ({', '.join(differs)} differ); remove it or choose another --out",
+                        source=str(out))
+    return {k: data.get(k, {}) for k in empty}
+
+
+def write_atomically(path: Path, data: dict) -> None:
+    """``data`` as JSON at ``path``, never half-written (a temporary file renamed over it)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(data, indent=1) + "\n")
+    part.replace(path)
+
+
 def main(argv=None) -> int:
     from evolalloc.config.recipe import load_recipe
-    from evolalloc.core.baselines import make_baseline
     from evolalloc.core.errors import UserError
-    from evolalloc.pipeline.experiment import Experiment
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("recipe", type=Path)
@@ -71,38 +97,63 @@ def main(argv=None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     recipe.baselines = []  # only the scorers asked for are ranked at prefill
+    setting = {"recipe": str(args.recipe), "overrides": args.overrides, "split": args.split, "budgets": budgets,
+               "modes": modes}
+    try:
+        data = earlier_rows(args.out, setting)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for field in ("scores", "metrics"):
+        for mode in modes:
+            data[field].setdefault(mode, {})
+    todo = {label: scorer for label, scorer in scorers.items() if label not in data["scores"][modes[-1]]}
+    if len(todo) < len(scorers):
+        print(f"{len(scorers) - len(todo)} scorer(s) read back from {args.out}: " +
+              ", ".join(label for label in scorers if label not in todo), flush=True)
+
+    def save() -> None:
+        write_atomically(args.out, {**setting, "scorers": specs, **data})
+
+    if todo:
+        score_rows(recipe, args.split, todo, budgets, modes, data, save)
+    save()
+    print(f"per-instance scores: {args.out}")
+    return 0
+
+
+def score_rows(recipe, split: str, todo: dict, budgets: list[int], modes: list[str], data: dict, save) -> None:
+    """Each scorer in ``todo`` at every budget and mode on one prefill of the split, into ``data``;
+    ``save()`` after each scorer, so a killed call loses only the scorer it was on."""
+    from evolalloc.core.baselines import make_baseline
+    from evolalloc.pipeline.experiment import Experiment
+
     uniform = make_baseline("uniform")
-    scores = {m: {} for m in modes}
-    metrics = {m: {} for m in modes}
-    prefixes = {}  # a task judged against the full cache: each greedy answer's greedy_prefix, per mode
-    seconds = {}
     with Experiment(recipe, progress=False, bounded=False) as experiment:
-        experiment.run.scorers.extra = list(scorers.values())  # before the first records are made
+        experiment.run.scorers.extra = list(todo.values())  # before the first records are made
         geometry = experiment.geometry
-        for label, scorer in scorers.items():
+        for label, scorer in todo.items():
             allocations = [uniform.allocation(geometry, c, model=recipe.model.spec, scorer=scorer.name,
                                               scorer_params=scorer.params(), reserved=scorer.always_kept)
                            for c in budgets]
             for mode in modes:
                 started = time.perf_counter()
-                results = experiment.evaluator(args.split, scorer, mode=mode).evaluate([a.budgets for a in allocations])
-                seconds[f"{label} ({mode})"] = round(time.perf_counter() - started, 1)
+                results = experiment.evaluator(split, scorer, mode=mode).evaluate([a.budgets for a in allocations])
+                data["seconds"][f"{label} ({mode})"] = round(time.perf_counter() - started, 1)
                 for c, result in zip(budgets, results):
                     if not result.ok:
                         raise RuntimeError(f"{label} at c={c} ({mode}) failed: {result.error}")
-                    scores[mode].setdefault(label, {})[str(float(c))] = {o.uid: o.score for o in result.instances}
-                    metrics[mode].setdefault(label, {})[str(float(c))] = {o.uid: o.metric for o in result.instances}
+                    data["scores"][mode].setdefault(label, {})[str(float(c))] = {
+                        o.uid: o.score for o in result.instances}
+                    data["metrics"][mode].setdefault(label, {})[str(float(c))] = {
+                        o.uid: o.metric for o in result.instances}
                     if all(o.greedy_prefix is not None for o in result.instances):
-                        prefixes.setdefault(mode, {}).setdefault(label, {})[str(float(c))] = {
+                        data["greedy_prefix"].setdefault(mode, {}).setdefault(label, {})[str(float(c))] = {
                             o.uid: o.greedy_prefix for o in result.instances}
                 print(f"{label} ({mode}): " + ", ".join(
-                    f"c={c}: {sum(v.values()) / len(v):.3f}" for c, v in scores[mode][label].items()), flush=True)
-    args.out.write_text(json.dumps({"recipe": str(args.recipe), "overrides": args.overrides, "split": args.split,
-                                    "budgets": budgets, "scorers": args.scorers.split(","), "scores": scores,
-                                    "metrics": metrics, "greedy_prefix": prefixes, "seconds": seconds},
-                                   indent=1) + "\n")
-    print(f"per-instance scores: {args.out}")
-    return 0
+                    f"c={c}: {sum(v.values()) / len(v):.3f}" for c, v in data["scores"][mode][label].items()),
+                    flush=True)
+            save()
 
 
 if __name__ == "__main__":

@@ -47,3 +47,21 @@ def test_several_checkpoints_of_one_scorer_are_several_rows_and_a_repeated_spec_
                                                 "--out", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "'h2o' twice" in err and not (tmp_path / "x.json").exists()
+
+
+def test_a_second_call_reads_back_the_finished_scorers_and_refuses_a_file_of_another_setting(tmp_path, tiny_model_dir,
+                                                                                            capsys):
+    recipe = tiny_recipe(tmp_path, tiny_model_dir)
+    out, table = tmp_path / "scorers.json", load_benchmark("scorer_table")
+    assert table.main([str(recipe), "--scorers", "snapkv", "--budgets", "40", "--out", str(out)]) == 0
+    first = json.loads(out.read_text())["scores"]["generate"]["snapkv"]
+    capsys.readouterr()
+    assert table.main([str(recipe), "--scorers", "snapkv,h2o", "--budgets", "40", "--out", str(out)]) == 0
+    assert "1 scorer(s) read back" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["scores"]["generate"]["snapkv"] == first and set(data["scores"]["generate"]) == {"snapkv", "h2o"}
+    assert data["scorers"] == ["snapkv", "h2o"] and not out.with_name("scorers.json.part").exists()
+    assert table.main([str(recipe), "--scorers", "h2o", "--budgets", "48", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(out) in err and "budgets" in err
+    assert json.loads(out.read_text()) == data  # not overwritten
