@@ -9,8 +9,11 @@ The chain (a base may name its own base) is read and merged before anything is v
 merged mapping is checked like any recipe file and the run folder's ``recipe.yaml`` is the merged,
 resolved recipe: a run never depends on the base file after it starts. Merge rules, the same at
 every depth: a mapping merges key by key; anything else (a list, a number, a string, null)
-replaces. A base's ``name`` is not inherited: a run is named by its own file (its ``name:`` or
-its stem), so two recipes on one base never compete for one run folder.
+replaces. One exception: ``scorer.params`` belong to their scorer, so a file that names another
+``scorer.name`` than its base does not inherit the base's params (SnapKV's ``kernel`` means nothing
+to the retention gates); it gets its own ``params`` or the scorer's defaults. A base's ``name`` is not
+inherited: a run is named by its own file (its ``name:`` or its stem), so two recipes on one base
+never compete for one run folder.
 
 Refused, in one line naming the file and ``base``: a base that is not a file, a base that is not
 a string, and a cycle (the message spells the chain). ``origin_of`` tells which file of the chain
@@ -58,8 +61,20 @@ def read_with_bases(path: Path, read: Callable[[Path], Any]) -> tuple[Any, list[
         current, shown = _next_base(data[BASE_KEY], current, shown, seen, [name for name, _ in layers])
     merged: dict = {}
     for _, own in reversed(layers):
-        merged = deep_merge(merged, own)
+        merged = deep_merge(_without_other_scorers_params(merged, own), own)
     return merged, layers
+
+
+def _without_other_scorers_params(merged: dict, own: dict) -> dict:
+    """``merged`` less its ``scorer.params`` when ``own`` names another scorer (see the module docstring)."""
+    ours, theirs = own.get("scorer"), merged.get("scorer")
+    if not (isinstance(ours, dict) and isinstance(theirs, dict) and "params" in theirs):
+        return merged
+    from evolalloc.config.schema import ScorerSection  # the default scorer's name (schema imports nothing here)
+
+    if "name" not in ours or ours["name"] == theirs.get("name", ScorerSection.name):
+        return merged
+    return {**merged, "scorer": {key: value for key, value in theirs.items() if key != "params"}}
 
 
 def _next_base(value: Any, current: Path, shown: str, seen: list[Path], chain: list[str]) -> tuple[Path, str]:

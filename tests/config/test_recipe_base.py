@@ -29,6 +29,18 @@ def write(folder, name, text):
     return path
 
 
+def test_a_child_naming_another_scorer_does_not_inherit_the_bases_scorer_params(tmp_path):
+    write(tmp_path, "parent.yaml", BASE + "scorer: {name: snapkv, params: {kernel: 5, pooling: max}}\n")
+    gates = load_recipe(write(tmp_path, "gates.yaml", "base: parent.yaml\nscorer: {name: streaming}\n"))
+    assert gates.scorer.name == "streaming" and gates.scorer.params == {}
+    own = load_recipe(write(tmp_path, "own.yaml", "base: parent.yaml\nscorer: {name: streaming, params: {sinks: 8}}\n"))
+    assert own.scorer.params == {"sinks": 8}
+    same = load_recipe(write(tmp_path, "same.yaml", "base: parent.yaml\nscorer: {name: snapkv, params: {kernel: 7}}\n"))
+    assert same.scorer.params == {"kernel": 7, "pooling": "max"}  # the same scorer: its params still merge
+    unnamed = load_recipe(write(tmp_path, "unnamed.yaml", "base: parent.yaml\nscorer: {params: {kernel: 9}}\n"))
+    assert unnamed.scorer.name == "snapkv" and unnamed.scorer.params == {"kernel": 9, "pooling": "max"}
+
+
 def test_a_child_overrides_a_few_keys_and_keeps_the_rest(tmp_path):
     write(tmp_path, "parent.yaml", BASE)
     child = write(tmp_path, "child.yaml", "base: parent.yaml\ntask: {search: {n: 8}}\noptimizer: {sigma0: 0.2}\n")
