@@ -51,7 +51,7 @@ def scorer_labels(specs: list[str]) -> list[str]:
 def earlier_rows(out: Path, setting: dict) -> dict:
     """The rows a killed call with the same setting left in ``out`` (resumed, not scored again);
     empty rows when there is no such file. A file made with another setting is an error, not overwritten."""
-    empty = {"scores": {}, "metrics": {}, "greedy_prefix": {}, "seconds": {}}
+    empty = {"scores": {}, "metrics": {}, "greedy_prefix": {}, "seconds": {}, "scorers": []}
     if not out.exists():
         return empty
     from evolalloc.core.errors import UserError
@@ -64,7 +64,7 @@ def earlier_rows(out: Path, setting: dict) -> dict:
     if differs:
         raise UserError(f"holds another table ({', '.join(differs)} differ); remove it or choose another --out",
                         source=str(out))
-    return {k: data.get(k, {}) for k in empty}
+    return {k: data.get(k, default) for k, default in empty.items()}
 
 
 def write_atomically(path: Path, data: dict) -> None:
@@ -104,6 +104,13 @@ def main(argv=None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    earlier = dict(zip(scorer_labels(data["scorers"]), data["scorers"]))
+    changed = [label for label, spec in zip(scorers, specs) if earlier.get(label, spec) != spec]
+    if changed:
+        print(f"error: {args.out}: its row {changed[0]!r} was made by {earlier[changed[0]]!r}, not by the "
+              f"--scorers given; remove the file or choose another --out", file=sys.stderr)
+        return 2
+    data["scorers"] = [spec for spec in data["scorers"] if spec not in specs] + specs
     for field in ("scores", "metrics"):
         for mode in modes:
             data[field].setdefault(mode, {})
@@ -113,7 +120,7 @@ def main(argv=None) -> int:
               ", ".join(label for label in scorers if label not in todo), flush=True)
 
     def save() -> None:
-        write_atomically(args.out, {**setting, "scorers": specs, **data})
+        write_atomically(args.out, {**setting, **data})
 
     if todo:
         score_rows(recipe, args.split, todo, budgets, modes, data, save)

@@ -65,3 +65,7 @@ def test_a_second_call_reads_back_the_finished_scorers_and_refuses_a_file_of_ano
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(out) in err and "budgets" in err
     assert json.loads(out.read_text()) == data  # not overwritten
+    crafted = {**data, "scorers": ["snapkv", "learned@/a/policy.pt"]}  # a row "learned" made by another file
+    out.write_text(json.dumps(crafted))
+    assert table.main([str(recipe), "--scorers", "learned@/b/policy.pt", "--budgets", "40", "--out", str(out)]) == 2
+    assert "made by 'learned@/a/policy.pt'" in capsys.readouterr().err
