@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from evolalloc.config.schema import ScorerSection
 from evolalloc.config.section_builder import describe
 from evolalloc.core.errors import UserError
 
@@ -70,8 +71,6 @@ def _without_other_scorers_params(merged: dict, own: dict) -> dict:
     ours, theirs = own.get("scorer"), merged.get("scorer")
     if not (isinstance(ours, dict) and isinstance(theirs, dict) and "params" in theirs):
         return merged
-    from evolalloc.config.schema import ScorerSection  # the default scorer's name (schema imports nothing here)
-
     if "name" not in ours or ours["name"] == theirs.get("name", ScorerSection.name):
         return merged
     return {**merged, "scorer": {key: value for key, value in theirs.items() if key != "params"}}
