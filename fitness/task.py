@@ -25,9 +25,12 @@ from fitness.metric import get_metric
 #: graded     — greedy answer, the task's graded score (``Task.graded_score``);
 #: likelihood — no generation: the compressed model's mean probability of the reference
 #:              continuation, teacher-forced (``Task.reference_continuations``);
-#: fidelity   — no labels: the compressed model's teacher-forced log-likelihood of the full cache's
-#:              own greedy continuation, as a share of the full cache's (``evolalloc.runtime.continuation``).
-FITNESS_MODES = ("generate", "graded", "likelihood", "fidelity")
+#: fidelity*  — no labels: the full cache's own greedy continuation, teacher-forced under the
+#:              compressed cache, scored against the full cache's (``evolalloc.runtime.fidelity``:
+#:              ``fidelity`` the likelihood kept, capped on the mean; ``fidelity-tokens`` capped per
+#:              token; ``fidelity-abs`` any change costs; ``fidelity-top1`` the tokens greedy would write).
+FIDELITY_MODES = ("fidelity", "fidelity-tokens", "fidelity-abs", "fidelity-top1")
+FITNESS_MODES = ("generate", "graded", "likelihood", *FIDELITY_MODES)
 
 
 def check_fitness_mode(mode: str) -> str:

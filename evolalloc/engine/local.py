@@ -41,18 +41,19 @@ from tqdm.auto import tqdm
 from evolalloc.core.decode_eviction import DecodeEviction, check_decode_mode
 from evolalloc.engine.base import Engine, EvalResult, InstanceOutcome, check_scorer, register_engine
 from evolalloc.runtime.adaptive import Adapted
-from evolalloc.runtime.continuation import Continuation, continuation_of, fidelity_score, likelihood_kept
+from evolalloc.runtime.continuation import Continuation, continuation_of
 from evolalloc.runtime.decode import DecodeSettings, Generation, eos_ids_of, generate
 from evolalloc.runtime.decode_eviction import check_decode_scorer
+from evolalloc.runtime.fidelity import fidelity_score, likelihood_kept
 from evolalloc.runtime.held_likelihood import held_logprobs_batch
 from evolalloc.runtime.instances import prefill_instances, tokenize_instance  # noqa: F401 - re-exported
-from evolalloc.runtime.likelihood import best_reference_score, reference_logprobs_batch
+from evolalloc.runtime.likelihood import TeacherForced, best_reference_score, reference_forced_batch
 from evolalloc.runtime.model import LoadedModel
 from evolalloc.runtime.prefill import PrefillRecord, prefill
 from evolalloc.runtime.record_store import release, to_record_dtype
 from evolalloc.runtime.scorers import Scorer
 from fitness.metrics.agreement import greedy_prefix
-from fitness.task import check_fitness_mode
+from fitness.task import FIDELITY_MODES, check_fitness_mode
 
 _ROW_ERRORS = (ValueError, RuntimeError, torch.OutOfMemoryError)
 
@@ -86,7 +87,7 @@ class LocalEvaluator:
         self._full: dict[int, PrefillRecord] = {}  # re-prefilled records, for one evaluate() call
         self._ranker = scorer.scorer if isinstance(scorer, Adapted) else scorer  # the ranking it reads
         self._continuations: list[Continuation] | None = None
-        if mode == "fidelity" or getattr(task, "judged_against_full_cache", False):
+        if mode in FIDELITY_MODES or getattr(task, "judged_against_full_cache", False):
             self._continuations = [self._continuation(i) for i in range(len(self.instances))]
             self._full.clear()
 
@@ -117,7 +118,7 @@ class LocalEvaluator:
         errors: dict[int, str] = {}
         if self.mode == "likelihood":
             outcomes = self._likelihood_outcomes(budgets, errors)
-        elif self.mode == "fidelity":
+        elif self.mode in FIDELITY_MODES:
             outcomes = self._fidelity_outcomes(budgets, errors)
         else:
             outcomes = self._generated_outcomes(budgets, errors)
@@ -234,11 +235,11 @@ class LocalEvaluator:
         """One row per (allocation, instance, reference continuation), scored in batches."""
         keys = [(a, i, r) for a in range(len(budgets)) for i in range(len(self.instances))
                 for r in range(len(self._references[i]))]
-        logprobs = self._teacher_forced(
+        forced = self._teacher_forced(
             keys, lambda a, i, r: (self._record(i, budgets[a]), budgets[a], self._references[i][r]), errors)
 
         def outcome(a: int, i: int, inst) -> InstanceOutcome:
-            value = best_reference_score([logprobs[(a, i, r)] for r in range(len(self._references[i]))])
+            value = best_reference_score([forced[(a, i, r)].token_logprobs for r in range(len(self._references[i]))])
             return InstanceOutcome(inst.uid, "", value, value, mode="likelihood")
 
         return self._per_instance(len(budgets), errors, outcome)
@@ -250,29 +251,28 @@ class LocalEvaluator:
 
     def _fidelity_outcomes(self, budgets, errors) -> dict[int, list[InstanceOutcome | None]]:
         """One row per (allocation, instance): the full cache's continuation, teacher-forced. ``score``
-        is the fidelity score (``runtime.continuation.fidelity_score``), ``metric`` the likelihood kept
-        before its cap at 1."""
+        is the mode's fidelity score (``runtime/fidelity.py``), ``metric`` the likelihood kept (uncapped)."""
         keys = [(a, i) for a in range(len(budgets)) for i in range(len(self.instances))]
-        logprobs = self._teacher_forced(
+        forced = self._teacher_forced(
             keys, lambda a, i: (self._record(i, budgets[a]), budgets[a], self._continuations[i].token_ids), errors)
 
         def outcome(a: int, i: int, inst) -> InstanceOutcome:
             full = self._continuations[i].full_logprobs
-            return InstanceOutcome(inst.uid, "", likelihood_kept(logprobs[(a, i)], full),
-                                   fidelity_score(logprobs[(a, i)], full), mode="fidelity")
+            return InstanceOutcome(inst.uid, "", likelihood_kept(forced[(a, i)].token_logprobs, full),
+                                   fidelity_score(self.mode, forced[(a, i)], full), mode=self.mode)
 
         return self._per_instance(len(budgets), errors, outcome)
 
-    def _teacher_forced(self, keys, row_of, errors) -> dict[tuple, torch.Tensor]:
-        """Log-probabilities of each key's row (``row_of(*key)``: record, budgets, token ids; a key's first
+    def _teacher_forced(self, keys, row_of, errors) -> dict[tuple, TeacherForced]:
+        """Each key's row teacher-forced (``row_of(*key)``: record, budgets, token ids; a key's first
         item is its allocation), ``batch_size`` rows per forward; a failing batch is retried row by row to
         isolate the culprit, whose allocation gets the error."""
-        logprobs: dict[tuple, torch.Tensor] = {}
+        forced: dict[tuple, TeacherForced] = {}
         for start in range(0, len(keys), self.batch_size):
             chunk = [k for k in keys[start : start + self.batch_size] if k[0] not in errors]
             rows = [row_of(*k) for k in chunk]
             try:
-                logprobs.update(zip(chunk, self._forced(rows)))
+                forced.update(zip(chunk, self._forced(rows)))
                 continue
             except _ROW_ERRORS:
                 pass
@@ -280,22 +280,21 @@ class LocalEvaluator:
                 _release(rows)
             for key, row in zip(chunk, rows):
                 try:
-                    logprobs[key] = self._forced([row])[0]
+                    forced[key] = self._forced([row])[0]
                 except _ROW_ERRORS as exc:
                     errors.setdefault(key[0], f"{type(exc).__name__} on {self.instances[key[1]].uid}: {exc}")
                 finally:
                     _release([row])
-        return logprobs
+        return forced
 
-    def _forced(self, rows) -> list[torch.Tensor]:
-        """Teacher-forced log-probabilities ``[r]`` of each (record, budgets, token ids) row under its
-        compressed cache: the one call through which the likelihood and fidelity modes score every
-        candidate. Prompt-only: the continuation in one chunk; with ``budget.decode``: fed in pieces
-        that end where generation's evictions fall, the budgets held between them
-        (``runtime/held_likelihood.py``)."""
+    def _forced(self, rows) -> list[TeacherForced]:
+        """Each (record, budgets, token ids) row teacher-forced under its compressed cache: the one call
+        through which the likelihood and fidelity modes score every candidate. Prompt-only: the
+        continuation in one chunk; with ``budget.decode``: fed in pieces that end where generation's
+        evictions fall, the budgets held between them (``runtime/held_likelihood.py``)."""
         if self.decode is None:
-            return reference_logprobs_batch(self.loaded.model, rows, self.scorer)
-        return [out.token_logprobs for out in held_logprobs_batch(self.loaded.model, rows, self.scorer, self.decode)]
+            return reference_forced_batch(self.loaded.model, rows, self.scorer)
+        return held_logprobs_batch(self.loaded.model, rows, self.scorer, self.decode)
 
 
 def by_instance_block(chunks: list[list[tuple[int, int]]]) -> list[int]:

@@ -11,19 +11,11 @@ one record at a time: a batch of one does not depend on how an evaluator batches
 its instances, so every engine and every process writes the same tokens (a batched decode can differ
 in float rounding, and a near-tie can then flip a token).
 
-The fidelity score of a candidate (``fidelity_score``). With ``y_1..y_n`` the full cache's tokens,
-``lc = mean_t log p_compressed(y_t | prompt, y_<t)`` (teacher-forced, one forward) and ``lf`` the same
-under the full cache, the **likelihood kept** is ``r = exp(lc - lf)``: the ratio of the two caches'
-per-token (geometric-mean) likelihoods of the full cache's text, the full cache's perplexity over
-the compressed one's. The score is ``min(1, r)``: 1 for the full cache (the best possible), 0.5 when
-the compressed cache gives each of those tokens half the probability on the geometric mean. It can
-exceed 1 before the cap when the compressed cache is *surer* of the full cache's tokens than the
-full cache itself; that is no more faithful, so it scores as the full cache does.
+How a candidate is scored against it: ``runtime/fidelity.py``.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -80,15 +72,3 @@ def continuation_of(model, record: PrefillRecord, whole: Callable[[], PrefillRec
         record.continuations[key] = full_continuation(model, whole(), scorer, settings, tokenizer)
     return record.continuations[key]
 
-
-def likelihood_kept(logprobs: torch.Tensor, full_logprobs: torch.Tensor) -> float:
-    """``exp(mean(logprobs) - mean(full_logprobs))`` over the same ``[n]`` tokens (the module docstring's ``r``)."""
-    if logprobs.shape != full_logprobs.shape or logprobs.numel() == 0:
-        raise ValueError(f"need the same non-empty tokens, got shapes {tuple(logprobs.shape)} "
-                         f"and {tuple(full_logprobs.shape)}")
-    return math.exp(float(logprobs.double().mean() - full_logprobs.double().mean()))
-
-
-def fidelity_score(logprobs: torch.Tensor, full_logprobs: torch.Tensor) -> float:
-    """``min(1, likelihood_kept)``: a candidate's fidelity on one instance, in [0, 1]."""
-    return min(1.0, likelihood_kept(logprobs, full_logprobs))

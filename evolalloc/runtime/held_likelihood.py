@@ -15,7 +15,6 @@ and counts towards the first eviction like any fed token.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -23,21 +22,8 @@ import torch
 from evolalloc.core.decode_eviction import DecodeEviction
 from evolalloc.runtime.decode import feed_chunks
 from evolalloc.runtime.decode_eviction import held_cache
-from evolalloc.runtime.likelihood import Row
+from evolalloc.runtime.likelihood import Row, TeacherForced, token_logprobs_and_top1
 from evolalloc.runtime.scorers import Scorer
-
-
-@dataclass
-class TeacherForced:
-    """One row's continuation, teacher-forced under held budgets.
-
-    ``token_logprobs``: ``[r]`` float32, the log-probability of each of its ``r`` tokens;
-    ``logprobs``: ``[r, V]`` float32, the whole log-softmax predicting each token (only when asked:
-    ``distribution=True``), e.g. for a KL divergence to the full cache's.
-    """
-
-    token_logprobs: torch.Tensor
-    logprobs: torch.Tensor | None = None
 
 
 @torch.no_grad()
@@ -66,12 +52,15 @@ def held_logprobs_batch(model, rows: Sequence[Row], scorer: Scorer, decode: Deco
     asked_q = [len(q) if q is not None else 0 for q in questions]
     # Per row, as pieces come: the log-probabilities of its reference tokens (and the whole rows if asked).
     tokens: list[list[torch.Tensor]] = [[] for _ in rows]
+    top1: list[list[torch.Tensor]] = [[] for _ in rows]
     whole: list[list[torch.Tensor]] = [[] for _ in rows]
 
     def take(i: int, logits: torch.Tensor, first_ref: int) -> None:  # logits [n, V] predict ref[first_ref:]
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         ref = references[i][first_ref : first_ref + logits.shape[0]].to(logprobs.device)
-        tokens[i].append(logprobs.gather(1, ref[:, None])[:, 0].cpu())
+        picked, hit = token_logprobs_and_top1(logprobs, ref)
+        tokens[i].append(picked.cpu())
+        top1[i].append(hit.cpu())
         if distribution:
             whole[i].append(logprobs.cpu())
 
@@ -106,7 +95,7 @@ def held_logprobs_batch(model, rows: Sequence[Row], scorer: Scorer, decode: Deco
                     cache.select_rows(torch.tensor(going, dtype=torch.long, device=device))
                 start = start[going]
                 active = [active[k] for k in going]
-    return [TeacherForced(torch.cat(tokens[i]), torch.cat(whole[i]) if distribution else None)
+    return [TeacherForced(torch.cat(tokens[i]), torch.cat(top1[i]), torch.cat(whole[i]) if distribution else None)
             for i in range(len(rows))]
 
 

@@ -18,6 +18,7 @@ see its docstring for why.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -33,12 +34,41 @@ from evolalloc.runtime.scorers import Scorer
 Row = tuple[PrefillRecord, np.ndarray, torch.Tensor]
 
 
+@dataclass
+class TeacherForced:
+    """One row's reference, teacher-forced under a compressed cache.
+
+    ``token_logprobs``: ``[r]`` float32, the log-probability of each of its ``r`` tokens;
+    ``top1``: ``[r]`` bool, whether each token is the compressed model's most likely one there (what
+    greedy decoding would have written, given the reference's tokens before it);
+    ``logprobs``: ``[r, V]`` float32, the whole log-softmax predicting each token (only when asked,
+    ``runtime/held_likelihood.py``'s ``distribution=True``), e.g. for a KL divergence to the full cache's.
+    """
+
+    token_logprobs: torch.Tensor
+    top1: torch.Tensor
+    logprobs: torch.Tensor | None = None
+
+
+def token_logprobs_and_top1(logprobs: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """From ``logprobs`` ``[n, V]`` and the ``[n]`` tokens they predict: each token's log-probability
+    ``[n]`` and whether it is the row's maximum ``[n]`` (a tie with another token counts as a hit)."""
+    picked = logprobs.gather(1, tokens[:, None])[:, 0]
+    return picked, picked >= logprobs.max(dim=1).values
+
+
 @torch.no_grad()
 def reference_logprobs_batch(model, rows: Sequence[Row], scorer: Scorer) -> list[torch.Tensor]:
     """Log-probabilities ``[r_i]`` (float32) of each row's reference tokens, all rows in one cache.
 
     Rows may differ in prompt length, budgets, question and reference length.
     """
+    return [forced.token_logprobs for forced in reference_forced_batch(model, rows, scorer)]
+
+
+@torch.no_grad()
+def reference_forced_batch(model, rows: Sequence[Row], scorer: Scorer) -> list[TeacherForced]:
+    """``reference_logprobs_batch``, with each token's ``top1`` beside its log-probability."""
     if not rows:
         return []
     references = [torch.as_tensor(ref, dtype=torch.long).reshape(-1) for _, _, ref in rows]
@@ -78,12 +108,12 @@ def reference_logprobs_batch(model, rows: Sequence[Row], scorer: Scorer) -> list
         ref = ref.to(device)
         parts = []
         if from_chunk[i] < len(ref):  # no question: the first token is predicted by the prefill
-            parts.append(torch.log_softmax(record.first_logits.float(), dim=-1)[ref[0]].reshape(1))
+            parts.append(token_logprobs_and_top1(torch.log_softmax(record.first_logits.float(), dim=-1).reshape(1, -1),
+                                                 ref[:1]))
         if from_chunk[i] > 0:
             logp = chunk_logp[i, keep - from_chunk[i] :]  # [from_chunk, V]
-            wanted = ref[len(ref) - from_chunk[i] :]
-            parts.append(logp.gather(1, wanted[:, None])[:, 0])
-        out.append(torch.cat(parts).cpu())
+            parts.append(token_logprobs_and_top1(logp, ref[len(ref) - from_chunk[i] :]))
+        out.append(TeacherForced(torch.cat([p for p, _ in parts]).cpu(), torch.cat([t for _, t in parts]).cpu()))
     return out
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from evolalloc.engine.local import LocalEvaluator, tokenize_instance
+from fitness.task import FIDELITY_MODES
 from tests.engine.conftest import CONTEXT_TOKENS
 
 FULL = np.full((4, 2), 4096)  # more than any prompt: nothing is evicted
@@ -40,6 +41,18 @@ def test_the_full_caches_own_budgets_score_the_best_possible_fidelity(fidelity):
     for outcome in result.instances:
         assert outcome.mode == "fidelity" and outcome.prediction == "" and outcome.generated_tokens == 0
         assert outcome.score == pytest.approx(1.0, abs=1e-6) and outcome.metric == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("mode", FIDELITY_MODES[1:])
+def test_every_fidelity_mode_scores_the_full_cache_one_and_a_tight_cache_less(tiny_loaded, prose, snapkv, instances,
+                                                                             fidelity, mode):
+    evaluator = LocalEvaluator(tiny_loaded, prose, instances, snapkv, records=fidelity.records, mode=mode)
+    full, tight = evaluator.evaluate([FULL, TIGHT])
+    assert full.task_score == pytest.approx(1.0, abs=1e-6) and tight.task_score < 1.0
+    assert all(o.mode == mode for o in tight.instances)
+    # metric: the likelihood kept, whichever score the mode climbs
+    capped = fidelity.evaluate([TIGHT])[0]
+    assert [o.metric for o in tight.instances] == pytest.approx([o.metric for o in capped.instances], rel=1e-6)
 
 
 def test_a_heavily_compressed_cache_scores_lower_and_a_roomier_one_in_between(fidelity):

@@ -62,6 +62,7 @@ def test_the_whole_distribution_comes_back_when_asked(llama):
     assert out.logprobs.shape == (11, 128)
     torch.testing.assert_close(out.logprobs.exp().sum(dim=-1), torch.ones(11))
     torch.testing.assert_close(out.logprobs.gather(1, reference.cpu()[:, None])[:, 0], out.token_logprobs)
+    assert torch.equal(out.top1, out.logprobs.argmax(dim=-1) == reference.cpu())
 
 
 def test_an_empty_continuation_and_a_scorer_that_cannot_rank_generated_tokens_are_refused(llama):
