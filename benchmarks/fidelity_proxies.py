@@ -60,16 +60,18 @@ def trial_profiles(run: Path, target: float, count: int) -> dict[str, np.ndarray
     return {f"{run.name}#{trials[i][1]}": trials[i][2] for i in picks}
 
 
-def random_profiles(shape: tuple[int, int], target: float, count: int, sigma: float, seed: int) -> dict:
+def random_profiles(shape: tuple[int, int], target: float, count: int, sigma: float, seed: int,
+                    floor: int = 1) -> dict:
     """Per-layer budgets ``target * r_l / mean(r)`` with ``log r_l ~ N(0, sigma)``, every head of a layer alike,
-    rounded so that the mean is ``target`` exactly where it can be."""
+    raised to ``floor`` (the scorer's always-kept tokens: no cache holds fewer) and rounded so that the mean is
+    ``target`` exactly where it can be (what the floor and the rounding add is taken from the largest layer)."""
     rng = np.random.default_rng(seed)
     layers, heads = shape
     out = {}
     for k in range(count):
         ratios = np.exp(rng.normal(0.0, sigma, size=layers))
-        budgets = np.maximum(1, np.round(target * ratios / ratios.mean())).astype(np.int64)
-        budgets[np.argmax(budgets)] += int(round(target * layers)) - int(budgets.sum())  # the rounding, on the largest
+        budgets = np.maximum(floor, np.round(target * ratios / ratios.mean())).astype(np.int64)
+        budgets[np.argmax(budgets)] += int(round(target * layers)) - int(budgets.sum())
         out[f"random-{k}"] = np.repeat(budgets[:, None], heads, axis=1)
     return out
 
@@ -81,7 +83,7 @@ def profiles(experiment, recipe, runs: list[Path], per_run: int, random: int, si
     shape = out["uniform"].shape
     for run in runs:
         out.update(trial_profiles(run, target, per_run))
-    out.update(random_profiles(shape, target, random, sigma, seed))
+    out.update(random_profiles(shape, target, random, sigma, seed, floor=experiment.scorer.min_budget))
     return {name: np.broadcast_to(b.reshape(b.shape[0], -1), shape).copy() for name, b in out.items()}
 
 

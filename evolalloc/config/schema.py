@@ -120,9 +120,11 @@ class FitnessSection:
     mode: str | None = _rule(
         None, choices=FITNESS_MODES,
         help="what the search climbs: generate (greedy answer, task metric), graded (greedy answer, graded score), "
-             "likelihood (teacher-forced probability of the reference) or fidelity (no labels: teacher-forced "
-             "likelihood of the full cache's own continuation, as a share of the full cache's); null = each task's "
-             "default. compare and every reported result always use generate")
+             "likelihood (teacher-forced probability of the reference) or a fidelity mode (no labels: the full "
+             "cache's own continuation, teacher-forced: fidelity = likelihood kept, capped on the mean; "
+             "fidelity-tokens = capped per token; fidelity-abs = any change costs; fidelity-top1 = share of its "
+             "tokens greedy would write; docs/fitness.md); null = each task's default. compare and every "
+             "reported result always use generate")
 
 
 # Scorers the run itself can train (``scorer.train``), by their current names (``gates`` is still read:
