@@ -156,6 +156,27 @@ def report(paths: list[Path]) -> dict:
     return out
 
 
+def page_tables(summary: dict, shipped: list[str]) -> dict:
+    """The results page's tables from ``report()``'s summary: ``fp-choice`` (each mode's correlations and top
+    pick, the chosen mode marked) and ``fp-named`` (uniform, PyramidKV and the ``shipped`` profiles, every mode)."""
+    modes = summary["modes"]
+    chosen = max(modes, key=lambda m: modes[m]["spearman"])  # ties: the earlier mode (max keeps the first)
+    choice = {"columns": ["mode", "Spearman, profile means", "Pearson, (profile, prompt) pairs", "ranked first",
+                          "its agreement", "chosen"],
+              "rows": [[f"`{m}`", f"{r['spearman']:+.3f}", f"{r['pearson_pairs']:+.3f}", r["top_pick"],
+                        f"{r['top_pick_agreement']:.3f}", "**yes**" if m == chosen else ""] for m, r in modes.items()],
+              "data_kept": True,
+              "note": f"{summary['profiles']} profiles at c = 160, 16 search prompts; agreement: greedy "
+                      "token_agreement with the full cache's continuation. From choice.json (proxies-*.json).",
+              "chosen": chosen}
+    names = ["uniform", "pyramid", *shipped]
+    named = {"columns": ["profile", "greedy agreement", *(f"`{m}`" for m in modes)],
+             "rows": [[n, f"{summary['agreement'][n]:.3f}", *(f"{modes[m]['means'][n]:.3f}" for m in modes)]
+                      for n in names],
+             "data_kept": True, "note": "Means over the 16 search prompts, from choice.json."}
+    return {"fp-choice": choice, "fp-named": named}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("recipe", type=Path, nargs="?")
@@ -169,6 +190,8 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", default=[])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--report", type=Path, nargs="+", help="shards to summarise (nothing is scored)")
+    parser.add_argument("--tables", type=Path, help="with --report: a results page whose data.json gets the tables")
+    parser.add_argument("--shipped", nargs="*", default=[], help="with --tables: profiles shown by name")
     args = parser.parse_args(argv)
     if args.report:
         summary = report(args.report)
@@ -177,6 +200,11 @@ def main(argv=None) -> int:
                   f"top pick {row['top_pick']} (agreement {row['top_pick_agreement']:.3f})")
         if args.out:
             write_atomically(args.out, summary)
+        if args.tables:
+            data_file = args.tables / "data.json"
+            data = json.loads(data_file.read_text()) if data_file.exists() else {"tables": {}}
+            data.setdefault("tables", {}).update(page_tables(summary, args.shipped))
+            write_atomically(data_file, data)
         return 0
     if args.recipe is None or args.out is None:
         parser.error("a recipe and --out are needed to score (or --report FILES)")

@@ -129,7 +129,7 @@ class Task:
         """
         if self.judged_against_full_cache:
             raise FitnessError(f"task {self.name!r} has no reference to score in the likelihood "
-                               "mode: use fitness.mode fidelity (the full cache's own continuation)")
+                               "mode: use fitness.mode fidelity-tokens (the full cache's own continuation)")
         lead = "" if instance.prompt[-1:].isspace() else " "
         return tuple(lead + ref.strip() for ref in instance.references)
 

@@ -304,7 +304,8 @@ def check_registered_names(recipe: Recipe) -> None:
                 raise unknown_key(f"{path}.params", key, valid)
         if recipe.fitness.mode == "likelihood" and task_class(task.name).judged_against_full_cache:
             raise FieldProblem("fitness.mode", f"task {task.name!r} has no reference to score in the likelihood mode "
-                                               "(it is judged against the full cache's own continuation): use fidelity")
+                                               "(it is judged against the full cache's own continuation): "
+                                               "use fidelity-tokens")
 
     train = recipe.scorer.train
     for i, entry in enumerate((train.tasks or []) if train is not None else []):

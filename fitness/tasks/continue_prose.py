@@ -5,8 +5,8 @@ The prompt is a stretch of the bundled public-domain books (``fitness/data/prose
 (``fitness/tasks/prose.py``: a held-out prompt holds only held-out text, which the search never
 read); the model continues it for ``max_new_tokens`` tokens (128 by default). Like ``jsonl_prompts``
 it is judged against the full cache (``Task.judged_against_full_cache``): the search climbs the
-fidelity mode, the held-out table scores the greedy continuation by greedy agreement with the full
-cache's own.
+``fidelity-tokens`` mode (results/decode-fidelity chose it), the held-out table scores the greedy
+continuation by greedy agreement with the full cache's own.
 
 The instances of a split start at distinct sentences drawn per instance (``fitness.splits.rng_for``),
 so the same arguments give the same prompts on every machine.
@@ -30,7 +30,7 @@ _MAX_DRAWS = 50  # redraws for a start another instance already took
 class ContinueProse(Task):
     metric = "greedy_prefix"  # the default; the recipe's ``metric`` replaces it
     graded_metric = "token_agreement"
-    default_fitness_mode = "fidelity"
+    default_fitness_mode = "fidelity-tokens"
     judged_against_full_cache = True
     version = 1
     description = ("bundled public-domain prose (each split its own passages) continued for max_new_tokens "

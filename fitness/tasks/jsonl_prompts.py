@@ -4,8 +4,8 @@
 
 judged against the full cache (``Task.judged_against_full_cache``): the reference of a prompt is
 what the uncompressed model itself writes after it, greedily, ``max_new_tokens`` tokens (or up to
-its end-of-sequence token). The search climbs the fidelity mode (the compressed model's
-teacher-forced log-likelihood of those tokens, as a share of the full cache's); the held-out table
+its end-of-sequence token). The search climbs the ``fidelity-tokens`` mode (per token, the compressed
+model's teacher-forced likelihood of those tokens as a share of the full cache's, capped at 1); the held-out table
 scores the compressed model's own greedy answer against them by greedy agreement (``metric``:
 ``greedy_prefix``, the tokens matched before the first divergence, or ``token_agreement``).
 
@@ -44,7 +44,7 @@ from fitness.tokens import (
 class JsonlPrompts(Task):
     metric = "greedy_prefix"  # the default; the recipe's ``metric`` replaces it
     graded_metric = "token_agreement"
-    default_fitness_mode = "fidelity"
+    default_fitness_mode = "fidelity-tokens"
     judged_against_full_cache = True
     version = 1
     description = ("your prompts from a local JSONL file (path=...), no answers: "

@@ -171,9 +171,9 @@ def test_a_prompts_file_searches_in_the_fidelity_mode_by_default(tiny_model_dir,
         "baselines": ["uniform"],
     })
     with Experiment(recipe, progress=False) as experiment:
-        assert experiment.resolved.fitness_mode == "fidelity" and not experiment.resolved.fitness_mode_given
+        assert experiment.resolved.fitness_mode == "fidelity-tokens" and not experiment.resolved.fitness_mode_given
         evaluator = experiment.search_evaluator()
-        assert evaluator.mode == "fidelity"
+        assert evaluator.mode == "fidelity-tokens"
         (result,) = evaluator.evaluate([FULL])
         heldout = experiment.evaluator("heldout").evaluate([FULL])[0]  # the comparison's generate mode
     assert result.ok and result.task_score == pytest.approx(1.0, abs=1e-6) and len(result.instances) == 3

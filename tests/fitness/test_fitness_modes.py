@@ -63,7 +63,8 @@ def test_every_built_in_task_defaults_to_a_valid_mode():
     assert modes["passkey"] == modes["niah_single"] == modes["niah_multikey"] == "likelihood"
     assert modes["niah_multivalue"] == modes["niah_multiquery"] == "graded"
     assert modes["gsm8k"] == modes["longbench"] == modes["variable_tracking"] == "generate"
-    assert modes["jsonl_prompts"] == modes["continue_prose"] == "fidelity" and modes["repeat_passage"] == "likelihood"
+    assert modes["jsonl_prompts"] == modes["continue_prose"] == "fidelity-tokens"
+    assert modes["repeat_passage"] == "likelihood"
 
 
 def test_every_task_judged_against_the_full_cache_scores_token_sequences():

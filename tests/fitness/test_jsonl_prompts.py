@@ -38,7 +38,7 @@ def test_a_prompt_is_used_as_written_with_no_answers_and_the_fidelity_mode_by_de
     assert inst.context == record(i)["prompt"] and inst.question == "" and inst.references == ()
     assert inst.max_new_tokens == 64 and inst.metadata["line"] == i + 1 and inst.metadata["truncated"] is False
     assert task.metric == "greedy_prefix" and task.graded_metric == "token_agreement"
-    assert task.judged_against_full_cache and task.default_fitness_mode == "fidelity" in FITNESS_MODES
+    assert task.judged_against_full_cache and task.default_fitness_mode == "fidelity-tokens" in FITNESS_MODES
 
 
 def test_it_is_scored_against_the_full_caches_tokens_and_nothing_else(prompts_file, tokenizer):
@@ -50,7 +50,7 @@ def test_it_is_scored_against_the_full_caches_tokens_and_nothing_else(prompts_fi
     assert task.score_against(inst, [4, 5, 9, 7], [4, 5, 6, 7], graded=True)[1] == 0.75  # token_agreement too
     with pytest.raises(FitnessError, match="no answers of its own"):
         task.score(inst, "some text")
-    with pytest.raises(FitnessError, match="use fitness.mode fidelity"):
+    with pytest.raises(FitnessError, match="use fitness.mode fidelity-tokens"):
         task.reference_continuations(inst)
 
 
@@ -132,7 +132,7 @@ def test_a_bad_line_stops_the_command_line_with_one_line_and_status_2(tmp_path, 
 
 def test_show_says_the_reference_is_the_full_caches_continuation(prompts_file, cli):
     code, out, _ = cli("tasks", "show", "jsonl_prompts", "-p", f"path={prompts_file}", "-p", "max_new_tokens=32")
-    assert code == 0 and "default fitness mode: fidelity" in out
+    assert code == 0 and "default fitness mode: fidelity-tokens" in out
     assert "(none: judged against the full cache's own greedy continuation, 32 tokens)" in out
 
 

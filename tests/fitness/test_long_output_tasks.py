@@ -28,7 +28,8 @@ def test_a_prose_prompt_has_the_asked_length_no_answers_and_is_judged_against_th
     task = fitness.get_task("continue_prose")
     [inst] = generate("continue_prose", n=1, context_tokens=1024)
     assert 1024 * 0.98 <= inst.metadata["context_tokens"] <= 1024 and inst.question == "" and inst.references == ()
-    assert inst.max_new_tokens == 128 and task.judged_against_full_cache and task.default_fitness_mode == "fidelity"
+    assert inst.max_new_tokens == 128 and task.judged_against_full_cache
+    assert task.default_fitness_mode == "fidelity-tokens"
     assert [i.context for i in task.instances("search", 1, 0, 1024, tokenizer)] == [inst.context]  # deterministic
     assert fitness.get_task("continue_prose", max_new_tokens=256).instances("search", 1, 0, 300,
                                                                              tokenizer)[0].max_new_tokens == 256

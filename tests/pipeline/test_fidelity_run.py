@@ -25,7 +25,7 @@ def test_a_prompts_file_runs_search_compare_and_report_in_the_fidelity_mode(tmp_
     run = create_run_folder(recipe, tmp_path / "runs")
     search_run(run, recipe, progress=False)
     profile = load_allocation(run / "allocation-c24.json")
-    assert profile.provenance["fitness_mode"] == "fidelity" and profile.total == 24 * 4 * 2
+    assert profile.provenance["fitness_mode"] == "fidelity-tokens" and profile.total == 24 * 4 * 2
     comparison = json.loads((run / "comparison.json").read_text())
     assert {row["method"] for row in comparison["rows"]} == {"evolved", "uniform", "pyramid", "streaming"}
     scores = [score for per_budget in comparison["instances"]["jsonl_prompts"].values()
@@ -33,4 +33,4 @@ def test_a_prompts_file_runs_search_compare_and_report_in_the_fidelity_mode(tmp_
     assert len(scores) == 4 * 4 * 2 and all(0.0 <= s <= 1.0 for s in scores)  # greedy agreement, per prompt
     report = (run / "report.md").read_text()
     assert "fidelity" in report and "| evolved" in report
-    assert json.loads((run / "run.json").read_text())["tasks"][0]["fitness_mode"] == "fidelity"
+    assert json.loads((run / "run.json").read_text())["tasks"][0]["fitness_mode"] == "fidelity-tokens"
