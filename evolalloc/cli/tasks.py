@@ -46,10 +46,11 @@ def tasks(ctx: click.Context) -> None:
 
     names = fitness.list_tasks()
     width = max(map(len, names))
+    mode_width = max(len(task_class(name).default_fitness_mode) for name in names)
     for name in names:
         cls = task_class(name)
         metric = cls.metric if name != "longbench" else "per subset"
-        click.echo(f"{name:<{width}}  {metric:<16}  {cls.default_fitness_mode:<10}  {cls.description}")
+        click.echo(f"{name:<{width}}  {metric:<16}  {cls.default_fitness_mode:<{mode_width}}  {cls.description}")
 
 
 @tasks.command("show")
