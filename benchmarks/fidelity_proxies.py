@@ -31,10 +31,24 @@ from pathlib import Path
 
 import numpy as np
 
+from evolalloc.core.errors import UserError
+
 sys.path.insert(0, str(Path(__file__).parent))
 from scorer_table import write_atomically  # noqa: E402 - a sibling script, not a package
 
 GENERATE = "generate"
+
+
+def read_profiles(path: Path) -> dict:
+    """The data of a file this script wrote; a file that is missing, not JSON or without ``profiles`` is a
+    ``UserError`` naming it (one line, exit 2, in ``main``)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read it: {err}", source=str(path)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
+        raise UserError("no field profiles (not a file of benchmarks/fidelity_proxies.py)", source=str(path))
+    return data
 
 
 def trial_profiles(run: Path, target: float, count: int) -> dict[str, np.ndarray]:
@@ -94,13 +108,16 @@ def score(args) -> int:
 
     recipe = load_recipe(args.recipe, args.set)
     recipe.baselines = []
-    shard, shards = (int(x) for x in args.shard.split("/"))
+    shard, _, shards = args.shard.partition("/")
+    if not (shard.isdigit() and shards.isdigit() and int(shard) < int(shards)):
+        raise UserError(f"{args.shard!r}: expected K/N with 0 <= K < N", field="--shard")
+    shard, shards = int(shard), int(shards)
     setting = {"recipe": str(args.recipe), "overrides": args.set, "runs": [str(r) for r in args.runs],
                "per_run": args.per_run, "random": args.random, "sigma": args.sigma, "seed": args.seed,
                "shard": args.shard}
     data = {"profiles": {}}
     if args.out.exists():
-        data = json.loads(args.out.read_text())
+        data = read_profiles(args.out)
         if any(data.get(k) != v for k, v in setting.items()):
             print(f"error: {args.out}: made with another setting; remove it or choose another --out", file=sys.stderr)
             return 2
@@ -141,7 +158,7 @@ def report(paths: list[Path]) -> dict:
 
     rows = {}
     for path in paths:
-        rows.update(json.loads(Path(path).read_text())["profiles"])
+        rows.update(read_profiles(path)["profiles"])
     names = sorted(rows)
     agreement = np.array([np.mean(list(rows[n][GENERATE].values())) for n in names])
     out = {"profiles": len(names), "agreement": {n: float(a) for n, a in zip(names, agreement)}, "modes": {}}
@@ -193,6 +210,14 @@ def main(argv=None) -> int:
     parser.add_argument("--tables", type=Path, help="with --report: a results page whose data.json gets the tables")
     parser.add_argument("--shipped", nargs="*", default=[], help="with --tables: profiles shown by name")
     args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except UserError as err:  # bad input: one line naming the file or option, exit 2
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def run(args) -> int:
     if args.report:
         summary = report(args.report)
         for mode, row in summary["modes"].items():
@@ -207,7 +232,7 @@ def main(argv=None) -> int:
             write_atomically(data_file, data)
         return 0
     if args.recipe is None or args.out is None:
-        parser.error("a recipe and --out are needed to score (or --report FILES)")
+        raise UserError("a recipe and --out are needed to score (or --report FILES)")
     return score(args)
 
 

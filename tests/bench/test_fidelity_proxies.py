@@ -64,3 +64,16 @@ def test_the_report_chooses_the_mode_whose_ranking_follows_the_greedy_agreement(
     assert [row[-1] for row in tables["fp-choice"]["rows"]] == ["", "**yes**", "", ""]
     assert [row[:2] for row in tables["fp-named"]["rows"]] == [["uniform", "0.200"], ["pyramid", "0.500"],
                                                                ["searched", "0.800"]]
+
+
+def test_a_missing_or_foreign_shard_and_a_bad_shard_option_are_one_line_and_exit_2(recipe, tmp_path, capsys):
+    proxies = load_benchmark("fidelity_proxies")
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({"rows": []}))
+    for path in (tmp_path / "missing.json", foreign):
+        assert proxies.main(["--report", str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and str(path) in err
+    assert proxies.main([str(recipe), "--shard", "2/2", "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--shard" in err and not (tmp_path / "x.json").exists()
