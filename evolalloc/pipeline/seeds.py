@@ -9,6 +9,13 @@ killed is resumed; so the whole command is resumable by simply running it again.
 ``summarize`` reads each run's ``comparison.json`` and writes ``<name>-seeds/summary.json`` and
 ``summary.md``: every seed's held-out score per method and budget (and task), the evolved score's
 mean ± sd over seeds, and per seed the evolved − baseline difference with its paired p.
+
+``pick_by_search_fitness`` says which seed's profiles to ship: the one whose search reached the
+highest fitness on the search split (each profile's provenance keeps it), copied to
+``<name>-seeds/best/``. The seeds share their instances, so their fitnesses are comparable, and the
+held-out scores take no part in the pick. Why: one search on a few long prompts can settle on a
+profile that does not carry to fresh ones, and on the search-budget study's 8160-token setting the
+seed that failed on held-out prompts had the lowest search-split fitness of its three.
 """
 
 from __future__ import annotations
@@ -20,7 +27,13 @@ import statistics
 from pathlib import Path
 from typing import Callable, Sequence
 
-from evolalloc.config.run_folder import COMPARISON_FILE, allocation_filename, load_resolved, load_run_recipe
+from evolalloc.config.run_folder import (
+    COMPARISON_FILE,
+    allocation_filename,
+    load_resolved,
+    load_run_recipe,
+    profile_files,
+)
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
 from evolalloc.report.comparison import load_comparison
@@ -28,6 +41,8 @@ from evolalloc.report.comparison import load_comparison
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 SUMMARY_PLOT = "budgets-per-layer.png"
+#: The picked seed's profiles (``allocation-c*.json``, copied unchanged) and why it was picked.
+PICK_DIR, PICK_FILE = "best", "pick.json"
 # The issue's bar for "the evolved profile beats a baseline" on one seed.
 MARGIN, ALPHA = 0.05, 0.05
 VERSUS = ("uniform", "pyramid")
@@ -106,6 +121,32 @@ def summarize(runs: dict[int, Path]) -> dict:
             "criterion": f"evolved - baseline >= {MARGIN} and paired p < {ALPHA}, for each of {', '.join(VERSUS)}"}
 
 
+def pick_by_search_fitness(runs: dict[int, Path]) -> dict | None:
+    """``{"seed", "fitness", "search_fitness": {seed: F_best or None}, "files"}``: the seed whose search
+    reached the highest fitness on the search split (ties: the first listed), with its profile files;
+    ``None`` when no run shipped a profile. A run without a profile (failed) is never picked."""
+    from evolalloc.core.allocation_file import load_allocation
+
+    fitness, files = {}, {}
+    for seed, run_dir in runs.items():
+        target = load_resolved(run_dir).target
+        main = Path(run_dir) / allocation_filename(target)
+        value = load_allocation(main).provenance.get("fitness") if main.is_file() else None
+        fitness[str(seed)] = float(value) if value is not None and math.isfinite(value) else None
+        files[str(seed)] = [path.name for path in profile_files(run_dir)]
+    best = highest_fitness(fitness)
+    if best is None:
+        return None
+    return {"seed": int(best), "fitness": fitness[best], "search_fitness": fitness, "files": files[best],
+            "criterion": "the highest search-split fitness (the search's own F_best); held-out scores take no part"}
+
+
+def highest_fitness(fitness: dict[str, float | None]) -> str | None:
+    """The key of the highest fitness (ties: the first listed; ``None`` values never win); ``None`` if all are."""
+    ranked = [key for key, value in fitness.items() if value is not None]
+    return max(ranked, key=lambda key: (fitness[key], -ranked.index(key))) if ranked else None
+
+
 def render_summary(summary: dict) -> str:
     """The summary as Markdown: one table per task (several tasks: the weighted overall first)."""
     seeds = [str(s) for s in summary["seeds"]]
@@ -135,6 +176,12 @@ def render_summary(summary: dict) -> str:
     for key, ok in summary["beats_uniform_and_pyramid"].items():
         task, budget, seed = key.split("|")
         lines.append(f"- {task + ', ' if task else ''}c = {budget}, seed {seed}: {'yes' if ok else 'no'}")
+    pick = summary.get("pick")
+    if pick is not None:
+        fitness = ", ".join(f"seed {s} {'–' if f is None else f'{f:.4f}'}" for s, f in pick["search_fitness"].items())
+        lines += ["", "## The profile to ship", "",
+                  f"Seed {pick['seed']}: the highest search-split fitness ({fitness}). Its profiles are copied to "
+                  f"`{PICK_DIR}/` ({', '.join(pick['files'])}); the held-out scores above took no part in the pick."]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -146,11 +193,27 @@ def _p(p: float) -> str:
 
 def write_summary(folder: Path, runs: dict[int, Path]) -> Path:
     summary = summarize(runs)
+    summary["pick"] = pick_by_search_fitness(runs)
     folder.mkdir(parents=True, exist_ok=True)  # the summary is derived data: rewritten on every call
+    _copy_pick(folder / PICK_DIR, runs, summary["pick"])
     write_atomic(folder / SUMMARY_JSON, json.dumps(summary, indent=2) + "\n")
     write_atomic(folder / SUMMARY_MD, render_summary(summary))
     plot_seed_profiles(runs, folder / SUMMARY_PLOT)
     return folder
+
+
+def _copy_pick(best: Path, runs: dict[int, Path], pick: dict | None) -> None:
+    """``best/`` holds the picked seed's profile files and ``pick.json``, nothing left from an earlier pick."""
+    import shutil
+
+    if best.exists():
+        shutil.rmtree(best)
+    if pick is None:
+        return
+    best.mkdir(parents=True)
+    for name in pick["files"]:
+        shutil.copyfile(Path(runs[pick["seed"]]) / name, best / name)
+    write_atomic(best / PICK_FILE, json.dumps(pick, indent=2) + "\n")
 
 
 def plot_seed_profiles(runs: dict[int, Path], path: Path) -> Path | None:

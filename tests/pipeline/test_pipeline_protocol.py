@@ -264,6 +264,34 @@ def test_seeds_run_once_per_seed_on_the_same_instances_and_resume_after_a_kill(t
     assert "| 24 | evolved |" in text and "c = 24, seed 2:" in text
     assert (folder / "budgets-per-layer.png").stat().st_size > 0  # every seed's profile, uniform and pyramid
 
+    # The profile to ship: the seed with the highest search-split fitness, its files copied unchanged.
+    from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.pipeline.seeds import pick_by_search_fitness
+
+    fitness = {s: load_allocation(runs / f"tiny-s{s}" / "allocation-c24.json").provenance["fitness"] for s in range(3)}
+    picked = max(range(3), key=lambda s: (fitness[s], -s))
+    assert summary["pick"]["seed"] == picked
+    assert summary["pick"]["search_fitness"] == {str(s): fitness[s] for s in range(3)}
+    shipped = sorted(p.name for p in (folder / "best").glob("allocation-c*.json"))
+    assert shipped == summary["pick"]["files"] and "allocation-c24.json" in shipped
+    for name in shipped:
+        assert (folder / "best" / name).read_bytes() == (runs / f"tiny-s{picked}" / name).read_bytes()
+    assert f"Seed {picked}: the highest search-split fitness" in text
+    # A run that shipped no profile (failed) is never picked.
+    for path in (runs / f"tiny-s{picked}").glob("allocation-c*.json"):
+        path.unlink()
+    again = pick_by_search_fitness({s: runs / f"tiny-s{s}" for s in range(3)})
+    assert again["seed"] != picked and again["search_fitness"][str(picked)] is None
+
+
+def test_the_pick_is_the_highest_search_fitness_ties_to_the_first_and_never_a_failed_run():
+    from evolalloc.pipeline.seeds import highest_fitness
+
+    assert highest_fitness({"0": 0.81, "1": 0.87, "2": 0.85}) == "1"
+    assert highest_fitness({"3": 0.5, "1": 0.7, "2": 0.7}) == "1"  # a tie: the first listed
+    assert highest_fitness({"0": None, "1": -0.2}) == "1"
+    assert highest_fitness({"0": None}) is None and highest_fitness({}) is None
+
 
 def test_seeds_refuse_a_folder_holding_another_recipes_run(tmp_path, tiny_model_dir):
     from evolalloc.config.run_folder import create_run_folder
