@@ -34,21 +34,11 @@ import numpy as np
 from evolalloc.core.errors import UserError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scorer_table import write_atomically  # noqa: E402 - a sibling script, not a package
+from json_input import read_json_object  # noqa: E402 - sibling scripts, not a package
+from scorer_table import write_atomically  # noqa: E402
 
 GENERATE = "generate"
-
-
-def read_profiles(path: Path) -> dict:
-    """The data of a file this script wrote; a file that is missing, not JSON or without ``profiles`` is a
-    ``UserError`` naming it (one line, exit 2, in ``main``)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as err:
-        raise UserError(f"cannot read it: {err}", source=str(path)) from None
-    if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
-        raise UserError("no field profiles (not a file of benchmarks/fidelity_proxies.py)", source=str(path))
-    return data
+ORIGIN = "benchmarks/fidelity_proxies.py"
 
 
 def trial_profiles(run: Path, target: float, count: int) -> dict[str, np.ndarray]:
@@ -117,7 +107,7 @@ def score(args) -> int:
                "shard": args.shard}
     data = {"profiles": {}}
     if args.out.exists():
-        data = read_profiles(args.out)
+        data = read_json_object(args.out, "profiles", ORIGIN)
         if any(data.get(k) != v for k, v in setting.items()):
             print(f"error: {args.out}: made with another setting; remove it or choose another --out", file=sys.stderr)
             return 2
@@ -158,7 +148,7 @@ def report(paths: list[Path]) -> dict:
 
     rows = {}
     for path in paths:
-        rows.update(read_profiles(path)["profiles"])
+        rows.update(read_json_object(path, "profiles", ORIGIN)["profiles"])
     names = sorted(rows)
     agreement = np.array([np.mean(list(rows[n][GENERATE].values())) for n in names])
     out = {"profiles": len(names), "agreement": {n: float(a) for n, a in zip(names, agreement)}, "modes": {}}

@@ -15,24 +15,16 @@ those runs' held-out verdicts were: a run the rule leaves alone keeps its verdic
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from evolalloc.core.errors import UserError
 
+sys.path.insert(0, str(Path(__file__).parent))
+from json_input import read_json_object  # noqa: E402 - a sibling script, not a package
+
 NO_GAIN = "no gain"
-
-
-def read_json(path: Path, field: str) -> dict:
-    """A JSON object with ``field``; anything else is a ``UserError`` naming the file (one line, exit 2)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise UserError(f"cannot read it: {err}", source=str(path)) from None
-    if not isinstance(data, dict) or not isinstance(data.get(field), dict):
-        raise UserError(f"no field {field} (not a page of benchmarks/search_versus.py)", source=str(path))
-    return data
+SCORES_ORIGIN = "benchmarks/search_versus.py"
 
 
 def first_changed_group(groups: list[dict], wait: int, tolerance: float) -> dict | None:
@@ -53,7 +45,7 @@ def verdicts(page: Path) -> dict[tuple[str, str], list[str]]:
     data_file = page / "data.json"
     if not data_file.exists():
         return {}
-    tables = read_json(data_file, "tables")["tables"]
+    tables = read_json_object(data_file, "tables", SCORES_ORIGIN)["tables"]
     out = {}
     for name, table in tables.items():
         if name.endswith("-test"):
@@ -70,7 +62,7 @@ def whatif(page: Path, wait: int, tolerance: float) -> list[dict]:
     tests, rows = verdicts(page), []
     for path in files:
         setting = path.stem
-        for name, run in read_json(path, "runs")["runs"].items():
+        for name, run in read_json_object(path, "runs", SCORES_ORIGIN)["runs"].items():
             short = name[len(setting) + 1:] if name.startswith(setting + "-") else name
             changed = first_changed_group(run.get("groups", []), wait, tolerance)
             test = tests.get((setting, short))
