@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from search_budget_tables import setting_tables, test_run  # noqa: E402 - a sibling script, not a package
+from search_budget_tables import fmt_p, setting_tables, test_run  # noqa: E402 - a sibling script, not a package
 
 from evolalloc.pipeline.seeds import highest_fitness  # noqa: E402
 
@@ -32,25 +32,24 @@ def run_name(setting: str, seed: int) -> str:
     return f"{setting}-{VARIANT}-s{seed}"
 
 
+def search_fitness(setting: str, data: dict, seeds) -> dict[str, float | None]:
+    """``{run: its search-split fitness}`` for ``seeds`` (``None``: the run shipped no profile)."""
+    return {run_name(setting, s): data["runs"].get(run_name(setting, s), {}).get("search_fitness") for s in seeds}
+
+
 def picks(setting: str, data: dict) -> dict[str, str | None]:
     """``{pick: the run it ships}`` (``None``: no run of the pick shipped a profile), by search-split fitness."""
-    chosen = {}
-    for pick, seeds in PICKS.items():
-        fitness = {run_name(setting, s): data["runs"].get(run_name(setting, s), {}).get("search_fitness")
-                   for s in seeds}
-        chosen[pick] = highest_fitness(fitness)
-    return chosen
+    return {pick: highest_fitness(search_fitness(setting, data, seeds)) for pick, seeds in PICKS.items()}
 
 
 def pick_tables(setting: str, data: dict) -> tuple[dict, bool]:
     """The setting's tables (its picks, each pick's test, every run's test, means, searches) and its verdict."""
     every, _ = setting_tables(setting, data)
-    chosen = picks(setting, data)
     pick_rows, test_rows, met = [], [], True
     for pick, seeds in PICKS.items():
-        fitness = [data["runs"].get(run_name(setting, s), {}).get("search_fitness") for s in seeds]
-        cells = ", ".join(f"s{s} {'–' if f is None else f'{f:.4f}'}" for s, f in zip(seeds, fitness))
-        run = chosen[pick]
+        fitness = search_fitness(setting, data, seeds)
+        cells = ", ".join(f"s{s} {'–' if f is None else f'{f:.4f}'}" for s, f in zip(seeds, fitness.values()))
+        run = highest_fitness(fitness)
         pick_rows.append([pick, cells, run.removeprefix(f"{setting}-") if run else "none (every run failed)"])
         if run is None:
             met = False
@@ -59,7 +58,7 @@ def pick_tables(setting: str, data: dict) -> tuple[dict, bool]:
         t = test_run(data, run)
         met = met and t["met"]
         test_rows.append([pick, run.removeprefix(f"{setting}-"), t["strongest"], f"{t['diff']:+.3f}",
-                          "<0.001" if t["p"] < 0.001 else f"{t['p']:.3f}", "yes" if t["beats"] else "no",
+                          fmt_p(t["p"]), "yes" if t["beats"] else "no",
                           "; ".join(t["worse"]) or "none", "**met**" if t["met"] else "not met"])
     tables = {
         f"{setting}-picks": {"columns": ["pick", "search-split fitness of its runs", "shipped"], "rows": pick_rows,

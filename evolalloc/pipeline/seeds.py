@@ -33,6 +33,7 @@ from evolalloc.config.run_folder import (
     load_resolved,
     load_run_recipe,
     profile_files,
+    searched_profile,
 )
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
@@ -125,13 +126,12 @@ def pick_by_search_fitness(runs: dict[int, Path]) -> dict | None:
     """``{"seed", "fitness", "search_fitness": {seed: F_best or None}, "files"}``: the seed whose search
     reached the highest fitness on the search split (ties: the first listed), with its profile files;
     ``None`` when no run shipped a profile. A run without a profile (failed) is never picked."""
-    from evolalloc.core.allocation_file import load_allocation
-
     fitness, files = {}, {}
     for seed, run_dir in runs.items():
-        target = load_resolved(run_dir).target
-        main = Path(run_dir) / allocation_filename(target)
-        value = load_allocation(main).provenance.get("fitness") if main.is_file() else None
+        try:
+            value = searched_profile(run_dir).provenance.get("fitness")
+        except UserError:  # no profile: the run failed
+            value = None
         fitness[str(seed)] = float(value) if value is not None and math.isfinite(value) else None
         files[str(seed)] = [path.name for path in profile_files(run_dir)]
     best = highest_fitness(fitness)
