@@ -208,8 +208,10 @@ def run(args) -> int:
 def prefill_from_end(base, curation: Path) -> int:
     """The shared held-out split's records, made as the comparing call makes them (same bound, scorers and
     folder: the last run folder's ``records/``) but from the last prompt backwards, each spilled at once.
-    Stops at the first record already on disk: the comparing call, prefilling from the first prompt, has
-    come that far, and from there on it reads back what this call wrote (``RecordKeeper.reuse``)."""
+    Records already on disk at the end are skipped (an earlier, killed run of this call made them); after
+    the first one it makes, it stops at the next record on disk: the comparing call, prefilling from the
+    first prompt, has come that far, and from there on it reads back what this call wrote
+    (``RecordKeeper.reuse``)."""
     from evolalloc.pipeline.experiment import Experiment
     from evolalloc.pipeline.run import HELDOUT
     from evolalloc.runtime.instances import prefill_instances, tokenize_instance
@@ -223,15 +225,19 @@ def prefill_from_end(base, curation: Path) -> int:
                             "them", field="--prefill-from-end")
         run.scorers.ensure_trained()
         keys = [scorer.key for scorer in run.scorers.all]
-        made = 0
+        made = kept = 0
         for instance in reversed(experiment.instances(HELDOUT)):
             ids, question = tokenize_instance(run.model.tokenizer, instance, after)
             if keeper.path_for(keeper.key(ids, question, keys, bound)).exists():
-                break
+                if made:
+                    break
+                kept += 1
+                continue
             prefill_instances(run.model.loaded, [instance], run.scorers.all, question_after_compression=after,
                               keeper=keeper, bound=bound, hold=False)
             made += 1
-    print(f"prefilled {made} held-out prompts from the end", flush=True)
+    print(f"prefilled {made} held-out prompts from the end"
+          + (f" (the last {kept} were on disk already)" if kept else ""), flush=True)
     return 0
 
 

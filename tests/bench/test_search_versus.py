@@ -223,7 +223,8 @@ def test_variants_searched_in_two_processes_are_replayed_not_searched_again_by_t
 
 def test_the_held_out_prefill_from_the_end_is_read_back_by_the_comparing_call(tmp_path, tiny_model_dir, monkeypatch):
     """Two cores on one held-out prefill: a call with --prefill-from-end writes the held-out records
-    backwards until it meets ones on disk; the comparing call then prefills none of them."""
+    backwards until it meets ones on disk (skipping those at the end an earlier run of it made); the
+    comparing call then prefills none of them."""
     from tests.report.test_design_scores import benchmark_script
 
     recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []}, baselines=["uniform"],
@@ -242,6 +243,15 @@ def test_the_held_out_prefill_from_the_end_is_read_back_by_the_comparing_call(tm
     stamps = {path: path.stat().st_mtime_ns for path in held_out}
     assert script_main(argv + ["--prefill-from-end"]) == 0  # all there: it stops at the last prompt's record
     assert {path: path.stat().st_mtime_ns for path in held_out} == stamps
+
+    # A killed pair resumed: the last prompt's record from the killed call of this one, the first from the
+    # comparing call, the middle one missing. Made again, and only it.
+    last, middle, first = sorted(held_out, key=lambda path: path.stat().st_mtime_ns)  # made from the end
+    middle.unlink()
+    assert script_main(argv + ["--prefill-from-end"]) == 0
+    assert middle.exists()
+    assert (last.stat().st_mtime_ns, first.stat().st_mtime_ns) == (stamps[last], stamps[first])
+    stamps[middle] = middle.stat().st_mtime_ns
 
     found = count_reuses(monkeypatch)
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # compare_once.py, beside the script
