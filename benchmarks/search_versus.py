@@ -237,7 +237,7 @@ def prefill_from_end(base, curation: Path) -> int:
                               keeper=keeper, bound=bound, hold=False)
             made += 1
     print(f"prefilled {made} held-out prompts from the end"
-          + (f" (the last {kept} were on disk already)" if kept else ""), flush=True)
+          + (f" (skipped the last {kept}, on disk already)" if kept else ""), flush=True)
     return 0
 
 
