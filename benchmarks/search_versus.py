@@ -192,6 +192,11 @@ def run(args) -> int:
             compare_once(experiment, experiment.resolved, shipped, args.compare_once,
                          seconds={run_dir.name: secs for run_dir, _, _, _, secs, _ in shipped},
                          modes=tuple(m.strip() for m in args.compare_modes.split(",") if m.strip()))
+            if not experiment.resolved.keep_records:  # as a finished run tidies: the JSON holds every score now
+                from evolalloc.config.run_folder import remove_records
+
+                freed = sum(remove_records(run_dir) for run_dir, *_ in shipped)
+                print(f"removed the spilled prefill records ({freed / 2**30:.1f} GiB; engine.keep_records keeps them)")
             return 0
         for run_dir, recipe, result, config, seconds, profiles in shipped:
             started = time.perf_counter()
