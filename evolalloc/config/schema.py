@@ -284,7 +284,9 @@ class OptimizerSection:
                              help="converging: the least rise of the best fitness that counts as a gain")
     start: str = _rule("best", help="where the search starts: best (uniform, PyramidKV and LU-KV at c each evaluated "
                                     "on the search split, the best one starts every group), uniform (EvolKV as "
-                                    "published: nothing evaluated first), or methods joined by commas (pyramid,lukv)")
+                                    "published: nothing evaluated first), or methods and allocation files joined "
+                                    "by commas (pyramid,lukv; best,runs/x/allocation-c512.json: a profile from an "
+                                    "earlier run, carried to c)")
     lam: float = _rule(0.3, **LAM_RANGE, help="weight of CacheScore in the fitness")
     gamma: float = _rule(0.2, **GAMMA_RANGE, help="discount for staying under the budget")
     cache_scope: str = _rule("group", choices=CACHE_SCOPES, help="whose mean budget CacheScore sees")

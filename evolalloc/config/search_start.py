@@ -5,7 +5,12 @@ for its own scorer — uniform, PyramidKV and LU-KV (per-head budgets from utili
 the search split) — each evaluated on the search split before the first group; the best of them
 starts every group's optimizer (``search/groupwise.py``). ``uniform`` is EvolKV as published: no
 start is evaluated and every group starts at the uniform ratio. A comma-separated list names the
-candidates itself (``pyramid,lukv``).
+candidates itself (``pyramid,lukv``), and may hold ``best`` and allocation files: a name ending in
+``.json`` is a profile from an earlier run (``allocation-c*.json``, a finer search refining a coarser
+one, or yesterday's profile on new data), its budgets carried to ``c`` proportionally
+(``pipeline/run_methods.py``); a relative path is read from the folder the command runs in, and the
+file is checked before the run's folder exists (``pipeline/start.py``). Its budgets are stored as the
+start's trial, so a resumed run no longer needs the file.
 
 A method can start a search only if it is a static allocation ranked by the run's scorer: no scorer
 of its own (streaming ranks with StreamingLLM's), no per-input adapter (AdaKV, CAKE, the global
@@ -23,6 +28,11 @@ from evolalloc.core.errors import UserError
 #: What ``best`` tries, in this order (a tie goes to the earlier one).
 BEST = ("uniform", "pyramid", "lukv")
 FIELD = "optimizer.start"
+
+
+def is_profile_file(name: str) -> bool:
+    """Whether start ``name`` is an allocation file rather than a method's name."""
+    return name.lower().endswith(".json")
 
 
 def start_problem(name: str) -> str | None:
@@ -57,8 +67,8 @@ def _without_continuation(tasks) -> list[str]:
 
 
 def resolve_start(value: str, search_space: str, tasks=()) -> tuple[str, ...]:
-    """The methods a search on ``tasks`` (their names) evaluates first (empty: EvolKV's uniform start);
-    ``UserError`` naming ``optimizer.start`` for a name that cannot start this search."""
+    """The methods and allocation files a search on ``tasks`` (their names) evaluates first (empty: EvolKV's
+    uniform start); ``UserError`` naming ``optimizer.start`` for a name that cannot start this search."""
     from searchspaces import SEARCH_SPACES
 
     value = (value or "").strip()
@@ -68,13 +78,17 @@ def resolve_start(value: str, search_space: str, tasks=()) -> tuple[str, ...]:
     no_continuation = _without_continuation(tasks)
     if value == "best":
         return () if adapted else tuple(n for n in BEST if not (n == "lukv" and no_continuation))
-    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    names = [n.strip() for n in value.split(",") if n.strip()]
     if not names:
-        raise UserError("must be best, uniform or methods joined by commas", field=FIELD)
+        raise UserError("must be best, uniform, or methods and allocation files joined by commas", field=FIELD)
+    best = tuple(n for n in BEST if not (n == "lukv" and no_continuation))
+    names = tuple(dict.fromkeys(m for n in names for m in (best if n == "best" else (n,))))
     if adapted:
         raise UserError(f"search space {search_space!r} searches a prior read per input, not budgets: "
                         "it starts at uniform (optimizer.start: uniform or best)", field=FIELD)
     for name in names:
+        if is_profile_file(name):
+            continue  # read, and checked against the model, when the run starts (pipeline/start.py)
         problem = start_problem(name)
         if problem is None and name == "lukv" and no_continuation:
             problem = (f"LU-KV profiles its curves on reference continuations, which task {no_continuation[0]!r} "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evolalloc.config.search_start import is_profile_file
 from evolalloc.core.record_settings import format_size as size
 from evolalloc.pipeline.plan_calibration import Calibration, calibrate
 
@@ -93,7 +94,8 @@ def count_run(recipe, experiment) -> Counts:
     else:  # the baselines' budgets need the trained scorer: only the search's own bound is known now
         b_max = run_record_bound(resolved.budgets, config, baselines=(), methods=None)
         note = " (the search's bound; a baseline may raise it)"
-    profiled_forwards = _profiled_forwards([*recipe.baselines, *config.start], recipe, search_n, b_max)
+    profiled = [*recipe.baselines, *(name for name in config.start if not is_profile_file(name))]
+    profiled_forwards = _profiled_forwards(profiled, recipe, search_n, b_max)
     if profiled_forwards:
         prefills["LU-KV's utility curves (a forward over each search prompt and its answer"
                  + (", and its ranking again: bounded records" if profiled_forwards > search_n else "") + ")"] = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from evolalloc.config.search_start import is_profile_file
 from evolalloc.core.allocation import Allocation
 from evolalloc.core.baselines import EVOLVED, make_baseline, reading_checkpoints
 from evolalloc.core.errors import UserError
@@ -69,10 +70,25 @@ class RunMethods:
             raise UserError(str(err), field="baselines") from None
 
     def start_budgets(self, names, target: float) -> list:
-        """The budgets ``[num_layers, num_kv_heads]`` of each method of ``names`` at ``target``, for the run's
-        scorer: the profiles a search starts from (``SearchConfig.start``; LU-KV's curves are profiled on
-        the search split on first need, as for the comparison)."""
-        return [self.baseline(name, target).budgets for name in names]
+        """The budgets ``[num_layers, num_kv_heads]`` of each method or allocation file of ``names`` at
+        ``target``, for the run's scorer: the profiles a search starts from (``SearchConfig.start``; LU-KV's
+        curves are profiled on the search split on first need, as for the comparison)."""
+        return [self.file_budgets(name, target) if is_profile_file(name) else self.baseline(name, target).budgets
+                for name in names]
+
+    def file_budgets(self, path: str, target: float):
+        """The budgets ``[num_layers, num_kv_heads]`` of the allocation file ``path`` carried to ``target``:
+        proportionally, in either direction, completed to exactly ``target`` per unit with no unit below the
+        run scorer's always-kept tokens. ``UserError`` naming the file: unreadable, another model's shape,
+        or a profile that cannot be carried there."""
+        from evolalloc.core.allocation_file import load_allocation
+
+        allocation = load_allocation(path, expect_geometry=self._geometry())
+        try:
+            return allocation.rescale(target, min_budget=max(1, self._scorer().always_kept)).budgets
+        except ValueError as err:
+            raise UserError(f"cannot carry its budgets to c = {target:g}: {err}", source=path,
+                            field="optimizer.start") from None
 
     def starts(self, config) -> Callable[[], list]:
         """What a search of ``config`` asks for its start's budgets (``search/loop.py``: only when they must

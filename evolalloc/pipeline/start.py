@@ -151,6 +151,7 @@ def _checked_and_claimed(experiment: Experiment, runs_dir: str | Path, name: str
     scorers.all  # noqa: B018
     # A missing, unreadable or foreign scorer checkpoint (curation ranks with it).
     scorers.check_checkpoints(model.loaded.model, model.geometry)
+    check_start_files(experiment, config)  # a start's allocation files: there, and this model's
     for part, split in curated:
         part.instances(split)  # judges the drawn candidates with the model
     run_dir = create_run_folder(recipe, runs_dir, name, resolved=experiment.resolved)
@@ -160,6 +161,17 @@ def _checked_and_claimed(experiment: Experiment, runs_dir: str | Path, name: str
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return run_dir, config
+
+
+def check_start_files(experiment: Experiment, config: SearchConfig) -> None:
+    """Each allocation file ``optimizer.start`` names, read and carried to ``c`` now (after the scorers, whose
+    always-kept tokens bound it): a missing file or another model's profile is refused before the folder
+    exists and the curation's forwards, not after the prefill."""
+    from evolalloc.config.search_start import is_profile_file
+
+    for name in config.start:
+        if is_profile_file(name):
+            experiment.run.methods.file_budgets(name, config.target)
 
 
 def start_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True,

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from evolalloc.core.errors import UserError
 from evolalloc.search.config import default_popsize
 from evolalloc.search.optimizers import check_optimizer_options
-from evolalloc.service.confinement import check_checkpoints_reach, check_reach
+from evolalloc.service.confinement import check_checkpoints_reach, check_reach, check_start_reach
 from evolalloc.service.db import ACTIVE_STATES, JOB_STATES, Job, Profile
 from evolalloc.service.job_limits import check_recipe_size, plan_job
 from evolalloc.service.job_queue import QUEUE_LOCK, check_room, queue_counts, submitter_of
@@ -72,6 +72,7 @@ def _submit(service, body: bytes, content_type: str | None, name: str | None, su
         check_room(session, limits, submitter)
     raw = parse_body(body, content_type)
     check_checkpoints_reach(raw, service.settings)  # before the checks that look for the files
+    check_start_reach(raw, service.settings)
     recipe = check_schema(raw, name)
     check_confinement(recipe, service.settings.runs_dir)
     check_reach(raw, recipe, service.settings)

@@ -10,6 +10,7 @@ is checked against what the operator configured (``evolalloc serve`` options):
   an absolute path inside a ``--data-root`` (a scorer's also inside a ``--model-root``);
 - ``checkpoints``' files (the trained scorers a method ranks with): the same as a scorer's, asked of
   the submitted data before the schema checks, which look for the files;
+- ``optimizer.start``'s allocation files (a profile a search starts from): the same as a checkpoint's;
 - ``storage``: null, or a SQLite / journal file inside the job's own run folder (never the
   service's database, another run's store, a ``sqlite://host/...`` form or a database server);
 - ``engine.address``: the service's ``--ray-address``; a recipe naming another one is refused
@@ -107,6 +108,21 @@ def check_checkpoints_reach(raw: object, settings) -> None:
             raise UserError(f"{value!r} is not an absolute path inside a data or model folder of this service "
                             f"({_roots_text(roots, '--data-root / --model-root')})",
                             source=SOURCE, field=f"checkpoints.{key}")
+
+
+def check_start_reach(raw: object, settings) -> None:
+    """``UserError`` naming ``optimizer.start`` unless each allocation file it names is an absolute path
+    inside a data or model folder (asked of the submitted data, as ``check_checkpoints_reach``)."""
+    from evolalloc.config.search_start import is_profile_file
+
+    optimizer = raw.get("optimizer") if isinstance(raw, dict) else None
+    start = optimizer.get("start") if isinstance(optimizer, dict) else None
+    roots = settings.data_roots + settings.model_roots
+    for name in (n.strip() for n in start.split(",")) if isinstance(start, str) else ():
+        if is_profile_file(name) and not inside(name, roots):
+            raise UserError(f"{name!r} is not an absolute path inside a data or model folder of this service "
+                            f"({_roots_text(roots, '--data-root / --model-root')})",
+                            source=SOURCE, field="optimizer.start")
 
 
 def check_reach(raw: object, recipe, settings) -> None:

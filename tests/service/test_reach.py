@@ -74,6 +74,13 @@ def test_a_methods_checkpoint_outside_the_roots_is_refused_alike_whether_or_not_
     assert refusals[0].replace("'/etc/passwd'", "X") == refusals[1].replace("'/nothing-here'", "X")
 
 
+def test_a_start_file_outside_the_roots_is_refused_alike_whether_or_not_it_exists(confined):
+    service, data = confined
+    refusals = [refused(service, {**niah(f"{data}/books"), "optimizer": {"start": f"best,{path}"}}, "optimizer.start")
+                for path in ("/etc/x.json", "/nothing-here.json", "runs/a/allocation-c24.json")]
+    assert refusals[0].replace("'/etc/x.json'", "X") == refusals[1].replace("'/nothing-here.json'", "X")
+
+
 def test_a_file_inside_a_data_root_is_accepted(confined, tiny_model_dir):
     service, data = confined
     recipe = yaml.safe_load(tiny_recipe_text(tiny_model_dir, "inside"))
