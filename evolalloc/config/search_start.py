@@ -76,12 +76,12 @@ def resolve_start(value: str, search_space: str, tasks=()) -> tuple[str, ...]:
         return ()
     adapted = SEARCH_SPACES.get(search_space).adapter is not None
     no_continuation = _without_continuation(tasks)
+    best = tuple(n for n in BEST if not (n == "lukv" and no_continuation))
     if value == "best":
-        return () if adapted else tuple(n for n in BEST if not (n == "lukv" and no_continuation))
+        return () if adapted else best
     names = [n.strip() for n in value.split(",") if n.strip()]
     if not names:
         raise UserError("must be best, uniform, or methods and allocation files joined by commas", field=FIELD)
-    best = tuple(n for n in BEST if not (n == "lukv" and no_continuation))
     names = tuple(dict.fromkeys(m for n in names for m in (best if n == "best" else (n,))))
     if adapted:
         raise UserError(f"search space {search_space!r} searches a prior read per input, not budgets: "

@@ -102,12 +102,16 @@ def check_checkpoints_reach(raw: object, settings) -> None:
     path inside a data or model folder. Asked of the data *before* its schema and checks, which look for
     the file: a refusal must read the same whether or not a file exists there."""
     checkpoints = raw.get("checkpoints") if isinstance(raw, dict) else None
-    roots = settings.data_roots + settings.model_roots
     for key, value in checkpoints.items() if isinstance(checkpoints, dict) else ():
-        if not inside(value, roots):
-            raise UserError(f"{value!r} is not an absolute path inside a data or model folder of this service "
-                            f"({_roots_text(roots, '--data-root / --model-root')})",
-                            source=SOURCE, field=f"checkpoints.{key}")
+        _check_data_or_model_file(value, settings, f"checkpoints.{key}")
+
+
+def _check_data_or_model_file(value: object, settings, field: str) -> None:
+    """``UserError`` naming ``field`` unless ``value`` is an absolute path inside a data or model folder."""
+    roots = settings.data_roots + settings.model_roots
+    if not inside(value, roots):
+        raise UserError(f"{value!r} is not an absolute path inside a data or model folder of this service "
+                        f"({_roots_text(roots, '--data-root / --model-root')})", source=SOURCE, field=field)
 
 
 def check_start_reach(raw: object, settings) -> None:
@@ -117,12 +121,9 @@ def check_start_reach(raw: object, settings) -> None:
 
     optimizer = raw.get("optimizer") if isinstance(raw, dict) else None
     start = optimizer.get("start") if isinstance(optimizer, dict) else None
-    roots = settings.data_roots + settings.model_roots
     for name in (n.strip() for n in start.split(",")) if isinstance(start, str) else ():
-        if is_profile_file(name) and not inside(name, roots):
-            raise UserError(f"{name!r} is not an absolute path inside a data or model folder of this service "
-                            f"({_roots_text(roots, '--data-root / --model-root')})",
-                            source=SOURCE, field="optimizer.start")
+        if is_profile_file(name):
+            _check_data_or_model_file(name, settings, "optimizer.start")
 
 
 def check_reach(raw: object, recipe, settings) -> None:
