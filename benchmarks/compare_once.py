@@ -33,23 +33,26 @@ def _commit() -> str | None:
 
 
 def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict[str, float],
-                 modes: tuple[str, ...] = ("generate",)) -> dict:
+                 modes: tuple[str, ...] = ("generate",), budgets: tuple[float, ...] | None = None) -> dict:
     """Score ``shipped`` (``[(run_dir, recipe, result, config, seconds, {budget: Allocation})]``) and the
     shared recipe's baselines at each budget on the held-out split; write and return ``out``'s data.
 
     ``modes``: the first is the table's (``scores``: greedy answers, the task's metric); each further one
     (``fidelity``: the likelihood the full cache's continuation keeps) is scored too, under
-    ``scores_by_mode[mode]``, its per-instance ``metric`` (the uncapped value) under ``metrics_by_mode``. A task
-    judged against the full cache also keeps, per greedy mode, each answer's ``greedy_prefix`` (the share of the
-    full cache's continuation matched before the first divergence) under ``greedy_prefix_by_mode``."""
+    ``scores_by_mode[mode]``; every mode's per-instance ``metric`` (fidelity's: the uncapped value; agreement's:
+    the task's own score of the answer) goes under ``metrics_by_mode``. A task judged against the full cache,
+    and the agreement mode, also keep each answer's ``greedy_prefix`` (the share of the full cache's
+    continuation matched before the first divergence) under ``greedy_prefix_by_mode``. ``budgets``: the
+    budgets compared (default: every budget of the run, the target and its expansions)."""
     from evolalloc.core.baselines import make_baseline
     from evolalloc.core.methods import EVOLVED
     from evolalloc.pipeline.run import HELDOUT, comparison_meta, evaluate_distinct, scorer_groups
 
-    budgets = sorted(float(b) for b in base_resolved.budgets)
+    every = sorted(float(b) for b in base_resolved.budgets)
+    budgets = every if budgets is None else [b for b in every if b in set(map(float, budgets))]
     # Rows that adapt a searched profile (evolved+adakv) belong to one run each: not in a shared table.
     names = [n for n in base_resolved.baselines if make_baseline(n).adapts != EVOLVED]
-    methods = {run_dir.name: profiles for run_dir, _, _, _, _, profiles in shipped}
+    methods = {run_dir.name: {b: profiles[b] for b in budgets} for run_dir, _, _, _, _, profiles in shipped}
     template = {b: next(iter(methods.values()))[b] for b in budgets}
     experiment.run.methods.profile_for(names)  # LU-KV's curves on the search records, before they are released
     experiment.release("search")
@@ -92,8 +95,9 @@ def compare_once(experiment, base_resolved, shipped, out: Path, *, seconds: dict
     data = {"meta": comparison_meta(experiment), "budgets": budgets, "scores": scores, "runs": runs,
             "row_seconds": timed, "commit": _commit()}
     if len(modes) > 1:
+        data["modes"] = list(modes)
         data["scores_by_mode"] = {m: by_mode[m] for m in modes[1:]}
-        data["metrics_by_mode"] = {m: metrics[m] for m in modes[1:]}
+        data["metrics_by_mode"] = {m: metrics[m] for m in modes}  # the first's too: agreement's is the task's own
     if prefixes:
         data["greedy_prefix_by_mode"] = prefixes
     write_atomic(out, json.dumps(data, indent=1) + "\n")

@@ -3,10 +3,15 @@
     python benchmarks/decode_time_tables.py            # writes the tables into results/decode-time/data.json
     python benchmarks/results_tables.py                # then renders them into the page
 
-Reads ``scores/decode_prose.json`` (``search_versus.py --compare-once ... --compare-modes generate,fidelity``:
+    python benchmarks/decode_time_tables.py results/decode-repeat --study repeat_heads
+
+Reads ``scores/<study>.json`` (``search_versus.py --compare-once ... --compare-modes generate,fidelity``:
 greedy agreement per row under ``scores``, the likelihood kept under ``metrics_by_mode.fidelity``) and, when
-it is there, ``scores/scorers.json`` (``benchmarks/scorer_table.py``: every scorer at uniform budgets). It
-applies the page's pre-registered test to each searched run at ``c`` (the smallest budget):
+it is there, ``scores/scorers.json`` (``benchmarks/scorer_table.py``: every scorer at uniform budgets). A task
+with answers of its own (``repeat_passage``) is compared with ``--compare-modes agreement,fidelity``: its
+``scores`` are then the greedy agreement with the full cache's continuation too, and the task's own score of
+the same answers (``metrics_by_mode.agreement``) is shown beside them. It applies the page's pre-registered
+test to each searched run at ``c`` (the smallest budget):
 
 1. the mean over the held-out prompts of the likelihood kept, ``exp(lc - lf)`` uncapped, is >= 0.95;
 2. its greedy agreement minus uniform SnapKV's (held alike) is >= 0.10, two-sided Wilcoxon p < 0.05
@@ -30,6 +35,7 @@ STUDY = "decode_prose"
 KEPT, MARGIN, ALPHA = 0.95, 0.10, 0.05
 UNSEARCHED = ("uniform", "pyramid", "streaming", "full")
 REFERENCE_SCORER = "snapkv"
+OWN_METRIC_NOTE = "; task metric: the greedy answer scored by the task's own metric against its own answer"
 
 
 def mean(per_instance: dict[str, float]) -> float:
@@ -46,14 +52,18 @@ def cell(data: dict, path: tuple[str, ...], source: str) -> dict[str, float]:
     return node
 
 
-def study_tables(data: dict, source: str) -> tuple[dict, bool]:
+def study_tables(data: dict, source: str, study: str = STUDY) -> tuple[dict, bool]:
     """The ``dt-test`` and ``dt-means`` tables from ``compare_once``'s data, and whether the goal is met."""
     budgets = [str(float(b)) for b in cell(data, ("budgets",), source)]
     c = budgets[0]
     runs = [name for name in cell(data, ("scores",), source) if name in cell(data, ("runs",), source)]
     if not runs:
         raise ValueError(f"{source}: no searched run in field scores (the names under runs)")
+    # ``scores``: greedy agreement with the full cache's continuation (a task judged against it, in generate;
+    # any task in the agreement mode, whose metric is then the task's own score of the answer, shown beside).
+    table_mode = data.get("modes", ["generate"])[0]
     agreement = data["scores"]
+    answers = cell(data, ("metrics_by_mode", "agreement"), source) if table_mode == "agreement" else None
     kept = cell(data, ("metrics_by_mode", "fidelity"), source)
     uniform = cell(data, ("scores", "uniform", c), source)
     test_rows, met = [], []
@@ -65,7 +75,8 @@ def study_tables(data: dict, source: str) -> tuple[dict, bool]:
         met.append(first and second)
         test_rows.append([run, f"{likelihood:.3f}", "yes" if first else "no", f"{t.diff:+.3f}", fmt_p(t.p_value),
                           "yes" if second else "no", "**met**" if first and second else "not met"])
-    prefix = data.get("greedy_prefix_by_mode", {}).get("generate", {})  # reported beside, not tested
+    # reported beside, not tested
+    prefix = data.get("greedy_prefix_by_mode", {}).get(table_mode, {})
     means_rows = []
     for row in runs + [r for r in UNSEARCHED if r in agreement]:
         cells = []
@@ -74,23 +85,26 @@ def study_tables(data: dict, source: str) -> tuple[dict, bool]:
             cells.append(f"{interval.mean:.3f} [{interval.low:.2f}, {interval.high:.2f}]")
         likelihoods = [f"{mean(kept[row][b]):.3f}" if b in kept.get(row, {}) else "–" for b in budgets]
         prefixes = [f"{mean(prefix[row][b]):.3f}" if b in prefix.get(row, {}) else "–" for b in budgets]
-        means_rows.append([row, *cells, *likelihoods, *(prefixes if prefix else [])])
+        own = [f"{mean(answers[row][b]):.3f}" if b in answers.get(row, {}) else "–" for b in budgets] if answers else []
+        means_rows.append([row, *cells, *likelihoods, *(prefixes if prefix else []), *own])
     n = len(uniform)
     goal = bool(met) and all(met)
     tables = {
         "dt-test": {"columns": ["searched run", "likelihood kept at c", "(1) >= 0.95", "agreement − uniform SnapKV",
                                 "p", "(2) >= +0.10, p < 0.05", "verdict"],
                     "rows": test_rows, "data_kept": True,
-                    "note": f"c = {float(c):g}, {n} held-out prompts, from scores/{STUDY}.json. The goal "
+                    "note": f"c = {float(c):g}, {n} held-out prompts, from scores/{study}.json. The goal "
                             f"(both, every seed): {'**met**' if goal else 'not met'}."},
         "dt-means": {"columns": ["row", *(f"agreement, c = {float(b):g}" for b in budgets),
                                  *(f"likelihood kept, c = {float(b):g}" for b in budgets),
-                                 *(f"greedy prefix, c = {float(b):g}" for b in (budgets if prefix else []))],
+                                 *(f"greedy prefix, c = {float(b):g}" for b in (budgets if prefix else [])),
+                                 *(f"task metric, c = {float(b):g}" for b in (budgets if answers else []))],
                      "rows": means_rows, "data_kept": True,
                      "note": f"Greedy agreement with the full cache's continuation: held-out mean [95% bootstrap "
                              f"CI]; likelihood kept: mean exp(lc − lf), uncapped; greedy prefix: the share of the "
-                             f"full cache's continuation matched before the first divergence. {n} prompts, from "
-                             f"scores/{STUDY}.json."},
+                             f"full cache's continuation matched before the first divergence"
+                             f"{OWN_METRIC_NOTE if answers else ''}"
+                             f". {n} prompts, from scores/{study}.json."},
     }
     return tables, goal
 
@@ -133,13 +147,19 @@ def load(path: Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    page = Path(argv[0]) if argv else PAGE
-    study, scorers = page / "scores" / f"{STUDY}.json", page / "scores" / "scorers.json"
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("page", nargs="?", type=Path, default=PAGE, help="the results page's folder")
+    parser.add_argument("--study", default=STUDY, help="the scores file's name, scores/<study>.json")
+    args = parser.parse_args(argv)
+    page = args.page
+    study, scorers = page / "scores" / f"{args.study}.json", page / "scores" / "scorers.json"
     if not study.exists():
         print(f"{study}: no such file (the comparing call's --compare-once output)", file=sys.stderr)
         return 2
     try:
-        tables, goal = study_tables(load(study), str(study))
+        tables, goal = study_tables(load(study), str(study), args.study)
         if scorers.exists():
             tables.update(scorer_tables(load(scorers), str(scorers)))
     except ValueError as error:  # one line naming the file and the field, exit 2 (bad input)

@@ -101,6 +101,8 @@ def main(argv=None) -> int:
     parser.add_argument("--compare-modes", default="generate",
                         help="with --compare-once: the held-out modes scored, comma-separated (the first is the "
                              "table's), e.g. generate,fidelity")
+    parser.add_argument("--compare-budgets", type=float, nargs="+", default=None, metavar="C",
+                        help="with --compare-once: compare at these of the run's budgets only (default: all)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -128,6 +130,13 @@ def run(args) -> int:
 
     progress = not args.no_progress
     base, runs = variant_recipes(args.recipe, args.shared, args.variant, args.seeds, args.prefix)
+    if args.compare_budgets is not None:
+        from evolalloc.config.resolved import resolve_run
+
+        every = sorted(float(b) for b in resolve_run(base).budgets)
+        if not args.compare_once or not set(args.compare_budgets) <= set(every):
+            raise UserError(f"takes --compare-once and budgets of the run ({', '.join(f'{b:g}' for b in every)})",
+                            field="--compare-budgets")
     todo = []
     for vname, seed, recipe in runs:
         folder = args.runs_dir / recipe.name
@@ -191,7 +200,8 @@ def run(args) -> int:
 
             compare_once(experiment, experiment.resolved, shipped, args.compare_once,
                          seconds={run_dir.name: secs for run_dir, _, _, _, secs, _ in shipped},
-                         modes=tuple(m.strip() for m in args.compare_modes.split(",") if m.strip()))
+                         modes=tuple(m.strip() for m in args.compare_modes.split(",") if m.strip()),
+                         budgets=tuple(args.compare_budgets) if args.compare_budgets else None)
             if not experiment.resolved.keep_records:  # as a finished run tidies: the JSON holds every score now
                 from evolalloc.config.run_folder import remove_records
 

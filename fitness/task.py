@@ -28,9 +28,13 @@ from fitness.metric import get_metric
 #: fidelity*  — no labels: the full cache's own greedy continuation, teacher-forced under the
 #:              compressed cache, scored against the full cache's (``evolalloc.runtime.fidelity``:
 #:              ``fidelity`` the likelihood kept, capped on the mean; ``fidelity-tokens`` capped per
-#:              token; ``fidelity-abs`` any change costs; ``fidelity-top1`` the tokens greedy would write).
+#:              token; ``fidelity-abs`` any change costs; ``fidelity-top1`` the tokens greedy would write);
+#: agreement  — no labels, any task: the greedy answer's token agreement (``token_agreement``) with the
+#:              full cache's own greedy continuation, in the model's tokens; for a task with answers of
+#:              its own too (what a compressed cache changes in a long answer, whatever the answer).
 FIDELITY_MODES = ("fidelity", "fidelity-tokens", "fidelity-abs", "fidelity-top1")
-FITNESS_MODES = ("generate", "graded", "likelihood", *FIDELITY_MODES)
+AGREEMENT_MODE = "agreement"
+FITNESS_MODES = ("generate", "graded", "likelihood", *FIDELITY_MODES, AGREEMENT_MODE)
 
 
 def check_fitness_mode(mode: str) -> str:

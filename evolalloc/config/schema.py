@@ -123,8 +123,9 @@ class FitnessSection:
              "likelihood (teacher-forced probability of the reference) or a fidelity mode (no labels: the full "
              "cache's own continuation, teacher-forced: fidelity = likelihood kept, capped on the mean; "
              "fidelity-tokens = capped per token; fidelity-abs = any change costs; fidelity-top1 = share of its "
-             "tokens greedy would write; docs/fitness.md); null = each task's default. compare and every "
-             "reported result always use generate")
+             "tokens greedy would write), or agreement (no labels, any task: the greedy answer's token "
+             "agreement with the full cache's own greedy continuation); docs/fitness.md; null = each task's "
+             "default. compare and every reported result always use generate")
 
 
 # Scorers the run itself can train (``scorer.train``), by their current names (``gates`` is still read:

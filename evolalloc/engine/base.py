@@ -28,6 +28,8 @@ class InstanceOutcome:
     against the full cache scores its greedy answers (generate, graded) against the full cache's
     continuation, in the model's tokens; its ``greedy_prefix`` (the share of that continuation matched
     before the first divergence) is kept beside whichever metric the task scores, for the tables.
+    agreement: ``score`` is the greedy answer's token agreement with the full cache's continuation (any
+    task), ``metric`` the task's own common score of that answer, ``greedy_prefix`` kept as above.
     """
 
     uid: str
@@ -37,7 +39,7 @@ class InstanceOutcome:
     generated_tokens: int = 0
     error: str | None = None
     mode: str = "generate"
-    greedy_prefix: float | None = None  # generate/graded, a task judged against the full cache only
+    greedy_prefix: float | None = None  # agreement; generate/graded for a task judged against the full cache
 
 
 @dataclass

@@ -11,6 +11,10 @@ records, batched, in one of the fitness modes (``fitness.FITNESS_MODES``):
   continuation counting;
 * ``fidelity``: no decoding and no labels; the compressed model's teacher-forced log-likelihood of
   the full cache's own greedy continuation, as a share of the full cache's (``runtime.continuation``).
+* ``agreement``: no labels, any task; the greedy answer, scored by its token agreement with that same
+  continuation (the longest common subsequence over the longer one, in the model's tokens); its
+  ``metric`` is the task's own common score of the answer (a task with answers of its own), so one decode
+  gives both.
 
 Both teacher-forced modes score every candidate through one call, ``_forced``: a setting that changes
 how a continuation is scored under a compressed cache (eviction while it is read) goes there.
@@ -52,8 +56,8 @@ from evolalloc.runtime.model import LoadedModel
 from evolalloc.runtime.prefill import PrefillRecord, prefill
 from evolalloc.runtime.record_store import release, to_record_dtype
 from evolalloc.runtime.scorers import Scorer
-from fitness.metrics.agreement import greedy_prefix
-from fitness.task import FIDELITY_MODES, check_fitness_mode
+from fitness.metrics.agreement import greedy_prefix, token_agreement
+from fitness.task import AGREEMENT_MODE, FIDELITY_MODES, check_fitness_mode
 
 _ROW_ERRORS = (ValueError, RuntimeError, torch.OutOfMemoryError)
 
@@ -87,7 +91,7 @@ class LocalEvaluator:
         self._full: dict[int, PrefillRecord] = {}  # re-prefilled records, for one evaluate() call
         self._ranker = scorer.scorer if isinstance(scorer, Adapted) else scorer  # the ranking it reads
         self._continuations: list[Continuation] | None = None
-        if mode in FIDELITY_MODES or getattr(task, "judged_against_full_cache", False):
+        if mode in FIDELITY_MODES or mode == AGREEMENT_MODE or getattr(task, "judged_against_full_cache", False):
             self._continuations = [self._continuation(i) for i in range(len(self.instances))]
             self._full.clear()
 
@@ -169,8 +173,15 @@ class LocalEvaluator:
 
     def _judge(self, i: int, generation: Generation) -> tuple[float, float, float | None]:
         """``(metric, score, greedy_prefix)`` of instance ``i``'s greedy answer in this evaluator's mode
-        (generate or graded); ``greedy_prefix`` only for a task judged against the full cache, else ``None``."""
+        (generate, graded or agreement); ``greedy_prefix`` only against the full cache's continuation (the
+        agreement mode, or a task judged against it), else ``None``."""
         inst = self.instances[i]
+        if self.mode == AGREEMENT_MODE:  # metric: the task's own common score of the same answer, one decode for both
+            reference = self._continuations[i].token_ids.tolist()
+            agreement = token_agreement(generation.token_ids, (reference,))
+            own = agreement if getattr(self.task, "judged_against_full_cache", False) else \
+                self.task.score(inst, generation.text)[1]
+            return own, agreement, greedy_prefix(generation.token_ids, (reference,))
         graded = self.mode == "graded"
         if self._continuations is not None and getattr(self.task, "judged_against_full_cache", False):
             reference = self._continuations[i].token_ids.tolist()

@@ -94,3 +94,30 @@ def test_no_study_file_and_a_file_that_is_not_json_are_one_line_each(tmp_path, c
     assert tool.main([str(tmp_path)]) == 2
     assert "decode_prose.json: not JSON" in capsys.readouterr().err
     assert not (tmp_path / "data.json").exists()
+
+
+def test_a_task_with_answers_is_tested_on_its_agreement_with_the_full_cache_and_shows_its_own_metric(tmp_path):
+    """``--compare-modes agreement,fidelity``: test 2 reads ``scores`` (the agreement with the full cache's
+    continuation), never the task's own score of the answers (which here would fail the margin); the means
+    table adds the task metric's columns and the agreement mode's greedy prefix."""
+    agreement = {"rh-best-s0": 0.70, "rh-best-s1": 0.72, "rh-best-s2": 0.74, "uniform": 0.50, "full": 0.95}
+    own = {"rh-best-s0": 0.30, "rh-best-s1": 0.31, "rh-best-s2": 0.32, "uniform": 0.29, "full": 0.60}
+    runs = [row for row in agreement if row.startswith("rh-")]
+    data = {"budgets": BUDGETS, "modes": ["agreement", "fidelity"],
+            "scores": {row: {str(b): per_prompt(level) for b in BUDGETS} for row, level in agreement.items()},
+            "runs": {run: {"seed": int(run[-1])} for run in runs},
+            "metrics_by_mode": {"fidelity": {row: {str(b): per_prompt(0.97, 0.01) for b in BUDGETS} for row in own},
+                                "agreement": {row: {str(b): per_prompt(level) for b in BUDGETS}
+                                              for row, level in own.items()}},
+            "greedy_prefix_by_mode": {"agreement": {row: {str(b): per_prompt(level / 2) for b in BUDGETS}
+                                                    for row, level in agreement.items()}}}
+    (tmp_path / "scores").mkdir()
+    (tmp_path / "scores" / "repeat_heads.json").write_text(json.dumps(data))
+    assert load_benchmark("decode_time_tables").main([str(tmp_path), "--study", "repeat_heads"]) == 0
+    made = tables(tmp_path)
+    rows = {row[0]: row for row in made["dt-test"]["rows"]}
+    assert rows["rh-best-s0"][3] == "+0.200" and rows["rh-best-s0"][6] == "**met**"
+    assert "scores/repeat_heads.json" in made["dt-test"]["note"] and "**met**" in made["dt-test"]["note"]
+    means = {row[0]: row for row in made["dt-means"]["rows"]}
+    assert made["dt-means"]["columns"][-2:] == ["task metric, c = 160", "task metric, c = 240"]
+    assert means["uniform"][1].startswith("0.500 [") and means["uniform"][-4:] == ["0.250", "0.250", "0.290", "0.290"]

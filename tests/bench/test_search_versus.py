@@ -193,6 +193,32 @@ def test_compare_once_scores_every_run_and_every_row_once_on_the_same_prompts(tm
     assert "greedy_prefix_by_mode" not in data  # passkey's answers are not judged against the full cache
 
 
+def test_compare_once_in_the_agreement_mode_at_chosen_budgets_keeps_both_scores_of_each_answer(tmp_path,
+                                                                                                  tiny_model_dir):
+    """``--compare-modes agreement,fidelity --compare-budgets 24``: every row at c only; the table's scores are
+    the answers' agreement with the full cache's continuation (the full cache's own: 1), the task's own score
+    of the same answers and the likelihood kept beside them."""
+    recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": [48]},
+                         baselines=["uniform", "full"])
+    out = tmp_path / "scores.json"
+    common = ["--runs-dir", tmp_path / "runs", "--prefix", "t", "--seeds", 0, "--no-progress",
+              "--set", "optimizer.generations_per_group=1", "--variant", "best", "optimizer.start=best"]
+    refused = script("search_versus.py", recipe, *common, "--compare-once", out, "--compare-budgets", 30)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        "error: --compare-budgets: takes --compare-once and budgets of the run (24, 48)"]
+    assert not (tmp_path / "runs").exists()
+    done = script("search_versus.py", recipe, *common, "--compare-once", out, "--compare-budgets", 24,
+                  "--compare-modes", "agreement,fidelity")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert data["budgets"] == [24.0] and data["modes"] == ["agreement", "fidelity"]
+    assert all(set(per) == {"24.0"} for per in data["scores"].values())
+    assert set(data["scores"]["full"]["24.0"].values()) == {1.0}
+    assert set(data["greedy_prefix_by_mode"]["agreement"]["full"]["24.0"].values()) == {1.0}
+    assert set(data["metrics_by_mode"]) == {"agreement", "fidelity"}
+    assert set(data["metrics_by_mode"]["agreement"]["full"]["24.0"]) == set(data["scores"]["full"]["24.0"])
+
+
 def test_variants_searched_in_two_processes_are_replayed_not_searched_again_by_the_comparing_call(tmp_path,
                                                                                                   tiny_model_dir):
     recipe = tiny_recipe(tmp_path, tiny_model_dir, budget={"target": 24, "expansions": []},
