@@ -100,7 +100,8 @@ def main(argv=None) -> int:
                              "a comparison per run")
     parser.add_argument("--compare-modes", default="generate",
                         help="with --compare-once: the held-out modes scored, comma-separated (the first is the "
-                             "table's), e.g. generate,fidelity")
+                             "table's), e.g. generate,fidelity; agreement,fidelity for a task with answers whose "
+                             "greedy answers are judged against the full cache's continuation")
     parser.add_argument("--compare-budgets", type=float, nargs="+", default=None, metavar="C",
                         help="with --compare-once: compare at these of the run's budgets only (default: all)")
     parser.add_argument("--no-progress", action="store_true")
