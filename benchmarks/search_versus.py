@@ -128,6 +128,7 @@ def run(args) -> int:
     )
     from evolalloc.pipeline.wall_clock import begin_session
     from evolalloc.search import resume_search, run_search
+    from fitness.task import FITNESS_MODES
 
     progress = not args.no_progress
     base, runs = variant_recipes(args.recipe, args.shared, args.variant, args.seeds, args.prefix)
@@ -138,6 +139,11 @@ def run(args) -> int:
         if not args.compare_once or not set(args.compare_budgets) <= set(every):
             raise UserError(f"takes --compare-once and budgets of the run ({', '.join(f'{b:g}' for b in every)})",
                             field="--compare-budgets")
+    modes = [m.strip() for m in args.compare_modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in FITNESS_MODES]
+    if unknown or not modes:  # before the searches, not after them
+        raise UserError(f"{', '.join(unknown) or 'none'}: not a mode; valid: {', '.join(FITNESS_MODES)}",
+                        field="--compare-modes")
     todo = []
     for vname, seed, recipe in runs:
         folder = args.runs_dir / recipe.name
@@ -201,7 +207,7 @@ def run(args) -> int:
 
             compare_once(experiment, experiment.resolved, shipped, args.compare_once,
                          seconds={run_dir.name: secs for run_dir, _, _, _, secs, _ in shipped},
-                         modes=tuple(m.strip() for m in args.compare_modes.split(",") if m.strip()),
+                         modes=tuple(modes),
                          budgets=tuple(args.compare_budgets) if args.compare_budgets else None)
             if not experiment.resolved.keep_records:  # as a finished run tidies: the JSON holds every score now
                 from evolalloc.config.run_folder import remove_records

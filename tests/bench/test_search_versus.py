@@ -206,6 +206,9 @@ def test_compare_once_in_the_agreement_mode_at_chosen_budgets_keeps_both_scores_
     refused = script("search_versus.py", recipe, *common, "--compare-once", out, "--compare-budgets", 30)
     assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
         "error: --compare-budgets: takes --compare-once and budgets of the run (24, 48)"]
+    refused = script("search_versus.py", recipe, *common, "--compare-once", out, "--compare-modes", "agreement,fidelty")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert refused.stderr.startswith("error: --compare-modes: fidelty: not a mode; valid: generate, graded")
     assert not (tmp_path / "runs").exists()
     done = script("search_versus.py", recipe, *common, "--compare-once", out, "--compare-budgets", 24,
                   "--compare-modes", "agreement,fidelity")
