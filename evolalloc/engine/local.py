@@ -179,8 +179,9 @@ class LocalEvaluator:
         if self.mode == AGREEMENT_MODE:  # metric: the task's own common score of the same answer, one decode for both
             reference = self._continuations[i].token_ids.tolist()
             agreement = token_agreement(generation.token_ids, (reference,))
-            own = agreement if getattr(self.task, "judged_against_full_cache", False) else \
-                self.task.score(inst, generation.text)[1]
+            judged = getattr(self.task, "judged_against_full_cache", False)
+            own = (self.task.score_against(inst, generation.token_ids, reference) if judged
+                   else self.task.score(inst, generation.text))[1]
             return own, agreement, greedy_prefix(generation.token_ids, (reference,))
         graded = self.mode == "graded"
         if self._continuations is not None and getattr(self.task, "judged_against_full_cache", False):

@@ -57,3 +57,16 @@ def test_on_a_task_judged_against_the_full_cache_it_scores_what_generate_scores(
     for a, b in zip(mine, theirs):
         assert [(o.prediction, o.metric, o.score, o.greedy_prefix) for o in a.instances] == \
                [(o.prediction, o.metric, o.score, o.greedy_prefix) for o in b.instances]
+
+
+def test_a_task_judged_against_the_full_cache_keeps_its_own_metric_as_the_metric(tiny_loaded, snapkv):
+    """continue_prose's default metric is greedy_prefix: the agreement mode's metric is that one."""
+    from fitness import get_task
+
+    prose = get_task("continue_prose", max_new_tokens=12)
+    instances = prose.instances("search", 3, 0, CONTEXT_TOKENS, tiny_loaded.tokenizer)
+    agreement = LocalEvaluator(tiny_loaded, prose, instances, snapkv, mode="agreement")
+    generate = LocalEvaluator(tiny_loaded, prose, instances, snapkv, records=agreement.records, mode="generate")
+    for mine, theirs in zip(agreement.evaluate(allocations()), generate.evaluate(allocations())):
+        assert [o.metric for o in mine.instances] == [o.score for o in theirs.instances]
+        assert [o.metric for o in mine.instances] == [o.greedy_prefix for o in mine.instances]
