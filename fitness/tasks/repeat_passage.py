@@ -47,6 +47,7 @@ NAMES = ("heron", "maple", "copper", "lantern", "thistle", "falcon", "meadow", "
          "cedar", "marble", "otter", "poppy", "canyon", "garnet", "linden", "sparrow", "tulip", "basalt",
          "clover", "fennel")
 _APART = 40  # sentences between two passages' starts, more than any passage holds
+_TAIL = 200  # sentences at the end of a split's text where no passage starts
 HEADER = "Below are some passages, each with a name. You will be asked to repeat one of them word for word.\n\n"
 
 
@@ -97,7 +98,7 @@ class RepeatPassage(Task):
         require_tokenizer(tokenizer, self.name)
         length = int(context_tokens or self.default_context_tokens)
         prose = ProseHaystack(split)
-        starts = prose.sentence_starts()[:-200]  # a passage never wraps round the end of the split's text
+        starts = prose.sentence_starts()
         return [self._instance(split, seed, index, length, prose, starts, tokenizer) for index in range(n)]
 
     def _cue(self, text: str) -> str:
@@ -114,7 +115,10 @@ class RepeatPassage(Task):
             if len(texts) == len(NAMES):
                 raise FitnessError(f"task 'repeat_passage': {length} tokens hold more than {len(NAMES)} passages; "
                                    "raise passage_tokens")
-            at = rng.randrange(len(starts))
+            # A passage starts at least _TAIL sentences before the split's text ends, and may read into
+            # them: it never wraps round. (Until 2026-11-30 it could not read into them either, so a start
+            # drawn near the end raised "ran past the end"; every prompt built before is built the same.)
+            at = rng.randrange(len(starts) - _TAIL)
             if any(abs(at - other) < _APART for other in taken):
                 continue  # no two passages share a sentence (nor follow each other in the book)
             text = self._passage(prose, starts, at, tokenizer)

@@ -56,6 +56,18 @@ def test_a_repeat_prompt_reads_only_its_own_splits_passages(generate, split, oth
         assert inst.references[0] in own and inst.references[0] not in theirs
 
 
+@pytest.mark.parametrize("split", ["search", "heldout"])
+def test_a_passage_drawn_at_the_last_start_reads_on_into_the_splits_tail(generate, tokenizer, split):
+    """Passages start before the last 200 sentences of a split and may read into them. Until 2026-11-30 they
+    could not, and a start drawn near the end raised 'ran past the end' (held-out prompt 12 of seed 52)."""
+    task, prose = fitness.get_task("repeat_passage"), ProseHaystack(split)
+    starts = prose.sentence_starts()
+    text = task._passage(prose, starts, len(starts) - 201, tokenizer)  # the last start a prompt can draw
+    assert text in " ".join(prose.words)
+    drawn = generate("repeat_passage", split=split, n=13, seed=52, context_tokens=1024)
+    assert len(drawn) == 13 and drawn[12].references[0] in " ".join(prose.words)
+
+
 def test_the_passage_itself_scores_one_and_a_partial_answer_less(generate):
     task = fitness.get_task("repeat_passage")
     [inst] = generate("repeat_passage", n=1, context_tokens=1024)
