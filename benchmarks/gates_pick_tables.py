@@ -12,12 +12,11 @@ gates' global top-k at c, paired p < 0.05 each). The study is met when all three
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gates_search_tables import AGAINST, study_tables, test_run  # noqa: E402 - sibling scripts, not a package
+from gates_search_tables import AGAINST, study_tables, test_run, write  # noqa: E402 - sibling scripts, not a package
 from search_budget_tables import fmt_p  # noqa: E402
 from search_pick_tables import PICKS, search_fitness  # noqa: E402 - P1 = seeds 3-5, P2 = 6-8, P3 = 9-11
 
@@ -64,15 +63,7 @@ def pick_tables(name: str, data: dict) -> tuple[dict, bool]:
 
 
 def main(page: Path = PAGE) -> None:
-    path = page / "scores" / f"{STUDY}.json"
-    if not path.exists():
-        raise SystemExit(f"{path}: no comparing call's JSON yet (the RUNBOOK's first command)")
-    tables, met = pick_tables(STUDY, json.loads(path.read_text()))
-    data_path = page / "data.json"
-    out = json.loads(data_path.read_text()) if data_path.exists() else {"study": page.name, "tables": {}}
-    out["tables"].update(tables)
-    data_path.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"{data_path}: {len(tables)} tables; the study is {'met' if met else 'not met'}")
+    write(page, STUDY, pick_tables)
 
 
 if __name__ == "__main__":

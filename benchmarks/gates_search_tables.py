@@ -76,16 +76,22 @@ def study_tables(name: str, data: dict) -> tuple[dict, bool]:
     }, met
 
 
-def main(page: Path = PAGE) -> None:
-    path = page / "scores" / f"{STUDY}.json"
+def write(page: Path, study: str, build) -> None:
+    """``build(study, data)`` -> (tables, met) on ``page/scores/<study>.json``, merged into ``page/data.json``
+    (tables other scripts wrote there, such as the grid's, are kept)."""
+    path = page / "scores" / f"{study}.json"
     if not path.exists():
-        raise SystemExit(f"{path}: no comparing call's JSON yet (the RUNBOOK's step 2)")
-    tables, met = study_tables(STUDY, json.loads(path.read_text()))
+        raise SystemExit(f"{path}: no comparing call's JSON yet (the RUNBOOK's comparing command)")
+    tables, met = build(study, json.loads(path.read_text()))
     data_path = page / "data.json"
     out = json.loads(data_path.read_text()) if data_path.exists() else {"study": page.name, "tables": {}}
-    out["tables"].update(tables)  # the grid's table (benchmarks/grid_tables.py) is kept
+    out["tables"].update(tables)
     data_path.write_text(json.dumps(out, indent=1) + "\n")
     print(f"{data_path}: {len(tables)} tables; the study is {'met' if met else 'not met'}")
+
+
+def main(page: Path = PAGE) -> None:
+    write(page, STUDY, study_tables)
 
 
 if __name__ == "__main__":
