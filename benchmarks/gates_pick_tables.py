@@ -5,9 +5,10 @@
 
 Reads ``scores/sgp_multikey2048_gates.json`` (nine gates searches, optimizer seeds 3-11, and every unsearched
 row on the same held-out prompts). Each pick of three seeds ships the run with the highest search-split
-fitness (``evolalloc.pipeline.seeds.highest_fitness``, the product's rule; held-out scores take no part), and
-gets search-budget-gates-multikey's test (``gates_search_tables.test_run``: above uniform gates and above the
-gates' global top-k at c, paired p < 0.05 each). The study is met when all three picks pass.
+fitness (``search_pick_tables.shipped``, by the product's rule ``evolalloc.pipeline.seeds.highest_fitness``;
+held-out scores take no part), and gets search-budget-gates-multikey's test (``gates_search_tables.test_run``:
+above uniform gates and above the gates' global top-k at c, paired p < 0.05 each). The study is met when all
+three picks pass.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from gates_search_tables import AGAINST, study_tables, test_run, write  # noqa: E402 - sibling scripts, not a package
 from search_budget_tables import fmt_p  # noqa: E402
-from search_pick_tables import PICKS, search_fitness  # noqa: E402 - P1 = seeds 3-5, P2 = 6-8, P3 = 9-11
-
-from evolalloc.pipeline.seeds import highest_fitness  # noqa: E402
+from search_pick_tables import shipped  # noqa: E402 - picks P1 = seeds 3-5, P2 = 6-8, P3 = 9-11
 
 PAGE = Path(__file__).resolve().parents[1] / "results" / "search-budget-gates-pick"
 STUDY = "sgp_multikey2048_gates"  # the RUNBOOK's --prefix: runs are <STUDY>-best-s<seed>
@@ -31,11 +30,9 @@ def pick_tables(name: str, data: dict) -> tuple[dict, bool]:
     every, _ = study_tables(name, data)
     c = data["budgets"][0]
     pick_rows, test_rows, met = [], [], True
-    for pick, seeds in PICKS.items():
-        fitness = search_fitness(name, data, seeds)
-        cells = ", ".join(f"s{s} {'–' if f is None else f'{f:.4f}'}" for s, f in zip(seeds, fitness.values()))
-        run = highest_fitness(fitness)
-        pick_rows.append([pick, cells, run.removeprefix(f"{name}-") if run else "none (every run failed)"])
+    for row, run in shipped(name, data):
+        pick_rows.append(row)
+        pick = row[0]
         if run is None:
             met = False
             test_rows.append([pick, "–", "–", "–", "–", "–", "not met"])

@@ -42,15 +42,25 @@ def picks(setting: str, data: dict) -> dict[str, str | None]:
     return {pick: highest_fitness(search_fitness(setting, data, seeds)) for pick, seeds in PICKS.items()}
 
 
-def pick_tables(setting: str, data: dict) -> tuple[dict, bool]:
-    """The setting's tables (its picks, each pick's test, every run's test, means, searches) and its verdict."""
-    every, _ = setting_tables(setting, data)
-    pick_rows, test_rows, met = [], [], True
+def shipped(setting: str, data: dict) -> list[tuple[list[str], str | None]]:
+    """Per pick: its row of the ``picks`` table (pick, its runs' search-split fitness, the run shipped) and the
+    run it ships (``None``: no run of the pick shipped a profile)."""
+    out = []
     for pick, seeds in PICKS.items():
         fitness = search_fitness(setting, data, seeds)
         cells = ", ".join(f"s{s} {'–' if f is None else f'{f:.4f}'}" for s, f in zip(seeds, fitness.values()))
         run = highest_fitness(fitness)
-        pick_rows.append([pick, cells, run.removeprefix(f"{setting}-") if run else "none (every run failed)"])
+        out.append(([pick, cells, run.removeprefix(f"{setting}-") if run else "none (every run failed)"], run))
+    return out
+
+
+def pick_tables(setting: str, data: dict) -> tuple[dict, bool]:
+    """The setting's tables (its picks, each pick's test, every run's test, means, searches) and its verdict."""
+    every, _ = setting_tables(setting, data)
+    pick_rows, test_rows, met = [], [], True
+    for row, run in shipped(setting, data):
+        pick_rows.append(row)
+        pick = row[0]
         if run is None:
             met = False
             test_rows.append([pick, "–", "–", "–", "–", "–", "–", "not met"])
