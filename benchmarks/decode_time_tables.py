@@ -52,6 +52,21 @@ def cell(data: dict, path: tuple[str, ...], source: str) -> dict[str, float]:
     return node
 
 
+def test_run(data: dict, run: str, source: str) -> dict:
+    """The pre-registered test of one searched run at ``c`` (the smallest budget): ``{"met", "cells"}``, the
+    cells of its ``dt-test`` row after the run's name (likelihood kept, (1), agreement − uniform, p, (2),
+    verdict)."""
+    c = str(float(cell(data, ("budgets",), source)[0]))
+    likelihood = mean(cell(data, ("metrics_by_mode", "fidelity", run, c), source))
+    ours, theirs = align(cell(data, ("scores", run, c), source), cell(data, ("scores", "uniform", c), source),
+                         (run, "uniform"))
+    t = paired_test(ours, theirs)
+    first, second = likelihood >= KEPT, t.diff >= MARGIN and t.significant(ALPHA)
+    return {"met": first and second,
+            "cells": [f"{likelihood:.3f}", "yes" if first else "no", f"{t.diff:+.3f}", fmt_p(t.p_value),
+                      "yes" if second else "no", "**met**" if first and second else "not met"]}
+
+
 def study_tables(data: dict, source: str, study: str = STUDY) -> tuple[dict, bool]:
     """The ``dt-test`` and ``dt-means`` tables from ``compare_once``'s data, and whether the goal is met."""
     budgets = [str(float(b)) for b in cell(data, ("budgets",), source)]
@@ -68,13 +83,9 @@ def study_tables(data: dict, source: str, study: str = STUDY) -> tuple[dict, boo
     uniform = cell(data, ("scores", "uniform", c), source)
     test_rows, met = [], []
     for run in runs:
-        likelihood = mean(cell(data, ("metrics_by_mode", "fidelity", run, c), source))
-        ours, theirs = align(cell(data, ("scores", run, c), source), uniform, (run, "uniform"))
-        t = paired_test(ours, theirs)
-        first, second = likelihood >= KEPT, t.diff >= MARGIN and t.significant(ALPHA)
-        met.append(first and second)
-        test_rows.append([run, f"{likelihood:.3f}", "yes" if first else "no", f"{t.diff:+.3f}", fmt_p(t.p_value),
-                          "yes" if second else "no", "**met**" if first and second else "not met"])
+        t = test_run(data, run, source)
+        met.append(t["met"])
+        test_rows.append([run, *t["cells"]])
     # reported beside, not tested
     prefix = data.get("greedy_prefix_by_mode", {}).get(table_mode, {})
     means_rows = []
@@ -165,12 +176,17 @@ def main(argv: list[str]) -> int:
     except ValueError as error:  # one line naming the file and the field, exit 2 (bad input)
         print(error, file=sys.stderr)
         return 2
+    print(f"{merge_tables(page, tables)}: {', '.join(tables)}; the goal {'met' if goal else 'not met'}")
+    return 0
+
+
+def merge_tables(page: Path, tables: dict) -> Path:
+    """Write ``tables`` into the page's ``data.json``, keeping its other tables; returns the file."""
     data_path = page / "data.json"
     data = json.loads(data_path.read_text()) if data_path.exists() else {"tables": {}}
     data.setdefault("tables", {}).update(tables)
     data_path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-    print(f"{data_path}: {', '.join(tables)}; the goal {'met' if goal else 'not met'}")
-    return 0
+    return data_path
 
 
 if __name__ == "__main__":
