@@ -19,7 +19,9 @@ from evolalloc.cli.options import progress_option, set_option
               help="Where run folders go.")
 @click.option("--seeds", "first_seed", type=str, default=None, metavar="S [S ...]",
               help="Search once per optimizer seed (e.g. --seeds 0 1 2): runs NAME-s0, NAME-s1, ... on the same "
-                   "instances, then NAME-seeds/summary.md with the spread. Run it again to resume.")
+                   "instances, then NAME-seeds/summary.md with the spread, and in NAME-seeds/best/ the profiles of "
+                   "the seed whose search reached the highest search-split fitness: the ones to ship (advised "
+                   "from 4096-token prompts on). Run it again to resume.")
 @click.option("--plan", "plan_only", is_flag=True,
               help="Print what the run will cost (prefills, evaluations, "
                    "record memory and disk, a time estimate from a "
@@ -34,6 +36,7 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only,
     """
     from evolalloc.config.recipe import load_recipe
     from evolalloc.core.process_clock import take_command_start
+    from evolalloc.pipeline.seeds import pick_advice
     from evolalloc.pipeline.start import start_run
     from evolalloc.report.summary import show_run
 
@@ -46,6 +49,8 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only,
             click.echo(line)
         if seeds is not None:
             click.echo(f"--seeds: {len(seeds)} runs like this one (the prefills and records are made once per run)")
+        elif advice := pick_advice(loaded):
+            click.echo(advice)
         return
     if seeds is not None:
         from evolalloc.pipeline.seeds import SUMMARY_MD, search_seeds
@@ -54,6 +59,8 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only,
         click.echo((folder / SUMMARY_MD).read_text())
         click.echo(f"summary: {folder / SUMMARY_MD}")
         return
+    if advice := pick_advice(loaded):
+        click.echo(advice)
     # The session's clock starts when the command did (imports included), not when the run is prepared.
     finished = start_run(loaded, runs_dir, name, progress=progress, started=take_command_start(),
                          on_folder=lambda run_dir: click.echo(f"run folder: {run_dir}"))

@@ -49,6 +49,24 @@ MARGIN, ALPHA = 0.05, 0.05
 VERSUS = ("uniform", "pyramid")
 
 
+#: From this prompt length on, one search per run is advised against (``pick_advice``).
+LONG_PROMPTS = 4096
+
+
+def pick_advice(recipe) -> str | None:
+    """A line for a single-search run on long prompts, else ``None``. Why: at 4096 tokens on the 7-digit
+    needle, 2 of 9 single searches shipped a profile that did not carry to fresh prompts while all three
+    picks of three did (results/search-budget-pick, setting B); at 2048 tokens every single search carried
+    (results/search-budget, settings A and E). The default stays one search: three would take the main
+    job past its 10 minutes on two cores (issue 50's item 3)."""
+    longest = max((entry.context_tokens or 0) for entry in recipe.task_entries)
+    if longest < LONG_PROMPTS:
+        return None
+    return (f"note: on prompts of {longest} tokens one search can settle on a profile that does not carry to fresh "
+            f"prompts; --seeds 0 1 2 searches three times and ships the fittest on the search split "
+            f"(docs/recipes.md, 'Is it stable?')")
+
+
 def seeded_recipe(recipe, seed: int, base: str):
     """``recipe`` with optimizer seed ``seed`` and run name ``<base>-s<seed>``; instances unchanged."""
     seeded = dataclasses.replace(recipe, name=f"{base}-s{seed}",

@@ -293,6 +293,16 @@ def test_the_pick_is_the_highest_search_fitness_ties_to_the_first_and_never_a_fa
     assert highest_fitness({"0": None}) is None and highest_fitness({}) is None
 
 
+def test_a_single_search_on_long_prompts_is_advised_to_pick_and_one_on_short_prompts_is_not():
+    from evolalloc.config.recipe import load_recipe
+    from evolalloc.pipeline.seeds import pick_advice
+
+    assert pick_advice(load_recipe("runs/quickstart.yaml")) is None  # 2048 tokens
+    advice = pick_advice(load_recipe("runs/ruler4k.yaml"))
+    assert advice.startswith("note: on prompts of 4096 tokens") and "--seeds 0 1 2" in advice
+    assert pick_advice(load_recipe("runs/quickstart.yaml", ["task.context_tokens=4096"])) is not None
+
+
 def test_seeds_refuse_a_folder_holding_another_recipes_run(tmp_path, tiny_model_dir):
     from evolalloc.config.run_folder import create_run_folder
     from evolalloc.pipeline.seeds import search_seeds, seeded_recipe
