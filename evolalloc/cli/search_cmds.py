@@ -22,12 +22,15 @@ from evolalloc.cli.options import progress_option, set_option
                    "instances, then NAME-seeds/summary.md with the spread, and in NAME-seeds/best/ the profiles of "
                    "the seed whose search reached the highest search-split fitness: the ones to ship (advised "
                    "from 4096-token prompts on). Run it again to resume.")
+@click.option("--compare", "compare", type=click.Choice(["all", "pick"]), default="all", show_default=True,
+              help="With --seeds: compare every seed's profile on the held-out split (the spread), or only the "
+                   "picked one (each seed searched and shipped; the held-out prefill and comparison made once).")
 @click.option("--plan", "plan_only", is_flag=True,
               help="Print what the run will cost (prefills, evaluations, "
                    "record memory and disk, a time estimate from a "
                    "short calibration on one instance) and stop; nothing is written.")
 @progress_option
-def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only, progress):
+def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, compare, plan_only, progress):
     """Search a budget profile as RECIPE says, then compare it with the baselines and write a report.
 
     Checks the recipe, model, datasets and trial store first, then creates runs/<name>/ (never
@@ -35,12 +38,15 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only,
     continues it.
     """
     from evolalloc.config.recipe import load_recipe
+    from evolalloc.core.errors import UserError
     from evolalloc.core.process_clock import take_command_start
     from evolalloc.pipeline.seeds import pick_advice
     from evolalloc.pipeline.start import start_run
     from evolalloc.report.summary import show_run
 
     seeds = _seeds(first_seed, more_seeds)
+    if compare != "all" and seeds is None:
+        raise UserError("--compare pick chooses among the seeds' runs: give --seeds too", field="--compare")
     loaded = load_recipe(recipe, overrides)
     if plan_only:
         from evolalloc.pipeline.plan import plan_run
@@ -48,14 +54,17 @@ def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, plan_only,
         for line in plan_run(loaded).lines():
             click.echo(line)
         if seeds is not None:
-            click.echo(f"--seeds: {len(seeds)} runs like this one (the prefills and records are made once per run)")
+            click.echo(f"--seeds: {len(seeds)} runs like this one (the prefills and records are made once per run)"
+                       if compare == "all" else
+                       f"--seeds --compare pick: {len(seeds)} searches like this one (the search split prefilled "
+                       f"once per run), the held-out prefill and comparison once, for the pick")
         elif advice := pick_advice(loaded):
             click.echo(advice)
         return
     if seeds is not None:
         from evolalloc.pipeline.seeds import SUMMARY_MD, search_seeds
 
-        folder = search_seeds(loaded, seeds, runs_dir, name, progress=progress, echo=click.echo)
+        folder = search_seeds(loaded, seeds, runs_dir, name, progress=progress, echo=click.echo, compare=compare)
         click.echo((folder / SUMMARY_MD).read_text())
         click.echo(f"summary: {folder / SUMMARY_MD}")
         return

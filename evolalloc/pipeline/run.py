@@ -297,14 +297,48 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
 def run_prepared(prepared, *, progress: bool = True) -> Compared:
     """Search, ship and compare a run made by ``pipeline.start.prepare_run``; ``report_and_tidy``
     finishes it. The experiment stays open: its owner closes it (``pipeline.start.start_run``)."""
+    result = _search_prepared(prepared, progress)
+    return ship_and_compare(prepared.run_dir, prepared.experiment, result, prepared.config, progress=progress)
+
+
+def ship_prepared(prepared, *, progress: bool = True) -> dict[float, Allocation]:
+    """Search and ship a run made by ``pipeline.start.prepare_run``, without its held-out comparison
+    (``--seeds ... --compare pick`` compares only the picked seed, later, by ``resume_run``); ends the
+    session and removes the spilled search records (unless ``engine.keep_records``). The experiment
+    stays open: its owner closes it."""
+    result = _search_prepared(prepared, progress)
+    experiment, run_dir = prepared.experiment, prepared.run_dir
+    profiles = ship(run_dir, experiment, evolved_allocation(experiment, result, prepared.config), prepared.config,
+                    progress)
+    _shipped_only(run_dir, experiment)
+    return profiles
+
+
+def _search_prepared(prepared, progress: bool) -> SearchResult:
     begin_session(prepared.run_dir, prepared.started)  # its checks, model load and curation count too
     # Optuna is quiet already: prepare_run, which made ``prepared`` in this process, quieted it.
     config, experiment = prepared.config, prepared.experiment
     experiment.record_curations(prepared.run_dir / CURATION_FILE)  # made before the folder existed
     experiment.run.run_dir = Path(prepared.run_dir)  # where LU-KV's curves are saved, if the start profiles them
-    result = resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress,
-                           starts=experiment.run.methods.starts(config))
-    return ship_and_compare(prepared.run_dir, experiment, result, config, progress=progress)
+    return resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress,
+                         starts=experiment.run.methods.starts(config))
+
+
+def _shipped_only(run_dir: Path, experiment: Experiment) -> None:
+    """End a session that searched and shipped but does not compare. LU-KV's curves are saved to the folder
+    first (profiled on the search records), so the search records are not read again: resuming to compare
+    replays the trial store and reads the shipped profiles."""
+    experiment.run.run_dir = Path(run_dir)
+    experiment.run.methods.profile_for(experiment.resolved.baselines)
+    end_session(run_dir)
+    if not experiment.resolved.keep_records:
+        remove_records(run_dir)
+
+
+def shipped(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds every profile its recipe ships (compared or not)."""
+    resolved = load_resolved(run_dir)
+    return all((Path(run_dir) / name).is_file() for name in profile_filenames(resolved.budgets).values())
 
 
 def run_finished(run_dir: Path) -> bool:
@@ -328,17 +362,21 @@ class _OnFirstUse:
         return self.made().evaluate(budgets)
 
 
-def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = None) -> Path:
+def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = None,
+               compare: bool = True) -> Path | None:
     """Continue a killed run where it stopped, then finish it; returns the report's path.
 
     Only what is missing is done again: a finished run (``run_finished``) is returned at once,
     without loading the model; the search evaluates only the candidates its trial store lacks
     (the search split is prefilled only if there is one); profiles already shipped are re-used.
+    ``compare=False``: stop once the profiles are shipped (``ship_prepared``'s run, killed), return ``None``.
     """
     run_dir = Path(run_dir)
     missing = missing_outputs(run_dir, load_resolved(run_dir))
     if not missing:
         return run_dir / REPORT_FILE
+    if not compare and shipped(run_dir):
+        return None
     started = time.time() if started is None else started  # the command's start, if given
     quiet_optuna()
     recipe = load_run_recipe(run_dir)
@@ -361,5 +399,9 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
             geometry = experiment.run.model.geometry
             profiles = {budget: load_allocation(run_dir / name, expect_geometry=geometry)
                         for budget, name in names.items()}
+        if not compare:  # profiles is None here (shipped() above)
+            ship(run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
+            _shipped_only(run_dir, experiment)
+            return None
         compared = ship_and_compare(run_dir, experiment, result, config, profiles, progress=progress)
     return report_and_tidy(compared)  # the experiment closed: the report needs none of it

@@ -16,6 +16,11 @@ highest fitness on the search split (each profile's provenance keeps it), copied
 held-out scores take no part in the pick. Why: one search on a few long prompts can settle on a
 profile that does not carry to fresh ones, and on the search-budget study's 8160-token setting the
 seed that failed on held-out prompts had the lowest search-split fitness of its three.
+
+``compare="pick"`` (``--compare pick``) is the cheap way to ship that pick: every seed is searched and
+shipped (``pipeline.start.ship_run``: no held-out prefill, no comparison), then only the picked seed's
+run is compared (``resume_run``: its search replays from the trial store). On long prompts the held-out
+prefill and comparison are most of a run, so three searches then cost about one run plus two searches.
 """
 
 from __future__ import annotations
@@ -63,8 +68,8 @@ def pick_advice(recipe) -> str | None:
     if longest < LONG_PROMPTS:
         return None
     return (f"note: on prompts of {longest} tokens one search can settle on a profile that does not carry to fresh "
-            f"prompts; --seeds 0 1 2 searches three times and ships the fittest on the search split "
-            f"(docs/recipes.md, 'Is it stable?')")
+            f"prompts; --seeds 0 1 2 --compare pick searches three times, ships the fittest on the search split "
+            f"and compares only it (docs/recipes.md, 'Is it stable?')")
 
 
 def seeded_recipe(recipe, seed: int, base: str):
@@ -75,18 +80,28 @@ def seeded_recipe(recipe, seed: int, base: str):
     return seeded
 
 
+COMPARE_CHOICES = ("all", "pick")
+
+
 def search_seeds(
     recipe, seeds: Sequence[int], runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True,
-    echo: Callable[[str], None] = print,
+    echo: Callable[[str], None] = print, compare: str = "all",
 ) -> Path:
-    """Run (or resume, or re-use) one search per seed, then write the summary; returns its folder."""
-    from evolalloc.pipeline.run import resume_run, run_finished
-    from evolalloc.pipeline.start import start_run
+    """Run (or resume, or re-use) one search per seed, then write the summary; returns its folder.
+
+    ``compare="pick"``: every seed is searched and shipped, and only the picked one (the highest
+    search-split fitness) is compared on the held-out split: the held-out prefill and comparison, most
+    of a long-context run, are made once. The summary then holds the pick's held-out rows only."""
+    from evolalloc.pipeline.run import resume_run, run_finished, shipped
+    from evolalloc.pipeline.start import ship_run, start_run
 
     if not seeds:
         raise UserError("give at least one seed", field="--seeds")
     if len(set(seeds)) != len(seeds):
         raise UserError(f"a seed is listed twice: {list(seeds)}", field="--seeds")
+    if compare not in COMPARE_CHOICES:
+        raise UserError(f"--compare must be one of {', '.join(COMPARE_CHOICES)}, got {compare!r}", field="--compare")
+    pick_only = compare == "pick"
     runs_dir, base = Path(runs_dir), name or recipe.name
     runs = {}
     for seed in seeds:
@@ -95,7 +110,7 @@ def search_seeds(
         runs[seed] = run_dir
         if not run_dir.exists():
             echo(f"seed {seed}: new run {run_dir}")
-            start_run(seeded, runs_dir, progress=progress)
+            (ship_run if pick_only else start_run)(seeded, runs_dir, progress=progress)
             continue
         stored = load_run_recipe(run_dir)
         if stored.to_dict() != seeded.to_dict():
@@ -103,16 +118,23 @@ def search_seeds(
                             source=str(run_dir))
         if run_finished(run_dir):
             echo(f"seed {seed}: finished run {run_dir}, re-used")
+        elif pick_only and shipped(run_dir):
+            echo(f"seed {seed}: searched and shipped {run_dir}, re-used")
         else:  # start_run creates folder, study and first checkpoint together: resume finds them
             echo(f"seed {seed}: resuming {run_dir}")
-            resume_run(run_dir, progress=progress)
+            resume_run(run_dir, progress=progress, compare=not pick_only)
+    if pick_only and (pick := pick_by_search_fitness(runs)) is not None:
+        echo(f"seed {pick['seed']}: picked (search-split fitness {pick['fitness']:.4f}); comparing it on the "
+             f"held-out split")
+        resume_run(runs[pick["seed"]], progress=progress)  # its search replays: 0 new evaluations
     return write_summary(runs_dir / f"{base}-seeds", runs)
 
 
 def summarize(runs: dict[int, Path]) -> dict:
     """Per (task, budget, method): each seed's held-out mean, and per seed the test vs evolved."""
     table: dict[tuple, dict] = {}
-    for seed, run_dir in runs.items():
+    compared = {seed: run_dir for seed, run_dir in runs.items() if (Path(run_dir) / COMPARISON_FILE).is_file()}
+    for seed, run_dir in compared.items():  # --compare pick: the picked seed's run only
         rows, meta = load_comparison(Path(run_dir) / COMPARISON_FILE)
         for row in rows:
             entry = table.setdefault((row.task, row.budget, row.method),
@@ -135,7 +157,8 @@ def summarize(runs: dict[int, Path]) -> dict:
             key = f"{task or ''}|{budget:g}|{seed}"
             verdicts[key] = verdicts.get(key, True) and ok
     return {"format": "evolalloc.seeds", "version": 1, "seeds": [int(s) for s in runs],
-            "runs": {str(s): str(p) for s, p in runs.items()}, "rows": list(table.values()),
+            "runs": {str(s): str(p) for s, p in runs.items()}, "compared": [int(s) for s in compared],
+            "rows": list(table.values()),
             "beats_uniform_and_pyramid": verdicts,
             "criterion": f"evolved - baseline >= {MARGIN} and paired p < {ALPHA}, for each of {', '.join(VERSUS)}"}
 
@@ -167,11 +190,13 @@ def highest_fitness(fitness: dict[str, float | None]) -> str | None:
 
 def render_summary(summary: dict) -> str:
     """The summary as Markdown: one table per task (several tasks: the weighted overall first)."""
-    seeds = [str(s) for s in summary["seeds"]]
-    lines = [f"# Stability over search seeds {', '.join(seeds)}", "",
+    every = [str(s) for s in summary["seeds"]]
+    seeds = [str(s) for s in summary.get("compared", summary["seeds"])]  # the seeds with a held-out comparison
+    lines = [f"# Stability over search seeds {', '.join(every)}", "",
              "Held-out mean score of each seed's run (instances identical across seeds; only the optimizer seed "
              "differs). Evolved: mean ± sd over seeds. Baselines: per seed, evolved − baseline and the paired p.", ""]
-    lines += [f"- seed {s}: `{path}`" for s, path in summary["runs"].items()] + [""]
+    lines += [f"- seed {s}: `{path}`{'' if s in seeds else ' (searched and shipped, not compared: --compare pick)'}"
+              for s, path in summary["runs"].items()] + [""]
     tasks = list(dict.fromkeys(row["task"] for row in summary["rows"]))
     for task in tasks:
         if task is not None:

@@ -174,6 +174,19 @@ def check_start_files(experiment: Experiment, config: SearchConfig) -> None:
             experiment.run.methods.file_budgets(name, config.target)
 
 
+def ship_run(recipe, runs_dir: str | Path = "runs", *, progress: bool = True) -> Path:
+    """A new run searched and shipped, not compared (``pipeline.run.ship_prepared``): its folder holds the
+    profiles and no comparison or report; ``resume_run`` compares it. Returns the folder."""
+    from evolalloc.pipeline.run import ship_prepared
+
+    prepared = prepare_run(recipe, runs_dir, progress=progress)
+    try:
+        ship_prepared(prepared, progress=progress)
+    finally:
+        prepared.experiment.close()
+    return prepared.run_dir
+
+
 def start_run(recipe, runs_dir: str | Path = "runs", name: str | None = None, *, progress: bool = True,
               started: float | None = None, on_folder: Callable[[Path], None] | None = None) -> PreparedRun:
     """A new run from its checks to its report (``prepare_run``, ``pipeline.run.run_prepared``, then

@@ -284,6 +284,62 @@ def test_seeds_run_once_per_seed_on_the_same_instances_and_resume_after_a_kill(t
     assert again["seed"] != picked and again["search_fitness"][str(picked)] is None
 
 
+def test_compare_pick_ships_every_seed_and_compares_only_the_fittest_and_resumes_after_a_kill(
+        tmp_path, tiny_model_dir, monkeypatch):
+    from evolalloc.config.run_folder import COMPARISON_FILE
+    from evolalloc.core.allocation_file import load_allocation
+    from evolalloc.pipeline.run import run_finished
+    from evolalloc.pipeline.seeds import search_seeds
+    from evolalloc.pipeline.start import start_run
+
+    recipe = load(tmp_path, base_recipe(tiny_model_dir))
+    runs = tmp_path / "runs"
+    real_evaluate, calls = LocalEvaluator.evaluate, {"n": 0}
+
+    def killed_in_the_third_seeds_search(self, budgets):
+        # Seeds 0 and 1: the start's profiles + one search generation = 2 calls each (nothing compared);
+        # call 5 is seed 2's start.
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return real_evaluate(self, budgets)
+
+    monkeypatch.setattr(LocalEvaluator, "evaluate", killed_in_the_third_seeds_search)
+    with pytest.raises(KeyboardInterrupt):
+        search_seeds(recipe, [0, 1, 2], runs, progress=False, echo=lambda line: None, compare="pick")
+    for seed in (0, 1):  # shipped, not compared, no records left behind
+        folder = runs / f"tiny-s{seed}"
+        assert (folder / "allocation-c24.json").exists() and (folder / "allocation-c48.json").exists()
+        assert not (folder / COMPARISON_FILE).exists() and not (folder / "records").exists()
+    assert not (runs / "tiny-s2" / "allocation-c24.json").exists()
+
+    monkeypatch.setattr(LocalEvaluator, "evaluate", real_evaluate)
+    said = []
+    folder = search_seeds(recipe, [0, 1, 2], runs, progress=False, echo=said.append, compare="pick")
+    fitness = {s: load_allocation(runs / f"tiny-s{s}" / "allocation-c24.json").provenance["fitness"] for s in range(3)}
+    picked = max(range(3), key=lambda s: (fitness[s], -s))
+    assert said[:3] == [f"seed 0: searched and shipped {runs / 'tiny-s0'}, re-used",
+                        f"seed 1: searched and shipped {runs / 'tiny-s1'}, re-used",
+                        f"seed 2: resuming {runs / 'tiny-s2'}"]
+    assert said[3].startswith(f"seed {picked}: picked (search-split fitness ")
+    assert [run_finished(runs / f"tiny-s{s}") for s in range(3)] == [s == picked for s in range(3)]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["pick"]["seed"] == picked and summary["compared"] == [picked]
+    evolved = next(row for row in summary["rows"] if row["method"] == "evolved" and row["budget"] == 24.0)
+    assert set(evolved["per_seed"]) == {str(picked)}
+    assert "(searched and shipped, not compared: --compare pick)" in (folder / "summary.md").read_text()
+
+    # The picked run's comparison is the one a plain run of that seed gets: same profiles, same held-out scores.
+    from evolalloc.pipeline.seeds import seeded_recipe
+
+    alone = start_run(seeded_recipe(recipe, picked, "alone"), tmp_path / "alone", progress=False).run_dir
+    a, b = (load_allocation(folder / "allocation-c24.json") for folder in (alone, runs / f"tiny-s{picked}"))
+    assert np.array_equal(a.budgets, b.budgets) and a.provenance["fitness"] == b.provenance["fitness"]
+    ours = json.loads((runs / f"tiny-s{picked}" / COMPARISON_FILE).read_text())
+    theirs = json.loads((alone / COMPARISON_FILE).read_text())
+    assert ours["rows"] == theirs["rows"]
+
+
 def test_the_pick_is_the_highest_search_fitness_ties_to_the_first_and_never_a_failed_run():
     from evolalloc.pipeline.seeds import highest_fitness
 
@@ -312,6 +368,14 @@ def test_seeds_refuse_a_folder_holding_another_recipes_run(tmp_path, tiny_model_
     create_run_folder(seeded_recipe(other, 0, "tiny"), tmp_path / "runs")
     with pytest.raises(UserError, match="another recipe"):
         search_seeds(recipe, [0], tmp_path / "runs", progress=False, echo=lambda line: None)
+
+
+def test_compare_pick_without_seeds_is_one_line_and_writes_nothing(tmp_path):
+    from tests.clitools import run_cli
+
+    result = run_cli("search", "runs/quickstart.yaml", "--compare", "pick", "--runs-dir", str(tmp_path / "runs"))
+    assert result.code == 2 and len(result.error_lines) == 1 and "give --seeds too" in result.error_lines[0]
+    assert not (tmp_path / "runs").exists()
 
 
 def test_the_cli_reads_seeds_written_with_spaces_or_commas():
