@@ -132,6 +132,8 @@ def _search_lines(run_dir: Path) -> list[str]:
 
 
 def _status(run_dir: Path, profiles: dict) -> str:
+    if profiles and not (run_dir / COMPARISON_FILE).exists():  # --compare pick's unpicked seeds, or a kill
+        return "search finished, not compared on the held-out split (evolalloc resume compares it)"
     if profiles:
         return "search finished"
     if (run_dir / CHECKPOINT_FILE).exists() or (run_dir / LEGACY_CHECKPOINT_FILE).exists():

@@ -19,6 +19,7 @@ def test_a_finished_run_lists_its_profiles_and_comparison(recipe, profiles, rows
     folder = create_run_folder(recipe, runs_dir=tmp_path)
     save_allocation(profiles["evolved"], folder / "allocation-c64.json")
     save_allocation(profiles["evolved"].expand(128), folder / "allocation-c128.json")
+    assert "search finished, not compared on the held-out split (evolalloc resume" in show_run(folder)
     save_comparison(rows, folder / "comparison.json")
     (folder / "report.md").write_text("# report\n")
     text = show_run(folder)
