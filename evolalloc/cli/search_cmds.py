@@ -9,6 +9,8 @@ import click
 from evolalloc.cli import main
 from evolalloc.cli.options import progress_option, set_option
 
+COMPARE_CHOICES = ("all", "pick")  # pipeline.seeds.search_seeds(compare=...): a literal, so --help loads no pipeline
+
 
 @main.command()
 @click.argument("recipe", type=click.Path(dir_okay=False, path_type=Path))
@@ -22,7 +24,7 @@ from evolalloc.cli.options import progress_option, set_option
                    "instances, then NAME-seeds/summary.md with the spread, and in NAME-seeds/best/ the profiles of "
                    "the seed whose search reached the highest search-split fitness: the ones to ship (advised "
                    "from 4096-token prompts on). Run it again to resume.")
-@click.option("--compare", "compare", type=click.Choice(["all", "pick"]), default="all", show_default=True,
+@click.option("--compare", "compare", type=click.Choice(COMPARE_CHOICES), default="all", show_default=True,
               help="With --seeds: compare every seed's profile on the held-out split (the spread), or only the "
                    "picked one (each seed searched and shipped; the held-out prefill and comparison made once).")
 @click.option("--plan", "plan_only", is_flag=True,

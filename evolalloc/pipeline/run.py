@@ -335,10 +335,14 @@ def _shipped_only(run_dir: Path, experiment: Experiment) -> None:
         remove_records(run_dir)
 
 
-def shipped(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds every profile its recipe ships (compared or not)."""
+def profiles_shipped(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds every profile its recipe ships and was tidied after shipping (no spilled
+    records left, unless ``engine.keep_records``): a search-and-ship session that finished."""
+    run_dir = Path(run_dir)
     resolved = load_resolved(run_dir)
-    return all((Path(run_dir) / name).is_file() for name in profile_filenames(resolved.budgets).values())
+    if not all((run_dir / name).is_file() for name in profile_filenames(resolved.budgets).values()):
+        return False
+    return resolved.keep_records or not (run_dir / "records").exists()
 
 
 def run_finished(run_dir: Path) -> bool:
@@ -363,19 +367,20 @@ class _OnFirstUse:
 
 
 def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = None,
-               compare: bool = True) -> Path | None:
+               ship_only: bool = False) -> Path | None:
     """Continue a killed run where it stopped, then finish it; returns the report's path.
 
     Only what is missing is done again: a finished run (``run_finished``) is returned at once,
     without loading the model; the search evaluates only the candidates its trial store lacks
     (the search split is prefilled only if there is one); profiles already shipped are re-used.
-    ``compare=False``: stop once the profiles are shipped (``ship_prepared``'s run, killed), return ``None``.
+    ``ship_only``: an unfinished run stops once its profiles are shipped and tidied (``ship_prepared``'s
+    run, killed; or one killed in its comparison) and ``None`` is returned.
     """
     run_dir = Path(run_dir)
     missing = missing_outputs(run_dir, load_resolved(run_dir))
     if not missing:
         return run_dir / REPORT_FILE
-    if not compare and shipped(run_dir):
+    if ship_only and profiles_shipped(run_dir):
         return None
     started = time.time() if started is None else started  # the command's start, if given
     quiet_optuna()
@@ -399,8 +404,9 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
             geometry = experiment.run.model.geometry
             profiles = {budget: load_allocation(run_dir / name, expect_geometry=geometry)
                         for budget, name in names.items()}
-        if not compare:  # profiles is None here (shipped() above)
-            ship(run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
+        if ship_only:  # shipped now if it was not, then tidied as ship_prepared does
+            if profiles is None:
+                ship(run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
             _shipped_only(run_dir, experiment)
             return None
         compared = ship_and_compare(run_dir, experiment, result, config, profiles, progress=progress)

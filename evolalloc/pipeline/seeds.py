@@ -19,8 +19,9 @@ seed that failed on held-out prompts had the lowest search-split fitness of its 
 
 ``compare="pick"`` (``--compare pick``) is the cheap way to ship that pick: every seed is searched and
 shipped (``pipeline.start.ship_run``: no held-out prefill, no comparison), then only the picked seed's
-run is compared (``resume_run``: its search replays from the trial store). On long prompts the held-out
-prefill and comparison are most of a run, so three searches then cost about one run plus two searches.
+run is compared (``resume_run``: its search replays from the trial store). Each seed is still a run of
+its own (start-up, search-split prefill, search, shipping); on long prompts the held-out prefill and
+comparison, made once instead of once per seed, are most of a run.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from evolalloc.config.run_folder import (
     load_resolved,
     load_run_recipe,
     profile_files,
-    searched_profile,
 )
 from evolalloc.core.errors import UserError
 from evolalloc.core.fileio import write_atomic
@@ -92,7 +92,7 @@ def search_seeds(
     ``compare="pick"``: every seed is searched and shipped, and only the picked one (the highest
     search-split fitness) is compared on the held-out split: the held-out prefill and comparison, most
     of a long-context run, are made once. The summary then holds the pick's held-out rows only."""
-    from evolalloc.pipeline.run import resume_run, run_finished, shipped
+    from evolalloc.pipeline.run import profiles_shipped, resume_run, run_finished
     from evolalloc.pipeline.start import ship_run, start_run
 
     if not seeds:
@@ -118,15 +118,23 @@ def search_seeds(
                             source=str(run_dir))
         if run_finished(run_dir):
             echo(f"seed {seed}: finished run {run_dir}, re-used")
-        elif pick_only and shipped(run_dir):
+        elif pick_only and profiles_shipped(run_dir):
             echo(f"seed {seed}: searched and shipped {run_dir}, re-used")
         else:  # start_run creates folder, study and first checkpoint together: resume finds them
             echo(f"seed {seed}: resuming {run_dir}")
-            resume_run(run_dir, progress=progress, compare=not pick_only)
-    if pick_only and (pick := pick_by_search_fitness(runs)) is not None:
-        echo(f"seed {pick['seed']}: picked (search-split fitness {pick['fitness']:.4f}); comparing it on the "
-             f"held-out split")
-        resume_run(runs[pick["seed"]], progress=progress)  # its search replays: 0 new evaluations
+            resume_run(run_dir, progress=progress, ship_only=pick_only)
+    if pick_only:
+        pick = pick_by_search_fitness(runs)
+        if pick is None:
+            raise UserError("no seed's run shipped a profile at its target, so there is nothing to pick",
+                            field="--compare")
+        picked = runs[pick["seed"]]
+        if run_finished(picked):
+            echo(f"seed {pick['seed']}: picked, compared already")
+        else:
+            echo(f"seed {pick['seed']}: picked (search-split fitness {pick['fitness']:.4f}); comparing it on the "
+                 f"held-out split")
+            resume_run(picked, progress=progress)  # its search replays: 0 new evaluations
     return write_summary(runs_dir / f"{base}-seeds", runs)
 
 
@@ -167,12 +175,14 @@ def pick_by_search_fitness(runs: dict[int, Path]) -> dict | None:
     """``{"seed", "fitness", "search_fitness": {seed: F_best or None}, "files"}``: the seed whose search
     reached the highest fitness on the search split (ties: the first listed), with its profile files;
     ``None`` when no run shipped a profile. A run without a profile (failed) is never picked."""
+    from evolalloc.core.allocation_file import load_allocation
+
     fitness, files = {}, {}
     for seed, run_dir in runs.items():
-        try:
-            value = searched_profile(run_dir).provenance.get("fitness")
-        except UserError:  # no profile: the run failed
-            value = None
+        # The profile at the run's target is the one its search found (a budget.curve run's smallest
+        # profile is a lower anchor, or one derived from the anchors, with a fitness of its own or none).
+        target = Path(run_dir) / allocation_filename(load_resolved(run_dir).target)
+        value = load_allocation(target).provenance.get("fitness") if target.is_file() else None  # None: failed
         fitness[str(seed)] = float(value) if value is not None and math.isfinite(value) else None
         files[str(seed)] = [path.name for path in profile_files(run_dir)]
     best = highest_fitness(fitness)
@@ -200,8 +210,9 @@ def render_summary(summary: dict) -> str:
     else:
         lines = [f"# Search seeds {', '.join(every)}: held-out scores of seed{'s' if len(seeds) > 1 else ''} "
                  f"{', '.join(seeds) or 'none'}", "",
-                 "Every seed was searched and shipped; only the picked one is compared on the held-out split "
-                 "(--compare pick). Baselines: evolved − baseline and the paired p.", ""]
+                 "Every seed was searched and shipped; a seed without a column was not compared on the held-out "
+                 "split (--compare pick compares the picked one). Baselines: evolved − baseline and the paired p.",
+                 ""]
     lines += [f"- seed {s}: `{path}`{'' if s in seeds else ' (searched and shipped, not compared: --compare pick)'}"
               for s, path in summary["runs"].items()] + [""]
     tasks = list(dict.fromkeys(row["task"] for row in summary["rows"]))

@@ -331,6 +331,19 @@ def test_compare_pick_ships_every_seed_and_compares_only_the_fittest_and_resumes
     assert text.startswith(f"# Search seeds 0, 1, 2: held-out scores of seed {picked}\n")
     assert "(searched and shipped, not compared: --compare pick)" in text
 
+    # The same command again re-uses everything (nothing evaluated); --compare all then compares the others.
+    def nothing_evaluated(self, budgets):
+        raise AssertionError("a finished pick evaluated again")
+
+    monkeypatch.setattr(LocalEvaluator, "evaluate", nothing_evaluated)
+    said.clear()
+    search_seeds(recipe, [0, 1, 2], runs, progress=False, echo=said.append, compare="pick")
+    assert said[-1] == f"seed {picked}: picked, compared already"
+    monkeypatch.setattr(LocalEvaluator, "evaluate", real_evaluate)
+    folder = search_seeds(recipe, [0, 1, 2], runs, progress=False, echo=lambda line: None)
+    assert all(run_finished(runs / f"tiny-s{s}") for s in range(3))
+    assert json.loads((folder / "summary.json").read_text())["compared"] == [0, 1, 2]
+
     # The picked run's comparison is the one a plain run of that seed gets: same profiles, same held-out scores.
     from evolalloc.pipeline.seeds import seeded_recipe
 
@@ -373,8 +386,11 @@ def test_seeds_refuse_a_folder_holding_another_recipes_run(tmp_path, tiny_model_
 
 
 def test_compare_pick_without_seeds_is_one_line_and_writes_nothing(tmp_path):
+    from evolalloc.cli import search_cmds
+    from evolalloc.pipeline import seeds
     from tests.clitools import run_cli
 
+    assert search_cmds.COMPARE_CHOICES == seeds.COMPARE_CHOICES
     result = run_cli("search", "runs/quickstart.yaml", "--compare", "pick", "--runs-dir", str(tmp_path / "runs"))
     assert result.code == 2 and len(result.error_lines) == 1 and "give --seeds too" in result.error_lines[0]
     assert not (tmp_path / "runs").exists()

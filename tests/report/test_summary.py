@@ -23,7 +23,7 @@ def test_a_finished_run_lists_its_profiles_and_comparison(recipe, profiles, rows
     save_comparison(rows, folder / "comparison.json")
     (folder / "report.md").write_text("# report\n")
     text = show_run(folder)
-    assert "search finished" in text
+    assert "status: search finished\n" in text
     assert "c = 64 (allocation-c64.json): layers 34–120 tokens, mean 64.0, fitness 1.1000" in text
     assert "expanded from c = 64" in text
     assert "streaming 0.150" in text and "evolved 0.900" in text
