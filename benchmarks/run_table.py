@@ -46,6 +46,9 @@ def held_out_table(comparison: dict, source: str) -> dict:
 
 
 def main(argv: list[str]) -> None:
+    if len(argv) != 3:  # a usage line and exit 2, not an IndexError
+        print("usage: python benchmarks/run_table.py COMPARISON.json DATA.json TABLE_NAME", file=sys.stderr)
+        sys.exit(2)
     comparison_path, data_path, name = Path(argv[0]), Path(argv[1]), argv[2]
     table = held_out_table(json.loads(comparison_path.read_text()),
                            os.path.relpath(comparison_path, data_path.parent))

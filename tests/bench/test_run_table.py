@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.benchscripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,3 +30,10 @@ def test_a_runs_comparison_becomes_a_table_beside_the_pages_other_tables(tmp_pat
     assert first[0] == "512" and first[1] == "**0.984 [0.95, 1.00]**"
     assert first[4] == "0.672 [0.55, 0.78]; +0.312, p < 0.001"  # evolved − LU-KV and its Wilcoxon p
     assert table["rows"][1][4].endswith("+0.094, p 0.014") and "from comparison.json" in table["note"].lower()
+
+
+def test_missing_arguments_are_a_usage_line_and_exit_2(capsys):
+    with pytest.raises(SystemExit) as exited:
+        script().main(["only-one.json"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().startswith("usage: python benchmarks/run_table.py COMPARISON.json")
