@@ -70,6 +70,18 @@ def profile_files(run_dir: str | Path) -> list[Path]:
     return sorted(p for p in Path(run_dir).glob(PROFILE_PATTERN) if p.is_file())
 
 
+def searched_profile(run_dir: str | Path):
+    """The profile a finished run searched: its smallest budget (the others are expansions of it).
+
+    A ``UserError`` naming the folder when it holds no profile (not a finished run)."""
+    from evolalloc.core.allocation_file import load_allocation
+
+    files = profile_files(run_dir)
+    if not files:
+        raise UserError("no allocation-c*.json: not a finished run folder", source=str(run_dir), field="runs")
+    return min((load_allocation(p) for p in files), key=lambda a: a.target)
+
+
 def missing_outputs(run_dir: str | Path, resolved: ResolvedRun) -> list[str]:
     """The files a finished run holds that ``run_dir`` lacks (empty: the run is finished).
 

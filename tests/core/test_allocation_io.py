@@ -262,6 +262,26 @@ def test_expanded_budgets_never_go_below_what_the_scorer_always_keeps(tmp_path):
     assert expanded.budgets.min() >= 32 and expanded.total == 40 * 3 * 2
 
 
+def test_a_run_folders_searched_profile_is_its_smallest_budget_whatever_the_file_names(tmp_path):
+    from evolalloc.config.run_folder import searched_profile
+
+    profile = searched()
+    # Written in no particular order; the expansions are larger budgets of the same profile.
+    save_allocation(profile.expand(256), tmp_path / "allocation-c256.json")
+    save_allocation(profile, tmp_path / "allocation-c128.json")
+    save_allocation(profile.expand(160), tmp_path / "allocation-c160.json")
+    assert searched_profile(tmp_path).target == 128
+    assert np.array_equal(searched_profile(tmp_path).budgets, profile.budgets)
+
+
+def test_a_folder_without_profiles_is_named_as_not_a_finished_run(tmp_path):
+    from evolalloc.config.run_folder import searched_profile
+
+    with pytest.raises(UserError, match="not a finished run folder") as caught:
+        searched_profile(tmp_path)
+    assert str(tmp_path) in str(caught.value)
+
+
 def test_a_sliding_window_profile_is_version_2_and_refused_for_a_model_with_other_windows(tmp_path):
     from evolalloc.core.allocation_file import check_geometry, load_allocation, save_allocation
     from evolalloc.core.baselines import make_baseline
