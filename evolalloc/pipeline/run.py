@@ -297,24 +297,12 @@ def search_run(run_dir: Path, recipe, *, progress: bool = True) -> Path:
 def run_prepared(prepared, *, progress: bool = True) -> Compared:
     """Search, ship and compare a run made by ``pipeline.start.prepare_run``; ``report_and_tidy``
     finishes it. The experiment stays open: its owner closes it (``pipeline.start.start_run``)."""
-    result = _search_prepared(prepared, progress)
+    result = search_prepared(prepared, progress)
     return ship_and_compare(prepared.run_dir, prepared.experiment, result, prepared.config, progress=progress)
 
 
-def ship_prepared(prepared, *, progress: bool = True) -> dict[float, Allocation]:
-    """Search and ship a run made by ``pipeline.start.prepare_run``, without its held-out comparison
-    (``--seeds ... --compare pick`` compares only the picked seed, later, by ``resume_run``); ends the
-    session and removes the spilled search records (unless ``engine.keep_records``). The experiment
-    stays open: its owner closes it."""
-    result = _search_prepared(prepared, progress)
-    experiment, run_dir = prepared.experiment, prepared.run_dir
-    profiles = ship(run_dir, experiment, evolved_allocation(experiment, result, prepared.config), prepared.config,
-                    progress)
-    _shipped_only(run_dir, experiment)
-    return profiles
-
-
-def _search_prepared(prepared, progress: bool) -> SearchResult:
+def search_prepared(prepared, progress: bool) -> SearchResult:
+    """The search of a run made by ``pipeline.start.prepare_run`` (its session begun, its curation recorded)."""
     begin_session(prepared.run_dir, prepared.started)  # its checks, model load and curation count too
     # Optuna is quiet already: prepare_run, which made ``prepared`` in this process, quieted it.
     config, experiment = prepared.config, prepared.experiment
@@ -322,27 +310,6 @@ def _search_prepared(prepared, progress: bool) -> SearchResult:
     experiment.run.run_dir = Path(prepared.run_dir)  # where LU-KV's curves are saved, if the start profiles them
     return resume_search(prepared.run_dir, experiment.search_evaluator(), config=config, progress=progress,
                          starts=experiment.run.methods.starts(config))
-
-
-def _shipped_only(run_dir: Path, experiment: Experiment) -> None:
-    """End a session that searched and shipped but does not compare. LU-KV's curves are saved to the folder
-    first (profiled on the search records), so the search records are not read again: resuming to compare
-    replays the trial store and reads the shipped profiles."""
-    experiment.run.run_dir = Path(run_dir)
-    experiment.run.methods.profile_for(experiment.resolved.baselines)
-    end_session(run_dir)
-    if not experiment.resolved.keep_records:
-        remove_records(run_dir)
-
-
-def profiles_shipped(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds every profile its recipe ships and was tidied after shipping (no spilled
-    records left, unless ``engine.keep_records``): a search-and-ship session that finished."""
-    run_dir = Path(run_dir)
-    resolved = load_resolved(run_dir)
-    if not all((run_dir / name).is_file() for name in profile_filenames(resolved.budgets).values()):
-        return False
-    return resolved.keep_records or not (run_dir / "records").exists()
 
 
 def run_finished(run_dir: Path) -> bool:
@@ -380,8 +347,11 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
     missing = missing_outputs(run_dir, load_resolved(run_dir))
     if not missing:
         return run_dir / REPORT_FILE
-    if ship_only and profiles_shipped(run_dir):
-        return None
+    if ship_only:
+        from evolalloc.pipeline.ship_only import profiles_shipped, tidy_shipped
+
+        if profiles_shipped(run_dir):
+            return None
     started = time.time() if started is None else started  # the command's start, if given
     quiet_optuna()
     recipe = load_run_recipe(run_dir)
@@ -407,7 +377,7 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
         if ship_only:  # shipped now if it was not, then tidied as ship_prepared does
             if profiles is None:
                 ship(run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
-            _shipped_only(run_dir, experiment)
+            tidy_shipped(run_dir, experiment)
             return None
         compared = ship_and_compare(run_dir, experiment, result, config, profiles, progress=progress)
     return report_and_tidy(compared)  # the experiment closed: the report needs none of it

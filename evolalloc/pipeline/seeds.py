@@ -18,10 +18,10 @@ profile that does not carry to fresh ones, and on the search-budget study's 8160
 seed that failed on held-out prompts had the lowest search-split fitness of its three.
 
 ``compare="pick"`` (``--compare pick``) is the cheap way to ship that pick: every seed is searched and
-shipped (``pipeline.start.ship_run``: no held-out prefill, no comparison), then only the picked seed's
-run is compared (``resume_run``: its search replays from the trial store). Each seed is still a run of
-its own (start-up, search-split prefill, search, shipping); on long prompts the held-out prefill and
-comparison, made once instead of once per seed, are most of a run.
+shipped (``pipeline.start.ship_run``, ``pipeline/ship_only.py``: no held-out prefill, no comparison), then
+only the picked seed's run is compared (``resume_run``: its search replays from the trial store). Each
+seed is still a run of its own (start-up, search-split prefill, search, shipping); on long prompts the
+held-out prefill and comparison, made once instead of once per seed, are most of a run.
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ def search_seeds(
     ``compare="pick"``: every seed is searched and shipped, and only the picked one (the highest
     search-split fitness) is compared on the held-out split: the held-out prefill and comparison, most
     of a long-context run, are made once. The summary then holds the pick's held-out rows only."""
-    from evolalloc.pipeline.run import profiles_shipped, resume_run, run_finished
+    from evolalloc.pipeline.run import resume_run, run_finished
+    from evolalloc.pipeline.ship_only import profiles_shipped
     from evolalloc.pipeline.start import ship_run, start_run
 
     if not seeds:

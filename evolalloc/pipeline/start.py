@@ -177,7 +177,7 @@ def check_start_files(experiment: Experiment, config: SearchConfig) -> None:
 def ship_run(recipe, runs_dir: str | Path = "runs", *, progress: bool = True) -> Path:
     """A new run searched and shipped, not compared (``pipeline.run.ship_prepared``): its folder holds the
     profiles and no comparison or report; ``resume_run`` compares it. Returns the folder."""
-    from evolalloc.pipeline.run import ship_prepared
+    from evolalloc.pipeline.ship_only import ship_prepared
 
     prepared = prepare_run(recipe, runs_dir, progress=progress)
     try:
