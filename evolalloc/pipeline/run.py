@@ -340,7 +340,7 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
     Only what is missing is done again: a finished run (``run_finished``) is returned at once,
     without loading the model; the search evaluates only the candidates its trial store lacks
     (the search split is prefilled only if there is one); profiles already shipped are re-used.
-    ``ship_only``: an unfinished run stops once its profiles are shipped and tidied (``ship_prepared``'s
+    ``ship_only``: an unfinished run stops once its profiles are shipped and tidied (``pipeline.start.ship_run``'s
     run, killed; or one killed in its comparison) and ``None`` is returned.
     """
     run_dir = Path(run_dir)
@@ -374,7 +374,7 @@ def resume_run(run_dir: Path, *, progress: bool = True, started: float | None = 
             geometry = experiment.run.model.geometry
             profiles = {budget: load_allocation(run_dir / name, expect_geometry=geometry)
                         for budget, name in names.items()}
-        if ship_only:  # shipped now if it was not, then tidied as ship_prepared does
+        if ship_only:  # shipped now if it was not, then tidied as ship_run does
             if profiles is None:
                 ship(run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
             tidy_shipped(run_dir, experiment)

@@ -1,11 +1,12 @@
 """Runs searched and shipped but not compared: ``--seeds ... --compare pick`` compares only the picked seed.
 
-``ship_prepared`` searches and ships a new run (``pipeline.start.ship_run`` drives it); ``tidy_shipped``
-ends that session: LU-KV's curves saved to the folder first (profiled on the search records), then the
+``pipeline.start.ship_run`` searches and ships a new run; ``tidy_shipped`` ends that session: LU-KV's
+curves saved to the folder first (profiled on the search records), then the
 spilled records removed, so that comparing the run later (``pipeline.run.resume_run``, which replays the
 trial store and reads the shipped profiles) never reads them again. ``profiles_shipped`` says whether a
 folder got that far: every profile there and the folder tidied (a run killed while being tidied, or in a
-comparison, is finished by ``resume_run(ship_only=True)``).
+comparison, is finished by ``resume_run(ship_only=True)``). Nothing here imports ``pipeline.run``, which
+imports this.
 """
 
 from __future__ import annotations
@@ -13,21 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from evolalloc.config.run_folder import load_resolved, profile_filenames, remove_records
-from evolalloc.core.allocation import Allocation
 from evolalloc.pipeline.experiment import Experiment
-from evolalloc.pipeline.run import evolved_allocation, search_prepared, ship
 from evolalloc.pipeline.wall_clock import end_session
-
-
-def ship_prepared(prepared, *, progress: bool = True) -> dict[float, Allocation]:
-    """Search and ship a run made by ``pipeline.start.prepare_run``, without its held-out comparison; ends
-    the session and tidies the folder (``tidy_shipped``). The experiment stays open: its owner closes it."""
-    result = search_prepared(prepared, progress)
-    experiment, run_dir = prepared.experiment, prepared.run_dir
-    profiles = ship(run_dir, experiment, evolved_allocation(experiment, result, prepared.config), prepared.config,
-                    progress)
-    tidy_shipped(run_dir, experiment)
-    return profiles
 
 
 def tidy_shipped(run_dir: Path, experiment: Experiment) -> None:

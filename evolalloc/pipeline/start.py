@@ -175,13 +175,17 @@ def check_start_files(experiment: Experiment, config: SearchConfig) -> None:
 
 
 def ship_run(recipe, runs_dir: str | Path = "runs", *, progress: bool = True) -> Path:
-    """A new run searched and shipped, not compared (``pipeline.run.ship_prepared``): its folder holds the
+    """A new run searched and shipped, not compared (``pipeline/ship_only.py``): its folder holds the
     profiles and no comparison or report; ``resume_run`` compares it. Returns the folder."""
-    from evolalloc.pipeline.ship_only import ship_prepared
+    from evolalloc.pipeline.run import evolved_allocation, search_prepared, ship
+    from evolalloc.pipeline.ship_only import tidy_shipped
 
     prepared = prepare_run(recipe, runs_dir, progress=progress)
     try:
-        ship_prepared(prepared, progress=progress)
+        experiment, config = prepared.experiment, prepared.config
+        result = search_prepared(prepared, progress)
+        ship(prepared.run_dir, experiment, evolved_allocation(experiment, result, config), config, progress)
+        tidy_shipped(prepared.run_dir, experiment)
     finally:
         prepared.experiment.close()
     return prepared.run_dir
