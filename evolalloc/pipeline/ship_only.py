@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evolalloc.config.run_folder import load_resolved, profile_filenames, remove_records
+from evolalloc.config.run_folder import RECORDS_FOLDER, load_resolved, profile_filenames, remove_records
 from evolalloc.pipeline.experiment import Experiment
 from evolalloc.pipeline.wall_clock import end_session
 
@@ -35,4 +35,4 @@ def profiles_shipped(run_dir: Path) -> bool:
     resolved = load_resolved(run_dir)
     if not all((run_dir / name).is_file() for name in profile_filenames(resolved.budgets).values()):
         return False
-    return resolved.keep_records or not (run_dir / "records").exists()
+    return resolved.keep_records or not (run_dir / RECORDS_FOLDER).exists()
