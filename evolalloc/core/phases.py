@@ -10,14 +10,22 @@ a hung one.
 
 One listener per process (a worker runs one job); announcements come from the thread that runs
 the pipeline.
+
+Every change of phase is also noted with its time, so a run can say where its time went
+(``spent``; its report, ``pipeline/wall_clock.py``). Work between two announcements counts for the
+earlier one.
 """
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from typing import Callable
 
 Listener = Callable[[str, "int | None", "int | None"], None]
 _listener: Listener | None = None
+# (time.time(), phase) at each change of phase; bounded for a process that lives long (evolalloc serve).
+_changes: deque[tuple[float, str]] = deque(maxlen=10_000)
 
 
 def listen(listener: Listener | None) -> None:
@@ -28,5 +36,23 @@ def listen(listener: Listener | None) -> None:
 
 def announce(phase: str, done: int | None = None, total: int | None = None) -> None:
     """The run is in ``phase``; ``done`` of ``total`` steps of it are finished (``None``: not counted)."""
+    if not _changes or _changes[-1][1] != phase:
+        _changes.append((time.time(), phase))
     if _listener is not None:
         _listener(phase, done, total)
+
+
+def spent(since: float, now: float | None = None, first: str = "starting") -> dict[str, float]:
+    """Seconds spent in each phase between ``since`` and ``now`` (``time.time()``; default: the present), in
+    the order first entered; the time before the first announcement after ``since`` is ``first``'s (a
+    run's imports, checks and recipe reading come before any)."""
+    now = time.time() if now is None else now
+    totals: dict[str, float] = {}
+    phase, start = first, since
+    for when, entered in list(_changes):
+        if when <= since or when > now:
+            continue
+        totals[phase] = totals.get(phase, 0.0) + (when - start)
+        phase, start = entered, when
+    totals[phase] = totals.get(phase, 0.0) + max(0.0, now - start)
+    return totals

@@ -41,7 +41,7 @@ from evolalloc.pipeline.run_scorers import scorer_for
 
 # quiet_optuna is re-exported: code that drives a run imports it from here too.
 from evolalloc.pipeline.search_settings import quiet_optuna
-from evolalloc.pipeline.wall_clock import begin_session, end_session
+from evolalloc.pipeline.wall_clock import begin_session, end_session, phase_seconds
 from evolalloc.search import SearchConfig, resume_search, run_search
 from evolalloc.search.loop import SearchResult, open_search
 
@@ -102,6 +102,7 @@ def ship(run_dir: Path, experiment: Experiment, evolved: Allocation, config: Sea
 
         return ship_curve(run_dir, experiment, evolved, config, allocate, progress=progress)
 
+    announce("shipping")
     rule = run.expansion_rule
     # needs the search records: ship before release
     evaluator = experiment.search_evaluator() if rule == "search" else None
@@ -151,6 +152,7 @@ def compare(run_dir: Path, experiment: Experiment, profiles: dict[float, Allocat
             for key, (scorer, group) in scorer_groups(per_budget).items():
                 if key not in evaluators:
                     evaluators[key] = part.evaluator(HELDOUT, scorer, mode="generate")
+                    announce("comparing", done - 1, steps)  # after the held-out prefill a first evaluator makes
                 results = evaluate_distinct(evaluators[key], list(group.values()))
                 for budget, result in zip(group, results):
                     if not result.ok:
@@ -231,6 +233,7 @@ def report(compared: Compared, wall_seconds: float) -> Path:
 
     run_dir, resolved, result, rows, methods = (compared.run_dir, compared.resolved, compared.result, compared.rows,
                                                 compared.methods)
+    by_phase, phases_complete = phase_seconds(run_dir)
     target = float(resolved.target)
     profiles = {name: per_budget[target] for name, per_budget in methods.items() if in_budget_plot(name)}
     plots = {
@@ -251,6 +254,7 @@ def report(compared: Compared, wall_seconds: float) -> Path:
                         plots=plots, best=best, wall_seconds=wall_seconds, comparison_meta=compared.meta,
                         curation=[c.line() for c in read_curations(run_dir / CURATION_FILE)],
                         groups=result.groups, start_scores=result.start_scores, search_seconds=result.seconds,
+                        phase_seconds=by_phase, phases_complete=phases_complete,
                         scorer_checkpoint=methods["evolved"][target].provenance.get("scorer_checkpoint"))
 
 

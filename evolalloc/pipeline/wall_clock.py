@@ -8,6 +8,10 @@ written when it begins, so a session that is killed is still there. A killed ses
 end: it is taken as the newest file the run folder holds when the next session begins (the last
 thing it did that left a trace), and marked ``"killed": true``. The time between a kill and the
 ``resume`` is no session's, so it is not counted.
+
+A session that ends also keeps where its time went, by phase (``core/phases.py``: starting,
+prefilling, searching, comparing, ...); a killed one cannot, so the run's breakdown then says it
+covers only the sessions that ended.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import time
 from pathlib import Path
 
 from evolalloc.config.run_folder import SESSIONS_FILE
+from evolalloc.core import phases
 from evolalloc.core.fileio import write_atomic
 
 
@@ -59,6 +64,8 @@ def end_session(run_dir: str | Path, now: float | None = None) -> float:
     if not sessions or sessions[-1].get("ended") is not None:
         sessions.append({"started": now, "ended": None})  # a folder from before the clock: this moment only
     sessions[-1]["ended"] = now
+    spent = phases.spent(float(sessions[-1]["started"]), now)
+    sessions[-1]["phases"] = {phase: round(seconds, 1) for phase, seconds in spent.items()}
     write_atomic(run_dir / SESSIONS_FILE, json.dumps(sessions, indent=1) + "\n")
     return sum(max(0.0, float(s["ended"]) - float(s["started"])) for s in sessions)
 
@@ -66,3 +73,14 @@ def end_session(run_dir: str | Path, now: float | None = None) -> float:
 def sessions_of(run_dir: str | Path) -> list[dict]:
     """The sessions recorded for the run in ``run_dir`` (empty for a folder made before the clock)."""
     return _read(Path(run_dir))
+
+
+def phase_seconds(run_dir: str | Path) -> tuple[dict[str, float], bool]:
+    """Seconds by phase over the sessions of the run in ``run_dir`` that recorded them, in the order
+    first entered, and whether every session did (``False``: one was killed, or the folder predates it)."""
+    totals: dict[str, float] = {}
+    sessions = _read(Path(run_dir))
+    for session in sessions:
+        for phase, seconds in (session.get("phases") or {}).items():
+            totals[phase] = totals.get(phase, 0.0) + float(seconds)
+    return totals, bool(sessions) and all(isinstance(s.get("phases"), dict) for s in sessions)

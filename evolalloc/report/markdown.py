@@ -127,6 +127,17 @@ def search_share(search_seconds: float | None, wall_seconds: float | None) -> st
     return f" The search: {fmt_seconds(search_seconds)} ({100 * search_seconds / wall_seconds:.0f} %)."
 
 
+def time_by_phase(seconds: Mapping[str, float] | None, complete: bool = True) -> str:
+    """``Where it went: starting 12 s, prefilling 3 min 56 s, ...`` (phases under a second left out), or
+    ``""`` when nothing was recorded; ``complete=False`` says a killed session is not in it."""
+    parts = [f"{phase} {fmt_seconds(s) if s >= 60 else f'{s:.0f} s'}" for phase, s in (seconds or {}).items()
+             if s >= 1]
+    if not parts:
+        return ""
+    tail = "." if complete else " (the sessions that ended; a killed one is not in it)."
+    return "Where it went: " + ", ".join(parts) + tail
+
+
 def start_words(start: Sequence[str]) -> str:
     """The search's start (``ResolvedRun.start``) in words."""
     if not start:
@@ -258,6 +269,8 @@ def render_report(
     groups: Sequence[Any] = (),
     start_scores: Mapping | None = None,
     search_seconds: float | None = None,
+    phase_seconds: Mapping[str, float] | None = None,
+    phases_complete: bool = True,
 ) -> str:
     """The whole report as Markdown.
 
@@ -275,10 +288,14 @@ def render_report(
         groups / start_scores: how each group's search stopped, and the start's candidates with their
             fitness (``SearchResult.groups`` / ``start_scores``).
         search_seconds: the search's wall time (``SearchResult.seconds``), said as its share of the run's.
+        phase_seconds / phases_complete: the run's seconds by phase and whether every session's are in them
+            (``pipeline.wall_clock.phase_seconds``).
     """
     lines = [f"# evolalloc run `{resolved.name}`", ""]
     if wall_seconds is not None:
         lines += [f"Wall time: {fmt_seconds(wall_seconds)}." + search_share(search_seconds, wall_seconds), ""]
+        went = time_by_phase(phase_seconds, phases_complete)
+        lines += [went, ""] if went else []
     lines += searched_section(resolved, scorer_checkpoint) + [""]
     lines += curation_section(curation)
     lines += progress_section(history, best, groups, start_scores) + [""]

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from evolalloc.config.run_folder import RECORDS_FOLDER, SESSIONS_FILE
-from evolalloc.pipeline.wall_clock import begin_session, end_session, sessions_of
+from evolalloc.pipeline.wall_clock import begin_session, end_session, phase_seconds, sessions_of
 
 from .test_pipeline import evolalloc, tiny_recipe
 
@@ -33,6 +33,12 @@ def test_a_finished_run_removes_its_records_and_its_wall_time_counts_the_start(t
     assert "Wall time: 1 h 00 min" in (run / "report.md").read_text()  # the hour of the start is counted
     [session] = sessions_of(run)
     assert session["ended"] - session["started"] >= 3600 and not session.get("killed")
+    # where the time went: the hour before the first announcement is the start's, then the run's phases in order
+    went = session["phases"]
+    assert list(went)[:1] == ["starting"] and went["starting"] >= 3600
+    assert {"prefilling", "searching", "shipping", "comparing"} <= set(went)
+    assert sum(went.values()) == pytest.approx(session["ended"] - session["started"], abs=1.0)
+    assert "Where it went: starting 1 h 00 min" in (run / "report.md").read_text()
 
 
 def test_keep_records_keeps_them_and_clean_removes_them_saying_the_bytes_freed(tmp_path, tiny_model_dir):
@@ -70,11 +76,20 @@ def test_a_killed_session_ends_at_its_last_write_and_the_gap_before_resume_is_no
     begin_session(tmp_path, started=5000.0)  # resumed long after the kill
     assert end_session(tmp_path, now=5010.0) == pytest.approx(30.0 + 10.0)
     first, second = json.loads((tmp_path / SESSIONS_FILE).read_text())
-    assert first == {"started": 1000.0, "ended": 1030.0, "killed": True}
-    assert second == {"started": 5000.0, "ended": 5010.0}
+    assert first == {"started": 1000.0, "ended": 1030.0, "killed": True}  # a killed session knows no phases
+    assert second == {"started": 5000.0, "ended": 5010.0, "phases": {"starting": 10.0}}
+    assert phase_seconds(tmp_path) == ({"starting": 10.0}, False)  # the killed session's time is not in it
+
+
+def test_phase_seconds_add_up_over_sessions_that_ended(tmp_path):
+    assert phase_seconds(tmp_path) == ({}, False)  # no session at all
+    sessions = [{"started": 0.0, "ended": 50.0, "phases": {"starting": 5.0, "searching": 45.0}},
+                {"started": 90.0, "ended": 100.0, "phases": {"searching": 4.0, "comparing": 6.0}}]
+    (tmp_path / SESSIONS_FILE).write_text(json.dumps(sessions))
+    assert phase_seconds(tmp_path) == ({"starting": 5.0, "searching": 49.0, "comparing": 6.0}, True)
 
 
 def test_a_run_folder_from_before_the_clock_counts_only_the_closing_moment(tmp_path):
     now = time.time()
     assert end_session(tmp_path, now=now) == 0.0
-    assert sessions_of(tmp_path) == [{"started": now, "ended": now}]
+    assert sessions_of(tmp_path) == [{"started": now, "ended": now, "phases": {"starting": 0.0}}]

@@ -46,6 +46,15 @@ def test_the_report_links_allocations_and_plots_and_gives_the_wall_time(recipe):
     assert "![Budget per layer](budgets-per-layer.png)" in text
 
 
+def test_the_report_says_where_the_time_went_by_phase(recipe):
+    went = {"starting": 12.4, "prefilling": 236.0, "searching": 203.0, "shipping": 0.4, "comparing": 84.0}
+    text = render_report(resolve_run(recipe), wall_seconds=540, phase_seconds=went)
+    assert "Where it went: starting 12 s, prefilling 3 min 56 s, searching 3 min 23 s, comparing 1 min 24 s." in text
+    partial = render_report(resolve_run(recipe), wall_seconds=540, phase_seconds=went, phases_complete=False)
+    assert "comparing 1 min 24 s (the sessions that ended; a killed one is not in it)." in partial
+    assert "Where it went" not in render_report(resolve_run(recipe), wall_seconds=540)  # none recorded: no line
+
+
 def test_a_report_without_a_comparison_says_so(recipe):
     assert "Not compared yet" in render_report(resolve_run(recipe))
 
