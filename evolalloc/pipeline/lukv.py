@@ -15,8 +15,9 @@ and reaches the unit's whole context mass at ``b = L``; a unit that barely reads
 (its queries attend to themselves) has a flat curve and gets few tokens. Prompts shorter than
 the longest one hold their full mass beyond their length.
 
-Cost: one extra forward per search instance over context + question + answer (the records'
-rankings are re-used, not recomputed), no decoding, no evaluation: ~1 prefill per instance.
+Cost: the future tokens fed over each search record's keys and values (``future_attention_after``):
+a forward of a few tokens per instance, no second prefill of the context (a bounded record, which keeps
+only some keys, is prefilled again whole), no decoding, no evaluation.
 """
 
 from __future__ import annotations
@@ -55,7 +56,40 @@ def future_attention(model, context_ids, future_ids) -> torch.Tensor:
     capture = PrefillCapture(CaptureSpec(window_queries=len(future)))
     model(input_ids=ids, position_ids=torch.arange(ids.shape[1], device=device)[None, :], use_cache=False,
           logits_to_keep=1, evolalloc_capture=capture)
-    length, kv_heads = len(context), text_config(model.config).num_key_value_heads
+    return _per_kv_head(model, capture, len(context))
+
+
+@torch.no_grad()
+def future_attention_after(model, record, future_ids) -> torch.Tensor:
+    """``future_attention`` of the tokens after a whole prefill ``record``: they are fed as one chunk over
+    its keys and values at their positions (``L ..``), as a chunked prefill feeds its next chunk, so the
+    context is not run through the model again. The same as ``future_attention`` up to float rounding
+    (the attention kernels sum in another order; tests/pipeline/test_lukv_future.py).
+    """
+    from evolalloc.runtime.cache import EvictedCache
+
+    if record.bound is not None:
+        raise ValueError("a bounded record keeps only some keys: prefill the context whole first")
+    future = torch.as_tensor(future_ids, dtype=torch.long).reshape(-1)
+    if len(future) == 0:
+        raise ValueError("no future tokens: the instance has neither a question to feed nor a reference answer")
+    device = next(model.parameters()).device
+    dtype = record.compute_dtype
+    keys = [k.to(device=device, dtype=dtype or k.dtype)[None] for k in record.keys]
+    values = [v.to(device=device, dtype=dtype or v.dtype)[None] for v in record.values]
+    cache = EvictedCache(keys, values, [None] * len(keys), room=len(future))
+    length = record.length
+    capture = PrefillCapture(CaptureSpec(window_queries=len(future)), length=length + len(future))
+    positions = torch.arange(length, length + len(future), device=device)[None, :]
+    model(input_ids=future.to(device)[None, :], position_ids=positions, past_key_values=cache, use_cache=True,
+          logits_to_keep=1, evolalloc_capture=capture)
+    return _per_kv_head(model, capture, length)
+
+
+def _per_kv_head(model, capture, length: int) -> torch.Tensor:
+    """The captured future rows ``[Hq, w, L + w]`` of each layer -> ``[num_layers, Hkv, L]``: their mean
+    on each context token, over the ``w`` queries and the query heads of each KV group."""
+    kv_heads = text_config(model.config).num_key_value_heads
     per_layer = []
     for layer in range(text_config(model.config).num_hidden_layers):
         rows = capture.window_attention[layer][:, :, :length]  # [Hq, w, L]
@@ -121,14 +155,13 @@ def profile_part(loaded, scorer, part: ProfiledTask, split: str = "search") -> t
                             "neither a question fed after compression nor a reference answer",
                             source=part.source,
                             field="baselines")
-        attention = future_attention(loaded.model, context, future)
-        ranking = record.rankings[scorer.key]
-        if record.bound is not None:  # a bounded record's ranking holds b_max slot indices, not positions
+        if record.bound is not None or record.length != len(context):
+            # a bounded record's ranking holds b_max slot indices, not positions, and it lacks keys: whole again
             from evolalloc.runtime.prefill import prefill
 
-            ranking = prefill(loaded.model, context, [scorer], uid=instance.uid,
-                              question_ids=question).rankings[scorer.key]
-        curves.append(instance_curves(attention, ranking))
+            record = prefill(loaded.model, context, [scorer], uid=instance.uid, question_ids=question)
+        attention = future_attention_after(loaded.model, record, future)
+        curves.append(instance_curves(attention, record.rankings[scorer.key]))
     top = max(c.shape[2] for c in curves)
     total = np.zeros(curves[0].shape[:2] + (top,))
     for c in curves:  # a shorter prompt keeps all its mass at every larger budget
