@@ -97,8 +97,7 @@ def count_run(recipe, experiment) -> Counts:
     profiled = [*recipe.baselines, *(name for name in config.start if not is_profile_file(name))]
     profiled_forwards = _profiled_forwards(profiled, recipe, search_n, b_max)
     if profiled_forwards:
-        prefills["LU-KV's utility curves (a forward over each search prompt and its answer"
-                 + (", and its ranking again: bounded records" if profiled_forwards > search_n else "") + ")"] = (
+        prefills["LU-KV's utility curves (each search prompt prefilled again whole: its record is bounded)"] = (
             profiled_forwards)
     return Counts(search_instances=search_n, heldout_instances=heldout_n, prefills=prefills, whole_records=whole,
                   searches=searches, evaluations_per_search=per_search, groups=groups,
@@ -109,9 +108,9 @@ def count_run(recipe, experiment) -> Counts:
 
 
 def _profiled_forwards(methods, recipe, search_n: int, b_max: int | None) -> int:
-    """Prompt-length forwards a profiled method (``lukv``, a baseline or a start) adds: one over each
-    search prompt with its answer (``pipeline/lukv.py``), and a second for the ranking when the records
-    are bounded below the prompt (a bounded record's ranking holds slots, not positions); 0 without one."""
+    """Prompt-length forwards a profiled method (``lukv``, a baseline or a start) adds: none over a whole
+    record (the answer is fed over it, ``pipeline/lukv.py``), one per search prompt when the records are
+    bounded below the prompt (a bounded record lacks keys, and its ranking holds slots, not positions)."""
     from evolalloc.core.baselines import make_baseline
 
     if not any(make_baseline(name).profiled for name in methods):
@@ -120,7 +119,7 @@ def _profiled_forwards(methods, recipe, search_n: int, b_max: int | None) -> int
     # are drawn, so count the second forward (the upper figure).
     lengths = [e.context_tokens for e in recipe.task_entries]
     bounded = b_max is not None and (None in lengths or b_max < min(lengths))
-    return search_n * (2 if bounded else 1)
+    return search_n if bounded else 0
 
 
 

@@ -62,20 +62,19 @@ def test_curated_draws_are_prefilled_whole_and_the_search_rule_adds_expansion_ca
     assert not experiment.run.model.is_loaded  # counting needs the model's config, not its weights
 
 
-def test_lukv_adds_a_forward_over_each_search_prompt_and_another_for_its_ranking_under_bounded_records(
-        tmp_path, tiny_model_dir):
+def test_lukv_prefills_each_search_prompt_again_only_under_bounded_records(tmp_path, tiny_model_dir):
     for baselines, bound, start, forwards in ((["uniform"], {}, "uniform", 0),
-                                              (["uniform", "lukv"], {}, "uniform", 2 * 2),
-                                              (["uniform"], {}, "best", 2 * 2),  # the start profiles LU-KV
-                                              (["uniform", "lukv"], {"target": 100, "expansions": []}, "uniform", 2)):
+                                              (["uniform", "lukv"], {}, "uniform", 2),
+                                              (["uniform"], {}, "best", 2),  # the start profiles LU-KV
+                                              (["uniform", "lukv"], {"target": 100, "expansions": []}, "uniform", 0)):
         budget = bound or {"target": 24, "expansions": [48]}
         recipe = load_recipe(tiny_recipe(tmp_path, tiny_model_dir, baselines=baselines, budget=budget,
                                          optimizer={"name": "cma", "generations_per_group": 2, "start": start}))
         with Experiment(recipe, progress=False) as experiment:
             counts = count_run(recipe, experiment)
         lukv = {what: n for what, n in counts.prefills.items() if what.startswith("LU-KV")}
-        # 2 search prompts of 200 tokens: bounded at b_max 192 (c 24, 48) they are ranked again; at c 100 (b_max
-        # 400) the records are whole and one forward each is all
+        # 2 search prompts of 200 tokens: bounded at b_max 192 (c 24, 48) they are prefilled again whole; at c 100
+        # (b_max 400) the records are whole and the answers are fed over them: no prompt-length forward
         assert sum(lukv.values()) == forwards, (baselines, budget, lukv)
 
 
