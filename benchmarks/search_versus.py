@@ -218,7 +218,7 @@ def run(args) -> int:
         for run_dir, recipe, result, config, seconds, profiles in shipped:
             started = time.perf_counter()
             # The report's wall time: this run's search and shipping plus its own comparison, not the shared prefill.
-            begin_session(run_dir, time.time() - seconds)
+            begin_session(run_dir, time.time() - seconds, by_phase=False)  # that window held other runs' work
             report_and_tidy(ship_and_compare(run_dir, experiment.variant(recipe), result, config, profiles=profiles,
                                              progress=progress))
             timings[run_dir.name] = (len(result.history), seconds + time.perf_counter() - started)

@@ -64,7 +64,9 @@ def future_attention_after(model, record, future_ids) -> torch.Tensor:
     """``future_attention`` of the tokens after a whole prefill ``record``: they are fed as one chunk over
     its keys and values at their positions (``L ..``), as a chunked prefill feeds its next chunk, so the
     context is not run through the model again. The same as ``future_attention`` up to float rounding
-    (the attention kernels sum in another order; tests/pipeline/test_lukv_future.py).
+    (the attention kernels sum in another order; tests/pipeline/test_lukv_future.py) — and up to the
+    record's own rounding when it stores K/V narrower than the model computes (``engine.record_dtype``
+    bfloat16 under a float32 model: what every evaluation of the run attends over too).
     """
     from evolalloc.runtime.cache import EvictedCache
 
@@ -134,14 +136,25 @@ class ProfiledRun:
     tasks: tuple[ProfiledTask, ...]
 
 
+def _same_tokens(record, context) -> bool:
+    """Whether ``record`` prefilled exactly ``context`` (its keys are the context's)."""
+    if record.prompt_ids is None or record.length != len(context):
+        return False
+    return torch.equal(record.prompt_ids.cpu(), torch.as_tensor(context, dtype=torch.long).reshape(-1))
+
+
 def profile_part(loaded, scorer, part: ProfiledTask, split: str = "search") -> tuple[np.ndarray, int]:
     """Sum of the instance curves of one task's split, padded to its longest prompt:
     ``([layers, Hkv, B + 1], number of instances)``."""
+    from evolalloc.core.phases import announce
     from evolalloc.runtime.instances import tokenize_instance
+    from evolalloc.runtime.spill import release
 
     qac = part.question_after_compression
     curves = []
-    for instance, record in zip(part.instances(split), part.records(split)):
+    records = part.records(split)  # prefilled now if they were not (announced as prefilling)
+    announce("profiling lukv")  # its own phase in the report's "where it went", not the search's or shipping's
+    for instance, record in zip(part.instances(split), records):
         context, question = tokenize_instance(loaded.tokenizer, instance, qac)
         # A task judged against the full cache has no reference: without a question, refused below.
         references = () if part.task.judged_against_full_cache else part.task.reference_continuations(instance)
@@ -155,13 +168,14 @@ def profile_part(loaded, scorer, part: ProfiledTask, split: str = "search") -> t
                             "neither a question fed after compression nor a reference answer",
                             source=part.source,
                             field="baselines")
-        if record.bound is not None or record.length != len(context):
+        if record.bound is not None or not _same_tokens(record, context):
             # a bounded record's ranking holds b_max slot indices, not positions, and it lacks keys: whole again
             from evolalloc.runtime.prefill import prefill
 
             record = prefill(loaded.model, context, [scorer], uid=instance.uid, question_ids=question)
         attention = future_attention_after(loaded.model, record, future)
         curves.append(instance_curves(attention, record.rankings[scorer.key]))
+        release(record)  # a spilled record's K/V were mapped to be read: unmap them (runtime/spill.py)
     top = max(c.shape[2] for c in curves)
     total = np.zeros(curves[0].shape[:2] + (top,))
     for c in curves:  # a shorter prompt keeps all its mass at every larger budget

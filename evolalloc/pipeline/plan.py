@@ -77,7 +77,9 @@ def count_run(recipe, experiment) -> Counts:
     expansion_candidates = (expansions * (len(SEARCHED_RULES) + len(config.start))
                             if resolved.expansion_rule == "search" else 0)
     prefills, whole, search_n, heldout_n = {}, 0, 0, 0
+    search_lengths = []  # (context_tokens, search prompts) per task, for LU-KV's count
     for label, _, part in experiment.parts:
+        search_lengths.append((part.splits.task_section.context_tokens, part.splits.section("search").n))
         for split in ("search", "heldout"):
             section = part.splits.section(split)
             curated = section.curate.active
@@ -95,7 +97,7 @@ def count_run(recipe, experiment) -> Counts:
         b_max = run_record_bound(resolved.budgets, config, baselines=(), methods=None)
         note = " (the search's bound; a baseline may raise it)"
     profiled = [*recipe.baselines, *(name for name in config.start if not is_profile_file(name))]
-    profiled_forwards = _profiled_forwards(profiled, recipe, search_n, b_max)
+    profiled_forwards = _profiled_forwards(profiled, search_lengths, b_max)
     if profiled_forwards:
         prefills["LU-KV's utility curves (each search prompt prefilled again whole: its record is bounded)"] = (
             profiled_forwards)
@@ -107,19 +109,18 @@ def count_run(recipe, experiment) -> Counts:
                   full_rows=full_rows, b_max=b_max, b_max_note=note)
 
 
-def _profiled_forwards(methods, recipe, search_n: int, b_max: int | None) -> int:
+def _profiled_forwards(methods, search_lengths, b_max: int | None) -> int:
     """Prompt-length forwards a profiled method (``lukv``, a baseline or a start) adds: none over a whole
-    record (the answer is fed over it, ``pipeline/lukv.py``), one per search prompt when the records are
-    bounded below the prompt (a bounded record lacks keys, and its ranking holds slots, not positions)."""
+    record (the answer is fed over it, ``pipeline/lukv.py``), one per search prompt of a task whose records
+    are bounded below the prompt (a bounded record lacks keys, and its ranking holds slots, not positions).
+    ``search_lengths``: ``(context_tokens, search prompts)`` per task."""
     from evolalloc.core.baselines import make_baseline
 
-    if not any(make_baseline(name).profiled for name in methods):
+    if b_max is None or not any(make_baseline(name).profiled for name in methods):
         return 0
     # A task at its own default length (context_tokens null): its prompts' length is not known before they
-    # are drawn, so count the second forward (the upper figure).
-    lengths = [e.context_tokens for e in recipe.task_entries]
-    bounded = b_max is not None and (None in lengths or b_max < min(lengths))
-    return search_n if bounded else 0
+    # are drawn, so it is counted as bounded (the upper figure).
+    return sum(n for tokens, n in search_lengths if tokens is None or b_max < tokens)
 
 
 

@@ -94,6 +94,7 @@ def ship(run_dir: Path, experiment: Experiment, evolved: Allocation, config: Sea
     from evolalloc.pipeline.expansion import expand_profile
 
     run = experiment.resolved
+    announce("shipping")
     if run.curve_grid:
         from evolalloc.pipeline.curve import ship_curve
 
@@ -102,10 +103,10 @@ def ship(run_dir: Path, experiment: Experiment, evolved: Allocation, config: Sea
 
         return ship_curve(run_dir, experiment, evolved, config, allocate, progress=progress)
 
-    announce("shipping")
     rule = run.expansion_rule
     # needs the search records: ship before release
     evaluator = experiment.search_evaluator() if rule == "search" else None
+    announce("shipping")  # again: the evaluator may have prefilled the search split (a resumed run)
 
     def evaluator_for(candidate):  # a topup candidate selects with its own adapter (floors_under_global_topk)
         return experiment.evaluator("search", scorer_for(candidate), mode=None)

@@ -10,8 +10,8 @@ thing it did that left a trace), and marked ``"killed": true``. The time between
 ``resume`` is no session's, so it is not counted.
 
 A session that ends also keeps where its time went, by phase (``core/phases.py``: starting,
-prefilling, searching, comparing, ...); a killed one cannot, so the run's breakdown then says it
-covers only the sessions that ended.
+prefilling, searching, comparing, ...); a killed one cannot (nor a folder from before this), so the
+run's breakdown then says it covers only the sessions that recorded it.
 """
 
 from __future__ import annotations
@@ -42,16 +42,18 @@ def _newest_write(run_dir: Path) -> float:
     return max(times, default=0.0)
 
 
-def begin_session(run_dir: str | Path, started: float) -> None:
+def begin_session(run_dir: str | Path, started: float, by_phase: bool = True) -> None:
     """Record a session of the run in ``run_dir`` that began at ``started`` (``time.time()``),
-    closing a previous one that was killed (no end written) at the folder's newest write."""
+    closing a previous one that was killed (no end written) at the folder's newest write.
+    ``by_phase=False``: the session will not say where its time went (a start set back over work this
+    process did for other runs, as ``benchmarks/search_versus.py`` does, would credit that work to it)."""
     run_dir = Path(run_dir)
     sessions = _read(run_dir)
     if sessions and sessions[-1].get("ended") is None:
         last = sessions[-1]
         last["ended"] = max(float(last["started"]), min(_newest_write(run_dir), started))
         last["killed"] = True
-    sessions.append({"started": float(started), "ended": None})
+    sessions.append({"started": float(started), "ended": None, **({} if by_phase else {"by_phase": False})})
     write_atomic(run_dir / SESSIONS_FILE, json.dumps(sessions, indent=1) + "\n")
 
 
@@ -64,8 +66,9 @@ def end_session(run_dir: str | Path, now: float | None = None) -> float:
     if not sessions or sessions[-1].get("ended") is not None:
         sessions.append({"started": now, "ended": None})  # a folder from before the clock: this moment only
     sessions[-1]["ended"] = now
-    spent = phases.spent(float(sessions[-1]["started"]), now)
-    sessions[-1]["phases"] = {phase: round(seconds, 1) for phase, seconds in spent.items()}
+    if sessions[-1].get("by_phase", True):
+        spent = phases.spent(float(sessions[-1]["started"]), now)
+        sessions[-1]["phases"] = {phase: round(seconds, 1) for phase, seconds in spent.items()}
     write_atomic(run_dir / SESSIONS_FILE, json.dumps(sessions, indent=1) + "\n")
     return sum(max(0.0, float(s["ended"]) - float(s["started"])) for s in sessions)
 
@@ -77,7 +80,8 @@ def sessions_of(run_dir: str | Path) -> list[dict]:
 
 def phase_seconds(run_dir: str | Path) -> tuple[dict[str, float], bool]:
     """Seconds by phase over the sessions of the run in ``run_dir`` that recorded them, in the order
-    first entered, and whether every session did (``False``: one was killed, or the folder predates it)."""
+    first entered, and whether every session did (``False``: one was killed, was begun ``by_phase=False``,
+    or predates the breakdown)."""
     totals: dict[str, float] = {}
     sessions = _read(Path(run_dir))
     for session in sessions:

@@ -129,12 +129,12 @@ def search_share(search_seconds: float | None, wall_seconds: float | None) -> st
 
 def time_by_phase(seconds: Mapping[str, float] | None, complete: bool = True) -> str:
     """``Where it went: starting 12 s, prefilling 3 min 56 s, ...`` (phases under a second left out), or
-    ``""`` when nothing was recorded; ``complete=False`` says a killed session is not in it."""
+    ``""`` when nothing was recorded; ``complete=False`` says not every session is in it."""
     parts = [f"{phase} {fmt_seconds(s) if s >= 60 else f'{s:.0f} s'}" for phase, s in (seconds or {}).items()
              if s >= 1]
     if not parts:
         return ""
-    tail = "." if complete else " (the sessions that ended; a killed one is not in it)."
+    tail = "." if complete else " (only the sessions that recorded it: not a killed one)."
     return "Where it went: " + ", ".join(parts) + tail
 
 

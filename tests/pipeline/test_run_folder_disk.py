@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import deque
 
 import pytest
 
 from evolalloc.config.run_folder import RECORDS_FOLDER, SESSIONS_FILE
+from evolalloc.core import phases
 from evolalloc.pipeline.wall_clock import begin_session, end_session, phase_seconds, sessions_of
 
 from .test_pipeline import evolalloc, tiny_recipe
@@ -27,7 +29,10 @@ def _run(tmp_path, tiny_model_dir, **engine):
     return start_run(recipe, tmp_path / "runs", progress=False, started=time.time() - 3600).run_dir
 
 
-def test_a_finished_run_removes_its_records_and_its_wall_time_counts_the_start(tmp_path, tiny_model_dir):
+def test_a_finished_run_removes_its_records_and_its_wall_time_counts_the_start(tmp_path, tiny_model_dir,
+                                                                              monkeypatch):
+    # as in a fresh process: the phases other tests announced within the hour the start is set back over are not its
+    monkeypatch.setattr(phases, "_changes", deque(maxlen=100))
     run = _run(tmp_path, tiny_model_dir)
     assert not (run / RECORDS_FOLDER).exists()
     assert "Wall time: 1 h 00 min" in (run / "report.md").read_text()  # the hour of the start is counted
@@ -79,6 +84,14 @@ def test_a_killed_session_ends_at_its_last_write_and_the_gap_before_resume_is_no
     assert first == {"started": 1000.0, "ended": 1030.0, "killed": True}  # a killed session knows no phases
     assert second == {"started": 5000.0, "ended": 5010.0, "phases": {"starting": 10.0}}
     assert phase_seconds(tmp_path) == ({"starting": 10.0}, False)  # the killed session's time is not in it
+
+
+def test_a_session_begun_without_its_phases_records_none_and_the_breakdown_says_it_is_partial(tmp_path):
+    begin_session(tmp_path, started=time.time() - 100, by_phase=False)  # set back over other runs' work
+    end_session(tmp_path)
+    [session] = sessions_of(tmp_path)
+    assert "phases" not in session and session["by_phase"] is False
+    assert phase_seconds(tmp_path) == ({}, False)
 
 
 def test_phase_seconds_add_up_over_sessions_that_ended(tmp_path):

@@ -51,7 +51,7 @@ def test_the_report_says_where_the_time_went_by_phase(recipe):
     text = render_report(resolve_run(recipe), wall_seconds=540, phase_seconds=went)
     assert "Where it went: starting 12 s, prefilling 3 min 56 s, searching 3 min 23 s, comparing 1 min 24 s." in text
     partial = render_report(resolve_run(recipe), wall_seconds=540, phase_seconds=went, phases_complete=False)
-    assert "comparing 1 min 24 s (the sessions that ended; a killed one is not in it)." in partial
+    assert "comparing 1 min 24 s (only the sessions that recorded it: not a killed one)." in partial
     assert "Where it went" not in render_report(resolve_run(recipe), wall_seconds=540)  # none recorded: no line
 
 
