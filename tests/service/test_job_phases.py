@@ -9,8 +9,8 @@ import time
 
 from .conftest import ServiceProcess, tiny_recipe_text
 
-PHASES = {"starting", "drawing instances", "loading model", "prefilling", "profiling lukv", "tracing", "training scorer",
-          "searching", "shipping", "comparing", "done"}
+PHASES = {"starting", "drawing instances", "loading model", "prefilling", "profiling lukv", "tracing",
+          "training scorer", "searching", "shipping", "comparing", "done"}
 
 
 def watch(service: ServiceProcess, job_id: int, timeout: float = 240) -> list[dict]:
