@@ -177,6 +177,19 @@ def _gather(stored: torch.Tensor, pick: torch.Tensor) -> torch.Tensor:
     return torch.index_select(stored.view(heads * length, dim), 0, rows.reshape(-1)).view(heads, -1, dim)
 
 
+def gather_slots(stored: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """``stored[b, h, slots[b, h, j]]`` for every row and head: ``[B, Hkv, W, D]`` from ``stored``
+    ``[B, Hkv, S, D]`` and ``slots`` ``[B, Hkv, W]``. ``_gather``'s ``index_select`` over the heads' rows
+    laid end to end, batched: the same values as ``stored.gather(2, slots expanded over D)``, which copies
+    element by element and was ~50x slower (decode-time eviction gathers every layer at every eviction)."""
+    batch, heads, length, dim = stored.shape
+    if not stored.is_contiguous():
+        stored = stored.contiguous()
+    start = torch.arange(batch * heads, device=slots.device).view(batch, heads, 1) * length
+    rows = (slots + start).reshape(-1)
+    return torch.index_select(stored.view(-1, dim), 0, rows).view(batch, heads, slots.shape[-1], dim)
+
+
 def _head_dims(layers) -> list[int]:
     """Each layer's head dimension; from a spilled record's known shapes without mapping its file."""
     known = getattr(layers, "shapes", None)

@@ -29,7 +29,7 @@ import torch
 from evolalloc.core.decode_eviction import DecodeEviction
 from evolalloc.core.geometry import window_cap
 from evolalloc.runtime.cache import EvictedCache
-from evolalloc.runtime.compress import row_budgets
+from evolalloc.runtime.compress import gather_slots, row_budgets
 from evolalloc.runtime.online_capture import OnlineCapture
 from evolalloc.runtime.prefill import PrefillRecord
 from evolalloc.runtime.scorers import SCORERS, Scorer
@@ -108,16 +108,16 @@ class HeldBudgets:
     def _evict_layer(self, cache: EvictedCache, layer: int, due: torch.Tensor) -> None:
         """Cut the due rows of one layer back to their budgets; every row's padding goes too."""
         n = cache.used[layer]
-        keys, values = cache.keys[layer][:, :, :n], cache.values[layer][:, :, :n]
+        keys = cache.keys[layer]  # [B, Hkv, slots, D], the first n in use
         valid = cache.valid[layer]
-        valid = torch.ones(keys.shape[:3], dtype=torch.bool, device=keys.device) if valid is None else valid
+        valid = torch.ones(*keys.shape[:2], n, dtype=torch.bool, device=keys.device) if valid is None else valid
         counts = valid.sum(dim=-1)  # [B, Hkv]
         limit = torch.where(due[:, None], self.budgets[:, layer], counts)  # rows not due keep what they hold
         if not bool((counts > limit).any()) and bool(valid.all()):
             return  # nothing over budget, no padding: the layer stays exactly as it is
         positions = cache.positions[layer]
         view = torch.argsort(positions.masked_fill(~valid, _FAR), dim=-1, stable=True)  # valid first, in order
-        stats = self._stats(layer, keys, values, positions, valid, view)
+        stats = self._stats(layer, cache.keys[layer], cache.values[layer], positions, valid, view)  # whole buffers
         ranking = self.scorer.rank_cached(stats)  # slots of the view, best first
         kept = torch.minimum(limit, counts)  # [B, Hkv]
         width = int(kept.max())
@@ -125,9 +125,9 @@ class HeldBudgets:
         order = stats.positions.gather(-1, ranking).masked_fill(~chosen, _FAR).argsort(dim=-1)[..., :width]
         slots = view.gather(-1, ranking.gather(-1, order))  # [B, Hkv, width]: old slots, by position
         fresh_valid = torch.arange(width, device=keys.device) < kept[..., None]
-        index = slots[..., None].expand(-1, -1, -1, keys.shape[-1])
-        cache.keys[layer][:, :, :width] = keys.gather(2, index) * fresh_valid[..., None]
-        cache.values[layer][:, :, :width] = values.gather(2, index) * fresh_valid[..., None]
+        # Gathered from the whole buffers (contiguous; every slot read is below ``n``) before either is written.
+        cache.keys[layer][:, :, :width] = gather_slots(cache.keys[layer], slots) * fresh_valid[..., None]
+        cache.values[layer][:, :, :width] = gather_slots(cache.values[layer], slots) * fresh_valid[..., None]
         cache.positions[layer] = positions.gather(-1, slots)
         cache.valid[layer] = None if bool(fresh_valid.all()) else fresh_valid
         cache.used[layer] = width
@@ -135,8 +135,7 @@ class HeldBudgets:
 
     def _stats(self, layer: int, keys, values, positions, valid, view) -> CachedStats:
         """The layer as the scorer sees it: each (row, head)'s slots in position order, valid first."""
-        index = view[..., None].expand(-1, -1, -1, keys.shape[-1])
-        keys, values = keys.gather(2, index), values.gather(2, index)
+        keys, values = gather_slots(keys, view), gather_slots(values, view)
         positions, valid = positions.gather(-1, view), valid.gather(-1, view)
         length = positions.masked_fill(~valid, -1).amax(dim=(1, 2)) + 1  # [B]: the newest token is cached
         cap = window_cap(self.windows[layer])

@@ -22,7 +22,6 @@ from __future__ import annotations
 import torch
 
 from evolalloc.runtime.capture import CaptureSpec
-from evolalloc.runtime.masked_sdpa import per_query_head
 
 
 def attention_probabilities(query: torch.Tensor, key: torch.Tensor, visible: torch.Tensor | None, scaling: float,
@@ -32,14 +31,18 @@ def attention_probabilities(query: torch.Tensor, key: torch.Tensor, visible: tor
     ``visible``: bool broadcastable to ``[B, Hkv, q, S]`` (per KV head) or ``None`` (all). A query
     that sees nothing gets a row of zeros. Soft-capped logits as the model computes them.
     """
-    n_rep = query.shape[1] // key.shape[1]
-    keys = key.repeat_interleave(n_rep, dim=1) if n_rep > 1 else key
-    logits = torch.matmul(query.float(), keys.float().transpose(2, 3)) * scaling
+    batch, kv_heads, slots, dim = key.shape
+    n_rep, q_len = query.shape[1] // kv_heads, query.shape[2]
+    # Each KV head's query heads as one block of rows [B, Hkv, n_rep * q, D]: one product per KV head, the
+    # keys never repeated (the same dot products as over repeated keys, half the time).
+    grouped = query.float().reshape(batch, kv_heads, n_rep * q_len, dim)
+    logits = torch.matmul(grouped, key.float().transpose(2, 3)) * scaling
+    logits = logits.view(batch, kv_heads, n_rep, q_len, slots)
     if softcap:
         logits = torch.tanh(logits / softcap) * softcap
-    if visible is not None:
-        logits = logits.masked_fill(~per_query_head(visible, n_rep), float("-inf"))
-    return torch.softmax(logits, dim=-1).nan_to_num(0.0)
+    if visible is not None:  # [B or 1, Hkv or 1, q, S], broadcast over each group's query heads
+        logits = logits.masked_fill(~(visible.unsqueeze(2) if visible.dim() == 4 else visible), float("-inf"))
+    return torch.softmax(logits, dim=-1).nan_to_num(0.0).view(batch, kv_heads * n_rep, q_len, slots)
 
 
 class OnlineCapture:
