@@ -35,14 +35,15 @@ def attention_probabilities(query: torch.Tensor, key: torch.Tensor, visible: tor
     n_rep, q_len = query.shape[1] // kv_heads, query.shape[2]
     # Each KV head's query heads as one block of rows [B, Hkv, n_rep * q, D]: one product per KV head, the
     # keys never repeated (the same dot products as over repeated keys, half the time).
+    # The products' fresh tensors are scaled, capped and masked in place (the same values, no copies).
     grouped = query.float().reshape(batch, kv_heads, n_rep * q_len, dim)
-    logits = torch.matmul(grouped, key.float().transpose(2, 3)) * scaling
+    logits = torch.matmul(grouped, key.float().transpose(2, 3)).mul_(scaling)
     logits = logits.view(batch, kv_heads, n_rep, q_len, slots)
     if softcap:
-        logits = torch.tanh(logits / softcap) * softcap
+        logits = logits.div_(softcap).tanh_().mul_(softcap)
     if visible is not None:  # [B or 1, Hkv or 1, q, S], broadcast over each group's query heads
-        logits = logits.masked_fill(~(visible.unsqueeze(2) if visible.dim() == 4 else visible), float("-inf"))
-    return torch.softmax(logits, dim=-1).nan_to_num(0.0).view(batch, kv_heads * n_rep, q_len, slots)
+        logits.masked_fill_(~(visible.unsqueeze(2) if visible.dim() == 4 else visible), float("-inf"))
+    return torch.softmax(logits, dim=-1).nan_to_num_(0.0).view(batch, kv_heads * n_rep, q_len, slots)
 
 
 class OnlineCapture:
