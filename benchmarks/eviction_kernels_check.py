@@ -54,7 +54,7 @@ def _scores(results) -> list[float]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("recipe")
+    parser.add_argument("recipe", help="a recipe that holds its budgets while decoding (budget.decode)")
     parser.add_argument("--candidates", type=int, default=3, help="random candidates, each evaluated both ways")
     args = parser.parse_args(argv)
     recipe = load_recipe(args.recipe)
