@@ -68,7 +68,8 @@ def read_prompt_file(path: Path, question_after_compression: bool) -> list[tuple
               help="Allocation JSON (a budget profile).")
 @click.option("--prompt-file", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="JSONL, one {\"prompt\": ...} per line.")
-@model_option()
+@model_option(help="Model spec: bundled:<name>, a local HF model folder or a .gguf file. Default: the model the "
+                   "allocation was made for (its file's `model`).", default=None)
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--question-after-compression", is_flag=True,
               help="Compress each line's context, then feed its question.")
@@ -97,7 +98,9 @@ def generate(allocation, prompt_file, model, max_new_tokens, question_after_comp
     from evolalloc.core.allocation_file import load_allocation
 
     prompts = read_prompt_file(prompt_file, question_after_compression)
-    decode = _decode_option(load_allocation(allocation), decode_interval, prompt_only)  # before the model loads
+    made_for = load_allocation(allocation)
+    decode = _decode_option(made_for, decode_interval, prompt_only)  # before the model loads
+    model = model or made_for.model  # a Gemma profile answers on Gemma without --model
     import torch
 
     from evolalloc.core.fileio import write_atomic

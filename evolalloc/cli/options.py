@@ -12,9 +12,10 @@ from evolalloc import DEFAULT_MODEL
 
 
 def model_option(dest: str = "model",
-                 help: str = "Model spec: bundled:<name>, a local HF model folder or a .gguf file."):
-    """``--model``: the model a command loads (default: the bundled model)."""
-    return click.option("--model", dest, default=DEFAULT_MODEL, show_default=True, help=help)
+                 help: str = "Model spec: bundled:<name>, a local HF model folder or a .gguf file.",
+                 default: str | None = DEFAULT_MODEL):
+    """``--model``: the model a command loads (default: the bundled model; ``None``: the command chooses)."""
+    return click.option("--model", dest, default=default, show_default=default is not None, help=help)
 
 
 def seed_option(default: int = 0, help: str | None = None):

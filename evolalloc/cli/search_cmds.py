@@ -30,7 +30,7 @@ COMPARE_CHOICES = ("all", "pick")  # pipeline.seeds.search_seeds(compare=...): a
 @click.option("--plan", "plan_only", is_flag=True,
               help="Print what the run will cost (prefills, evaluations, "
                    "record memory and disk, a time estimate from a "
-                   "short calibration on one instance) and stop; nothing is written.")
+                   "short calibration on batches of a few search prompts) and stop; nothing is written.")
 @progress_option
 def search(recipe, more_seeds, overrides, name, runs_dir, first_seed, compare, plan_only, progress):
     """Search a budget profile as RECIPE says, then compare it with the baselines and write a report.

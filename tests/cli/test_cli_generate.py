@@ -65,13 +65,13 @@ def test_the_cli_answers_every_prompt_and_reports_the_memory_kept(tmp_path, tiny
 
     geometry = geometry_of(AutoConfig.from_pretrained(tiny_model_dir))
     budgets = np.full((geometry.num_layers, geometry.num_kv_heads), 12)
-    allocation = save_allocation(Allocation(model="tiny", geometry=geometry, target=12, scorer="knorm", budgets=budgets,
-                                            provenance={"method": "uniform"}), tmp_path / "a.json")
+    # made for the tiny model, and no --model: the file's model answers (the bundled default has another shape)
+    allocation = save_allocation(Allocation(model=str(tiny_model_dir), geometry=geometry, target=12, scorer="knorm",
+                                            budgets=budgets, provenance={"method": "uniform"}), tmp_path / "a.json")
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("\n".join(json.dumps({"uid": f"u{i}", "prompt": "word " * (10 * i + 3)})
                                  for i in range(3)) + "\n")
-    out = run_cli("--allocation", allocation, "--prompt-file", prompts, "--model", tiny_model_dir, "--max-new-tokens",
-                  3)
+    out = run_cli("--allocation", allocation, "--prompt-file", prompts, "--max-new-tokens", 3)
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["uid"] for r in rows] == ["u0", "u1", "u2"]
