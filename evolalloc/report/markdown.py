@@ -156,6 +156,11 @@ def stop_lines(groups: Sequence[Any] = (), start_scores: Mapping | None = None) 
         chosen = max(finished, key=finished.get) if finished else None
         lines.append(f"Start: {chosen or 'none finished (uniform)'} (search-split fitness: {scores}).")
     lines += [f"- {g.line()}" for g in groups]
+    capped = [str(g.group + 1) for g in groups if not g.converged]
+    if capped:  # a fitness curve that still climbs: say so where the profile is read
+        lines.append(f"Not converged: group{'s' if len(capped) > 1 else ''} {', '.join(capped)} still gained "
+                     "when the generation cap stopped them; a longer search may ship a fitter profile "
+                     "(`--set optimizer.max_generations_per_group=N`, a new run).")
     return lines + [""] if lines else []
 
 

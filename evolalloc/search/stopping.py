@@ -62,14 +62,16 @@ class StopRule:
         ran = len(best_history) - 1
         if self.fixed:
             return FIXED if ran >= self.generations else None
-        if ran >= self.max_generations:
-            return CAP
         if optimizer_reasons:
             return f"{OPTIMIZER}: {', '.join(optimizer_reasons)}"
         if ran >= self.patience:
             before, now = best_history[-1 - self.patience], best_history[-1]
             if math.isfinite(now) and (math.isfinite(before) and now - before <= self.tolerance):
                 return NO_GAIN
+        # Checked last, so ``cap`` means the group was still gaining (or had found nothing) when it was
+        # stopped: a search that did not converge, which the report and ``show`` say.
+        if ran >= self.max_generations:
+            return CAP
         return None
 
     def words(self) -> str:
@@ -110,11 +112,17 @@ class GroupSummary:
         return cls(**{k: data[k] for k in ("group", "generations", "evaluations", "reason", "start_fitness",
                                            "best_fitness")})
 
+    @property
+    def converged(self) -> bool:
+        """False when the cap stopped a group still gaining (``StopRule.reason``): more generations may find more."""
+        return self.reason != CAP
+
     def line(self) -> str:
         """``group 2: 7 generations (63 evaluations), stopped: no gain; +0.0123``."""
         gain = "" if self.gain is None else f"; gained {self.gain:+.4g}"
+        reason = self.reason if self.converged else f"the cap of {self.generations} generations, before it converged"
         return (f"group {self.group + 1}: {self.generations} generations ({self.evaluations} evaluations), "
-                f"stopped: {self.reason}{gain}")
+                f"stopped: {reason}{gain}")
 
 
 #: The converging rule's defaults, the one home of them (the recipe schema and the search config read them here).

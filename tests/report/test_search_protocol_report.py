@@ -40,6 +40,16 @@ def test_the_report_says_which_groups_were_flat(climbing, recipe):
     assert "| 1 | 6 | 1 | 0.6000 | +0.2000 | 5 | 6 | 0.6000 |" in text
 
 
+def test_the_report_says_which_groups_the_cap_stopped_before_they_converged(climbing, recipe):
+    from evolalloc.search.stopping import CAP, NO_GAIN, GroupSummary
+
+    groups = [GroupSummary(0, 3, 6, NO_GAIN, 0.3, 0.6), GroupSummary(1, 20, 4, CAP, 0.6, 0.63)]
+    text = render_report(resolve_run(recipe), history=climbing, groups=groups)
+    assert "group 2: 20 generations (4 evaluations), stopped: the cap of 20 generations, before it converged" in text
+    assert "Not converged: group 2 still gained" in text and "group 1:" in text
+    assert "Not converged" not in render_report(resolve_run(recipe), history=climbing, groups=groups[:1])
+
+
 def test_the_fitness_plot_draws_a_climbing_and_a_flat_group(climbing, tmp_path):
     assert is_png(plot_fitness_history(climbing, tmp_path / "fitness.png"))
 

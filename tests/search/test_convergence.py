@@ -54,6 +54,12 @@ def test_a_group_that_has_found_nothing_yet_is_not_stopped_for_lack_of_gain():
     assert rule.reason([-np.inf] * 6, []) == CAP
 
 
+def test_the_cap_is_named_only_for_a_group_still_gaining_when_it_stops():
+    rule = StopRule(patience=2, max_generations=4, tolerance=0.01)
+    assert rule.reason([0.1, 0.2, 0.3, 0.4, 0.5], []) == CAP  # gained in its last 2: not converged
+    assert rule.reason([0.1, 0.2, 0.5, 0.5, 0.5], []) == NO_GAIN  # flat at the cap: converged as it stopped
+
+
 def test_the_optimizers_own_criteria_stop_a_converging_group():
     assert StopRule().reason([0.1, 0.5], ["tolflatfitness"]) == "optimizer: tolflatfitness"
 
