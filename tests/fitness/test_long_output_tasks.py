@@ -57,13 +57,33 @@ def test_a_repeat_prompt_reads_only_its_own_splits_passages(generate, split, oth
 
 
 @pytest.mark.parametrize("split", ["search", "heldout"])
-def test_a_passage_drawn_at_the_last_start_reads_on_into_the_splits_tail(generate, tokenizer, split):
+def test_a_passage_drawn_at_the_last_start_reads_on_into_the_splits_tail(generate, tokenizer, split, monkeypatch):
     """Passages start before the last 200 sentences of a split and may read into them. Until 2026-11-30 they
     could not, and a start drawn near the end raised 'ran past the end' (held-out prompt 12 of seed 52)."""
+    import random
+
+    from fitness.tasks import repeat_passage
+
     task, prose = fitness.get_task("repeat_passage"), ProseHaystack(split)
     starts = prose.sentence_starts()
-    text = task._passage(prose, starts, len(starts) - 201, tokenizer)  # the last start a prompt can draw
-    assert text in " ".join(prose.words)
+    last = len(starts) - repeat_passage._TAIL - 1  # the last start a prompt can draw
+
+    class LastFirst(random.Random):
+        """The task's own draws, but its first passage starts at the last start it may draw."""
+        first = True
+
+        def randrange(self, n, *more):
+            if self.first and not more:
+                self.first = False
+                return n - 1
+            return super().randrange(n, *more)
+
+    seeded = repeat_passage.rng_for
+    monkeypatch.setattr(repeat_passage, "rng_for", lambda *key: LastFirst(seeded(*key).random()))
+    [inst] = task.instances(split, 1, 0, 1024, tokenizer)
+    # that start's sentence and the first of the tail after it, in the prompt: the passage read on into the tail
+    assert " ".join(prose.words[starts[last]:starts[last + 2]]) in inst.context
+    monkeypatch.undo()
     drawn = generate("repeat_passage", split=split, n=13, seed=52, context_tokens=1024)
     assert len(drawn) == 13 and drawn[12].references[0] in " ".join(prose.words)
 

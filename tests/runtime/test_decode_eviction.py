@@ -47,6 +47,9 @@ def test_held_budgets_change_the_answer_and_prompt_only_eviction_is_left_as_it_w
     (held,) = generate(llama, [(record, np.full(3, 12))], scorer, settings, decode=DecodeEviction(4))
     assert held.logits[0].equal(prompt_only.logits[0])  # the first token comes from the prefill
     assert not all(torch.allclose(a, b) for a, b in zip(held.logits, prompt_only.logits))
+    counts, _, _ = held_counts(llama, [(record, np.full(3, 12))], scorer, steps=40, interval=None)
+    for k, stored in enumerate(counts):  # prompt-only: cut to 12 once, then one more token per step
+        assert bool((stored == 12 + k).all()), k
 
 
 # Not knorm: in the first layer a token's key norm does not depend on its position (RoPE keeps norms),
@@ -67,14 +70,16 @@ def test_batched_rows_hold_their_budgets_like_one_row_at_a_time(llama, scorers, 
         assert together.token_ids == alone.token_ids
         for a, b in zip(together.logits, alone.logits):
             torch.testing.assert_close(a, b, **LOGITS_CLOSE)
+    assert_each_row_holds_its_budgets(llama, rows, scorer, steps=21, interval=3)
 
 
-def held_counts(model, rows, scorer, steps: int, interval: int):
-    """Decode ``rows`` under held budgets; before every forward, each (row, layer, head)'s stored
-    tokens ``[steps, B, layers, Hkv]``, each layer's slots ``[steps, layers]``, and the cache."""
+def held_counts(model, rows, scorer, steps: int, interval: int | None):
+    """Decode ``rows`` under held budgets (``interval`` None: the prompt evicted only); before every
+    forward, each (row, layer, head)'s stored tokens ``[steps, B, layers, Hkv]``, each layer's slots
+    ``[steps, layers]``, and the cache."""
     counts, widths = [], []
     room = steps
-    rows, cache = build_cache(model, rows, scorer, room, DecodeEviction(interval))
+    rows, cache = build_cache(model, rows, scorer, room, None if interval is None else DecodeEviction(interval))
 
     def before_forward(module, args, kwargs):
         cache = kwargs["past_key_values"]
@@ -89,6 +94,22 @@ def held_counts(model, rows, scorer, steps: int, interval: int):
     finally:
         hook.remove()
     return torch.stack(counts), torch.tensor(widths), cache
+
+
+def assert_each_row_holds_its_budgets(model, rows, scorer, steps: int, interval: int):
+    """Each row alone, its cache sizes read before every forward: never above what it holds
+    (``held_budgets``: adapted, a sliding layer's at most ``W - 1``) + ``interval - 1``, and that limit
+    reached by every head whose held budget is below the prompt (budgets held, not skipped)."""
+    from evolalloc.runtime.decode_eviction import held_budgets
+    from evolalloc.runtime.support import sliding_windows
+
+    for record, budgets in rows:
+        counts, _, _ = held_counts(model, [(record, budgets)], scorer, steps, interval)
+        held = torch.as_tensor(held_budgets([(record, budgets)], scorer, sliding_windows(model.config))[0])
+        limit = held + interval - 1
+        assert bool((counts[:, 0] <= limit).all())
+        below = held < torch.as_tensor(record.layer_reach())[:, None]
+        assert bool(below.any()) and torch.equal(counts[:, 0].amax(dim=0)[below], limit[below])
 
 
 @pytest.mark.parametrize("interval", [1, 7])
@@ -193,3 +214,4 @@ def test_sliding_and_soft_capped_models_hold_their_budgets_row_by_row(architectu
         assert together.token_ids == alone.token_ids
         for a, b in zip(together.logits, alone.logits):
             torch.testing.assert_close(a, b, **LOGITS_CLOSE)
+    assert_each_row_holds_its_budgets(model, rows, scorer, steps=30, interval=3)

@@ -29,10 +29,16 @@ from tests.runtime.test_equivalence import reference_generation
 
 
 @pytest.fixture(scope="module")
-def checkpoint(llama, tmp_path_factory):
+def saved_network(llama):
     network = fresh_network(geometry_of(llama.config).to_dict(), hidden=8, depth=2, seed=3)
     with torch.no_grad():
-        network.mlp[-1].weight.normal_()  # scores that differ from token to token
+        network.mlp[-1].weight.normal_()  # scores that differ from token to token (and from a fresh network's)
+    return network
+
+
+@pytest.fixture(scope="module")
+def checkpoint(llama, saved_network, tmp_path_factory):
+    network = saved_network
     path = tmp_path_factory.mktemp("ppo") / "policy.pt"
     return save_ppo_policy(path, network, model=model_identity("tiny", llama),
                            geometry=geometry_of(llama.config).to_dict(), training={"steps": 7, "seed": 3})
@@ -59,12 +65,22 @@ def test_the_network_scores_every_token_of_every_head_from_its_features(llama, c
         network(features[..., :4], network.layer_heads(2))
 
 
-def test_a_checkpoint_reads_back_the_same_scores_and_records_its_training(llama, checkpoint, tmp_path):
+def test_a_checkpoint_reads_back_the_same_network_and_records_its_training(llama, saved_network, checkpoint):
+    # read from the file, not the scorers' in-memory cache of it: every weight as it was saved
+    loaded = load_ppo_policy(checkpoint).network.state_dict()
+    saved = saved_network.state_dict()
+    assert loaded.keys() == saved.keys() and all(torch.equal(loaded[k], saved[k]) for k in saved)
+    from evolalloc.runtime.scorers.ppo_policy import PPOPolicy
+
+    class Saved(PPOPolicy):  # scores with the network in memory, as it was before it was saved
+        def network(self):
+            return saved_network
+
     scorer = get_scorer("ppo-policy", checkpoint=str(checkpoint))
-    record = prefill(llama, random_prompt(50, seed=2), [scorer])
-    again = get_scorer("ppo-policy", checkpoint=str(checkpoint))
-    assert torch.equal(prefill(llama, random_prompt(50, seed=2), [again]).rankings[again.key],
-                       record.rankings[scorer.key])
+    assert scorer.network() is not saved_network  # read from the file
+    prompt = random_prompt(50, seed=2)
+    assert torch.equal(prefill(llama, prompt, [scorer]).rankings[scorer.key],
+                       prefill(llama, prompt, [Saved(checkpoint=str(checkpoint))]).rankings[scorer.key])
     trained = scorer.checkpoint_provenance()["trained"]
     assert trained["steps"] == 7 and trained["seed"] == 3
     scorer.check_checkpoint(geometry_of(llama.config).to_dict(), model_identity("tiny", llama))
