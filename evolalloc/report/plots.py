@@ -207,7 +207,9 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
             label = "no gain after gen. 1" if not info.within_gain else f"+{info.within_gain:.3g} after gen. 1"
         stop = stopped.get(int(info.group)) if info.group is not None else None
         if stop is not None:
-            label += f"\n{stop.generations} gen., {stop.reason.split(':')[0]}"
+            # A capped group was still gaining when it stopped: say so, as the report and ``show`` do.
+            why = stop.reason.split(':')[0] if stop.converged else "cap, not converged"
+            label += f"\n{stop.generations} gen., {why}"
         name = group_name(info.group)
         if name == "start":  # a few evaluations wide: labelled at the foot of the axes, not over group 1's label
             ax.annotate("start", xy=(info.first, 0.02), xycoords=("data", "axes fraction"), ha="left", va="bottom",

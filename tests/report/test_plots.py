@@ -2,6 +2,7 @@
 
 import numpy as np
 
+import evolalloc.report.plots as plots
 from evolalloc.core.allocation import Allocation
 from evolalloc.report.plots import (
     best_so_far,
@@ -10,6 +11,7 @@ from evolalloc.report.plots import (
     plot_layer_budgets,
     plot_score_vs_budget,
 )
+from evolalloc.search.stopping import CAP, NO_GAIN, GroupSummary
 from tests.report.conftest import GEOMETRY
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -33,6 +35,28 @@ def test_head_budgets_heat_map_is_a_png(tmp_path):
 
 def test_fitness_history_plot_is_a_png_even_with_failures(history, tmp_path):
     assert is_png(plot_fitness_history(history, tmp_path / "fitness.png"))
+
+
+def _group_labels(records, stops, tmp_path, monkeypatch) -> list[str]:
+    """The fitness plot's annotations, read from the figure before it is saved."""
+    texts = []
+    save = plots._save
+
+    def keep_texts(fig, path):
+        texts.extend(t.get_text() for ax in fig.axes for t in ax.texts)
+        return save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep_texts)
+    plot_fitness_history(records, tmp_path / "fitness.png", stops=stops)
+    return texts
+
+
+def test_a_group_the_cap_stopped_is_labelled_not_converged(history, tmp_path, monkeypatch):
+    """The plot says what the report and ``show`` say: a capped group was still gaining."""
+    stops = [GroupSummary(0, 20, 80, NO_GAIN, 0.5, 0.7), GroupSummary(1, 20, 80, CAP, 0.7, 1.1)]
+    labels = _group_labels(history, stops, tmp_path, monkeypatch)
+    assert any(t.startswith("group 1") and "no gain" in t and "not converged" not in t for t in labels), labels
+    assert any(t.startswith("group 2") and "20 gen., cap, not converged" in t for t in labels), labels
 
 
 def test_an_empty_history_still_plots(tmp_path):
