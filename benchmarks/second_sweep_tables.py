@@ -6,7 +6,7 @@
 A second pass is a search of decode-repeat-pick's recipe started from a first pass's shipped profile
 (``optimizer.start``: its ``allocation-c288.json``), same seed: ``runs/swp-again-s<seed>`` here, its first pass
 ``../decode-repeat-pick/runs/rpk-best-s<seed>``. Search split only; the start's evaluation is the shipped
-profile re-evaluated. A run whose second pass has not finished (no group summary for every group) is left out.
+profile re-evaluated. A run whose second pass has not finished (fewer group summaries than its first pass) is left out.
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ def summary(folder: Path) -> dict:
 
 
 def row(seed: int, page: Path) -> list[str] | None:
-    second = summary(page / "runs" / f"swp-again-s{seed}")
-    if len(second["groups"]) < 4:
+    second, first = summary(page / "runs" / f"swp-again-s{seed}"), summary(FIRST / f"rpk-best-s{seed}")
+    if len(second["groups"]) < len(first["groups"]):  # a group not yet searched: the pass is unfinished
         return None
-    first = summary(FIRST / f"rpk-best-s{seed}")
     per_group = " · ".join(f"{g['generations']}, {g['gain']:+.4f}" for g in second["groups"])
     return [f"seed {seed}", f"{first['best']:.4f} ({first['evaluations']})", f"{second['start']:.4f}",
             f"{second['best']:.4f} ({second['evaluations']})", f"{second['best'] - first['best']:+.4f}", per_group]
