@@ -133,7 +133,7 @@ def bench_asktell(*, clients: int = 16, generations: int = 10, seconds: float = 
 
     optuna.logging.set_verbosity(logging.WARNING)
     config = SearchConfig(num_layers=LAYERS, num_kv_heads=HEADS, target=TARGET, group_size=8, generations=generations)
-    planned = sum(generations * config.popsize_for(len(units)) for units in config.build_space().groups())
+    planned = sum(generations * config.popsize_for(len(units)) for units in config.schedule())
     result = AsktellBench(clients=clients, planned=planned)
     with tempfile.TemporaryDirectory(prefix="evolalloc-bench-asktell-") as tmp:
         with ServeProcess(Path(tmp) / "runs", log=Path(tmp) / "service.log") as server:

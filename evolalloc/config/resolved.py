@@ -116,6 +116,7 @@ class ResolvedRun:
     patience: int = DEFAULT_RULE.patience
     tolerance: float = DEFAULT_RULE.tolerance
     start: tuple[str, ...] = ()
+    passes: int = 1  # ``optimizer.passes``: visits of every group (absent from a run.json written before it)
     decode_interval: int | None = None  # ``budget.decode.interval``: budgets held while decoding; None: prompt-only
     version: int = VERSION
 
@@ -142,8 +143,9 @@ class ResolvedRun:
     @property
     def stop_words(self) -> str:
         """How each group's search stops, in words (``search.stopping.StopRule.words``)."""
-        return StopRule(self.generations_per_group, self.max_generations_per_group, self.patience,
-                        self.tolerance).words()
+        words = StopRule(self.generations_per_group, self.max_generations_per_group, self.patience,
+                         self.tolerance).words()
+        return words + (f"; {self.passes} passes over the groups" if self.passes > 1 else "")
 
     @classmethod
     def from_dict(cls, data: dict) -> "ResolvedRun":
@@ -218,6 +220,7 @@ def resolve_run(recipe) -> ResolvedRun:
         tolerance=recipe.optimizer.tolerance,
         start=resolve_start(recipe.optimizer.start, recipe.search_space.name,
                             [entry.name for entry in recipe.task_entries]),
+        passes=recipe.optimizer.passes,
         decode_interval=budget.decode.interval if budget.decode is not None else None,
     )
 

@@ -288,6 +288,9 @@ class OptimizerSection:
                                     "published: nothing evaluated first), or methods and allocation files joined "
                                     "by commas (pyramid,lukv; best,runs/x/allocation-c512.json: a profile from an "
                                     "earlier run, carried to c)")
+    passes: int = _rule(1, **SEARCH_RANGES["passes"],
+                        help="how many times the search visits every group, bottom-up: 1 = EvolKV (each group "
+                             "once); 2 = the groups again from the profile the first pass found")
     lam: float = _rule(0.3, **LAM_RANGE, help="weight of CacheScore in the fitness")
     gamma: float = _rule(0.2, **GAMMA_RANGE, help="discount for staying under the budget")
     cache_scope: str = _rule("group", choices=CACHE_SCOPES, help="whose mean budget CacheScore sees")

@@ -41,7 +41,7 @@ class Counts:
     whole_records: int  # drawn candidates judged by curation: kept whole until the split is chosen
     searches: int
     evaluations_per_search: int
-    groups: list[int]  # units per group
+    groups: list[int]  # units per group, in the order searched (every pass's)
     generations: int  # per group: EvolKV's fixed M, or the converging rule's cap
     popsizes: list[int]
     expansion_candidates: int
@@ -52,6 +52,7 @@ class Counts:
     b_max_note: str = ""
     start_candidates: int = 0  # evaluated before the first group (optimizer.start)
     converging: bool = False  # each group stops when converged: the search's counts are its cap
+    passes: int = 1  # optimizer.passes: the search visits every group this many times
 
     @property
     def compare_evaluations(self) -> int:
@@ -68,7 +69,7 @@ def count_run(recipe, experiment) -> Counts:
 
     resolved = experiment.resolved
     config = experiment.search_config
-    groups = [len(g) for g in config.build_space().groups()]
+    groups = [len(g) for g in config.schedule()]  # every pass's
     popsizes = [config.popsize_for(n) for n in groups]
     per_search = config.planned_evaluations()
     searches = len(resolved.curve_anchors) if resolved.curve_grid else 1
@@ -104,7 +105,8 @@ def count_run(recipe, experiment) -> Counts:
     return Counts(search_instances=search_n, heldout_instances=heldout_n, prefills=prefills, whole_records=whole,
                   searches=searches, evaluations_per_search=per_search, groups=groups,
                   generations=config.stop_rule.cap, popsizes=popsizes, start_candidates=len(config.start),
-                  converging=not config.stop_rule.fixed, expansion_candidates=expansion_candidates,
+                  converging=not config.stop_rule.fixed, passes=config.passes,
+                  expansion_candidates=expansion_candidates,
                   compare_budgets=sorted(float(b) for b in resolved.budgets), compressed_methods=methods - full_rows,
                   full_rows=full_rows, b_max=b_max, b_max_note=note)
 
@@ -209,7 +211,8 @@ class RunPlan:
             f"{self.dtype}), prompts of {self.context} tokens. Nothing has been written.",
             "COUNTED (exact, from the recipe and the model's config):",
             f"  prefills: {sum(c.prefills.values())} = " + " + ".join(f"{n} {what}" for what, n in c.prefills.items()),
-            f"  evaluations: {c.searches} search(es) x {c.evaluations_per_search} candidates ({len(c.groups)} groups: "
+            f"  evaluations: {c.searches} search(es) x {c.evaluations_per_search} candidates ({len(c.groups)} groups"
+            f"{f' = {c.passes} passes over {len(c.groups) // c.passes}' if c.passes > 1 else ''}: "
             f"generations x population = {group_text}{cap}), each on {c.search_instances} search instances",
         ]
         if c.expansion_candidates:

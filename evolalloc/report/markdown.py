@@ -155,6 +155,11 @@ def stop_lines(groups: Sequence[Any] = (), start_scores: Mapping | None = None) 
         finished = {k: v for k, v in start_scores.items() if v is not None}
         chosen = max(finished, key=finished.get) if finished else None
         lines.append(f"Start: {chosen or 'none finished (uniform)'} (search-split fitness: {scores}).")
+    revisits = [g for g in groups if getattr(g, "pass_number", 1) > 1]
+    if revisits:  # optimizer.passes: say what the later groups are before listing them
+        first = min(g.group for g in revisits)
+        lines.append(f"Searched in {max(g.pass_number for g in revisits)} passes: groups {first + 1} and after search "
+                     f"the first pass's groups again, bottom-up, each from the best profile found before it.")
     lines += [f"- {g.line()}" for g in groups]
     capped = [str(g.group + 1) for g in groups if not g.converged]
     if capped:  # a fitness curve that still climbs: say so where the profile is read

@@ -215,7 +215,9 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
             ax.annotate("start", xy=(info.first, 0.02), xycoords=("data", "axes fraction"), ha="left", va="bottom",
                         fontsize=7)
         else:
-            ax.annotate(f"group {name}\n{label}", xy=((info.first + info.last) / 2, 1.0),
+            again = stop.pass_words().strip() if stop is not None else ""  # "(pass 2, group 1 again)"
+            heading = f"group {name}\n{again}" if again else f"group {name}"
+            ax.annotate(f"{heading}\n{label}", xy=((info.first + info.last) / 2, 1.0),
                         xycoords=("data", "axes fraction"),
                         ha="center", va="top", fontsize=7, color="black" if not info.flat else "grey")
         if k:
@@ -232,7 +234,8 @@ def plot_fitness_history(records: Sequence[Any], path: str | Path, *, title: str
         ax.scatter([], [], marker="*", s=80, color="grey", edgecolor="black", label="group's best")
         ax.legend(loc="lower right", fontsize=8)
         top = max(ok_values, default=1.0)
-        ax.set_ylim(top=top + (0.26 if stopped else 0.18) * max(top - floor, 1e-3))  # room for the group labels
+        room = (0.26 if stopped else 0.18) + (0.08 if any(s.pass_words() for s in stopped.values()) else 0.0)
+        ax.set_ylim(top=top + room * max(top - floor, 1e-3))  # room for the group labels (a pass's: a line more)
     ax.set_ylabel("fitness")
     ax.set_title(title or "Fitness over evaluations: overall and within each layer group")
     ax.grid(alpha=0.3)

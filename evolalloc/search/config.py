@@ -29,9 +29,10 @@ OPTIMIZER_FIELDS = {"optimizer": "name", "generations": "generations_per_group",
                     "max_generations": "max_generations_per_group", "patience": "patience", "tolerance": "tolerance",
                     "popsize": "popsize", "sigma0": "sigma0",
                     "lam": "lam", "gamma": "gamma", "cache_scope": "cache_scope", "budget_rule": "budget_rule",
-                    "seed": "seed"}
+                    "seed": "seed", "passes": "passes"}
 RANGES = {"generations": {"min": 1}, "max_generations": {"min": 1}, "patience": {"min": 1}, "tolerance": {"min": 0.0},
-          "popsize": POPSIZE_RANGE, "sigma0": {"min_exclusive": 0.0}, "seed": {"min": 0}}
+          "popsize": POPSIZE_RANGE, "sigma0": {"min_exclusive": 0.0}, "seed": {"min": 0},
+          "passes": {"min": 1, "max": 10}}
 
 
 def default_popsize(n_units: int) -> int:
@@ -62,6 +63,11 @@ class SearchConfig:
             every group's optimizer (``search/groupwise.py``; the recipe's ``optimizer.start`` is
             resolved to them by ``config/search_start.py``); empty: EvolKV's uniform start, nothing
             evaluated before the first group.
+        passes: how many times the search visits every group, bottom-up (1: EvolKV's Algorithm 1, each group
+            once). Pass ``p`` searches group ``j`` as the search's group ``p * n_groups + j``: a fresh optimizer
+            (its own seed, ``group_seed``) at G*'s ratios, which by then hold every other group's best — so a
+            later pass can move a group toward what the groups above it settled on. ``F_best`` stays global:
+            a later pass ships only what beats every earlier candidate.
         popsize: candidates per generation; ``None`` = ``default_popsize(len(group))``, so a
             smaller last group gets a smaller population, as the formula says.
         cache_scope: whose mean budget ``k̄`` enters CacheScore. ``"group"`` (default) follows
@@ -97,6 +103,7 @@ class SearchConfig:
     patience: int = DEFAULT_RULE.patience
     tolerance: float = DEFAULT_RULE.tolerance
     start: tuple[str, ...] = ()
+    passes: int = 1
     popsize: int | None = None
     sigma0: float = 0.3
     lam: float = 0.3
@@ -158,10 +165,15 @@ class SearchConfig:
                         tolerance=self.tolerance)
 
     def planned_evaluations(self) -> int:
-        """The most evaluations this search can run: the start's candidates, then every group at its
-        generation cap (exactly what runs under a fixed ``M``; an upper bound when converging)."""
+        """The most evaluations this search can run: the start's candidates, then every group of every pass
+        at its generation cap (exactly what runs under a fixed ``M``; an upper bound when converging)."""
         cap = self.stop_rule.cap
-        return len(self.start) + sum(cap * self.popsize_for(len(units)) for units in self.build_space().groups())
+        return len(self.start) + sum(cap * self.popsize_for(len(units)) for units in self.schedule())
+
+    def schedule(self, space: SearchSpace | None = None) -> list:
+        """The groups in the order the search visits them: the space's groups (``[n_g]`` unit indices each),
+        ``passes`` times over (``space``: this config's, when already built)."""
+        return list((space or self.build_space()).groups()) * self.passes
 
     def objective(self) -> ObjectiveSettings:
         return ObjectiveSettings(lam=self.lam, gamma=self.gamma)

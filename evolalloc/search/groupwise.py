@@ -19,6 +19,9 @@ and ``F_best``, and every group's optimizer starts at ``G*``'s ratios — so the
 the best evaluated candidate, is never below the start on the search split. Without a start
 (EvolKV as published) ``G*`` starts at uniform and ``F_best`` at ``-inf``. Each group runs until
 the stopping rule (``search/stopping.py``) says so: EvolKV's fixed ``M``, or until it converged.
+With ``SearchConfig.passes`` > 1 the groups are visited again, bottom-up, after the last: pass 2's
+group ``j`` is the search's group ``n_groups + j``, a fresh optimizer (seeded by that number) at ``G*``,
+so a group revisited is searched against every other group's best, not against the start's ratios.
 
 One generation is ``cands = alg.ask()`` (the same list again until ``tell``), one
 ``alg.score(cand, result)`` per candidate (a ``TrialRecord``: CacheScore and fitness computed
@@ -82,7 +85,8 @@ class GroupwiseAlgorithm:
     def __init__(self, config: SearchConfig):
         self.config = config
         self.space = config.build_space()
-        self.groups = self.space.groups()
+        self.groups = config.schedule(self.space)  # the space's groups, once per pass
+        self.groups_per_pass = len(self.groups) // config.passes
         self.objective = config.objective()
         self.rule = config.stop_rule
         self.group = START_GROUP if config.start else 0
@@ -269,9 +273,12 @@ class GroupwiseAlgorithm:
         self._history.append(self.best_fitness)
         reason = self.rule.reason(self._history, [] if self.rule.fixed else self._optimizer.stop_reasons())
         if reason is not None:
+            passes = {} if self.config.passes == 1 else {"pass_number": self.group // self.groups_per_pass + 1,
+                                                          "space_group": self.group % self.groups_per_pass}
             self.summaries.append(GroupSummary(
                 group=self.group, generations=self.generation, evaluations=self._group_evaluations, reason=reason,
-                start_fitness=finite_or_none(self._history[0]), best_fitness=finite_or_none(self.best_fitness)))
+                start_fitness=finite_or_none(self._history[0]), best_fitness=finite_or_none(self.best_fitness),
+                **passes))
             self._next_group()
 
     def _next_group(self) -> None:

@@ -89,6 +89,9 @@ class GroupSummary:
     ``start_fitness``: ``F_best`` when the group started (``None``: nothing evaluated yet);
     ``best_fitness``: ``F_best`` when it stopped; ``gain``: their difference (``None`` when either
     is missing); ``reason``: one of ``fixed``, ``no gain``, ``optimizer: <criteria>``, ``cap``.
+    ``pass_number`` / ``space_group``: in a search of several passes (``SearchConfig.passes``), which pass
+    this group belongs to and which of the space's groups (0-based) it searches; ``space_group`` is
+    ``None`` in a one-pass search, where the two numberings are the same.
     """
 
     group: int
@@ -97,6 +100,8 @@ class GroupSummary:
     reason: str
     start_fitness: float | None
     best_fitness: float | None
+    pass_number: int = 1
+    space_group: int | None = None
 
     @property
     def gain(self) -> float | None:
@@ -109,8 +114,9 @@ class GroupSummary:
 
     @classmethod
     def from_dict(cls, data: dict) -> "GroupSummary":
+        optional = {k: data[k] for k in ("pass_number", "space_group") if k in data}  # absent before passes
         return cls(**{k: data[k] for k in ("group", "generations", "evaluations", "reason", "start_fitness",
-                                           "best_fitness")})
+                                           "best_fitness")}, **optional)
 
     @property
     def converged(self) -> bool:
@@ -118,11 +124,21 @@ class GroupSummary:
         return self.reason != CAP
 
     def line(self) -> str:
-        """``group 2: 7 generations (63 evaluations), stopped: no gain; +0.0123``."""
+        """``group 2: 7 generations (63 evaluations), stopped: no gain; +0.0123`` (in a search of several
+        passes: ``group 6 (pass 2, group 2 again): ...``)."""
         gain = "" if self.gain is None else f"; gained {self.gain:+.4g}"
         reason = self.reason if self.converged else f"the cap of {self.generations} generations, before it converged"
-        return (f"group {self.group + 1}: {self.generations} generations ({self.evaluations} evaluations), "
-                f"stopped: {reason}{gain}")
+        return (f"group {self.group + 1}{self.pass_words()}: {self.generations} generations "
+                f"({self.evaluations} evaluations), stopped: {reason}{gain}")
+
+    def pass_words(self) -> str:
+        """`` (pass 2, group 1 again)`` for a later pass's group, `` (pass 1)`` in a search of several passes,
+        empty in a one-pass search."""
+        if self.space_group is None:
+            return ""
+        if self.pass_number == 1:
+            return " (pass 1)"
+        return f" (pass {self.pass_number}, group {self.space_group + 1} again)"
 
 
 #: The converging rule's defaults, the one home of them (the recipe schema and the search config read them here).

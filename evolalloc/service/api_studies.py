@@ -59,6 +59,8 @@ class OptimizerIn(Strict):
     generations: int | None = Field(10, ge=1, le=10000,
                                     description="EvolKV's fixed M per group; null: each group until it converges")
     popsize: int | None = Field(None, ge=3, le=10000)
+    passes: int = Field(1, ge=1, le=10, description="how many times the search visits every group (a recipe's "
+                                                    "optimizer.passes; 1: EvolKV)")
     sigma0: float = Field(0.3, gt=0, le=1e6)
     seed: int = Field(0, ge=0, le=2**63 - 1)
     options: dict = Field(default_factory=dict,
@@ -173,7 +175,8 @@ def build_study(body: StudyIn, validator, settings) -> tuple[SearchConfig, dict]
         num_layers=geometry["num_layers"], num_kv_heads=geometry["num_kv_heads"], target=body.target,
         search_space=space.name, group_size=space.group_size, ratio_bounds=space.ratio_bounds,
         min_budget=space.min_budget, max_budget=space.max_budget, optimizer=opt.name, generations=opt.generations,
-        popsize=opt.popsize, sigma0=opt.sigma0, lam=body.lam, gamma=body.gamma, cache_scope=body.cache_scope,
+        popsize=opt.popsize, passes=opt.passes, sigma0=opt.sigma0, lam=body.lam, gamma=body.gamma,
+        cache_scope=body.cache_scope,
         budget_rule=body.budget_rule, seed=opt.seed, study_name=body.name, optimizer_options=dict(opt.options),
     )
     for budget in body.expansions:

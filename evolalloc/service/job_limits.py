@@ -126,7 +126,7 @@ def plan_job(recipe, geometry: dict, limits: JobLimits, source: str) -> JobPlan:
                                             num_kv_heads=geometry["num_kv_heads"], start=resolved.start)
     except UserError as err:  # the search's own field names: say where in the recipe
         raise UserError(str(err).removeprefix(f"{err.field}: "), source=source, field=err.field) from None
-    groups = [len(units) for units in config.build_space().groups()]
+    groups = [len(units) for units in config.schedule()]  # every pass's
     searches = len(resolved.curve_anchors) if resolved.curve_grid else 1
     evaluations = searches * config.planned_evaluations()
     if evaluations > limits.max_evaluations:

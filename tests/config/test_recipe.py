@@ -194,6 +194,7 @@ def test_loading_a_folder_that_is_not_a_run_says_so(tmp_path):
     ("optimizer", "popsize", 2, "popsize"),
     ("optimizer", "sigma0", 0.0, "sigma0"),
     ("optimizer", "generations_per_group", 0, "generations"),
+    ("optimizer", "passes", 0, "passes"),
 ])
 def test_a_recipe_and_a_direct_search_config_refuse_a_bad_range_in_the_same_words(section, key, value, field):
     from evolalloc.search.config import SearchConfig

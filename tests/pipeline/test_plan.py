@@ -45,6 +45,14 @@ def test_the_plan_counts_a_converging_search_by_its_cap_and_the_start_and_says_s
     assert "at most — each group stops when it has converged, the counts are its cap of 20" in result.stdout
     assert "search (every group to its cap: an upper figure)" in result.stdout
 
+def test_the_plan_counts_every_pass_over_the_groups(tmp_path, tiny_model_dir):
+    result = run_cli("search", tiny_recipe(tmp_path, tiny_model_dir), "--plan", "--runs-dir", tmp_path / "runs",
+                     "--set", "engine.threads=1", "--set", "optimizer.start=uniform", "--set", "optimizer.passes=2")
+    assert result.code == 0, result.stderr
+    assert ("1 search(es) x 48 candidates (4 groups = 2 passes over 2: generations x "
+            "population = 2 x 6 + 2 x 6 + 2 x 6 + 2 x 6)") in result.stdout
+
+
 def test_curated_draws_are_prefilled_whole_and_the_search_rule_adds_expansion_candidates(tmp_path, tiny_model_dir):
     path = tiny_recipe(tmp_path, tiny_model_dir,
                        task={"name": "passkey", "context_tokens": 200, "heldout": {"n": 3},

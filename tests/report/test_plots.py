@@ -44,6 +44,7 @@ def _group_labels(records, stops, tmp_path, monkeypatch) -> list[str]:
 
     def keep_texts(fig, path):
         texts.extend(t.get_text() for ax in fig.axes for t in ax.texts)
+        texts.extend(f"title: {ax.get_title()}" for ax in fig.axes if ax.get_title())
         return save(fig, path)
 
     monkeypatch.setattr(plots, "_save", keep_texts)
@@ -57,6 +58,26 @@ def test_a_group_the_cap_stopped_is_labelled_not_converged(history, tmp_path, mo
     labels = _group_labels(history, stops, tmp_path, monkeypatch)
     assert any(t.startswith("group 1") and "no gain" in t and "not converged" not in t for t in labels), labels
     assert any(t.startswith("group 2") and "20 gen., cap, not converged" in t for t in labels), labels
+
+
+def test_a_later_passs_group_is_labelled_with_the_group_it_searches_again(history, tmp_path, monkeypatch):
+    stops = [GroupSummary(0, 3, 12, NO_GAIN, 0.5, 0.7, pass_number=1, space_group=0),
+             GroupSummary(1, 3, 12, NO_GAIN, 0.7, 1.1, pass_number=2, space_group=0)]
+    labels = _group_labels(history, stops, tmp_path, monkeypatch)
+    assert any(t.startswith("group 2\n(pass 2, group 1 again)\n") for t in labels), labels
+    assert any(t.startswith("group 1\n(pass 1)\n") for t in labels), labels
+    assert "title: Fitness over evaluations: overall and within each layer group" in labels
+
+
+def test_the_report_says_a_search_of_two_passes_and_which_groups_are_the_second():
+    from evolalloc.report.markdown import stop_lines
+
+    stops = [GroupSummary(g, 3, 12, NO_GAIN, 0.5, 0.7, pass_number=g // 2 + 1, space_group=g % 2) for g in range(4)]
+    lines = stop_lines(stops)
+    assert lines[0].startswith("Searched in 2 passes: groups 3 and after search the first pass's groups again")
+    assert lines[3] == ("- group 3 (pass 2, group 1 again): 3 generations (12 evaluations), stopped: no gain; "
+                        "gained +0.2")
+    assert not any("passes" in line for line in stop_lines(stops[:2]))
 
 
 def test_an_empty_history_still_plots(tmp_path):

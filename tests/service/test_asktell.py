@@ -278,6 +278,16 @@ def test_a_head_group_study_matches_the_local_loop_and_registers_a_head_profile(
     assert profile["granularity"] == "head"
 
 
+def test_a_study_of_two_passes_matches_the_local_loop_of_two_passes(service, tmp_path):
+    run_dir = tmp_path / "passes"
+    local = run_search(run_dir, ProfileEvaluator(), small_config(run_dir, passes=2), progress=False)
+    client = Client(service.url)
+    study = client.create_study({**STUDY, "name": "passes", "optimizer": {**STUDY["optimizer"], "passes": 2}})
+    assert study["evaluations_planned"] == 2 * PLANNED
+    run_clients(service.url, study["id"], 3)
+    assert_same_as_local(client, study["id"], local)
+
+
 def test_an_unknown_search_space_is_a_422_naming_it(service):
     response = Client(service.url).http.post("/studies", json={**STUDY, "search_space": {"name": "layer_grups"}})
     assert response.status_code == 422
