@@ -75,6 +75,7 @@ def evolved_allocation(experiment: Experiment, result, config: SearchConfig, tar
             "sigma0": config.sigma0,
             "seed": config.seed,
             "evaluations": len(result.history),
+            **({"passes": config.passes} if config.passes > 1 else {}),  # optimizer.passes: visits of every group
             "optimizer": result.implementation[0],
             "optimizer_version": result.implementation[1],
             # The hybrid's budgets are a prior that an adapter reads per input (searchspaces.score_prior);

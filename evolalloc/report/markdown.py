@@ -184,12 +184,13 @@ def progress_section(history: Sequence[Any], best: Mapping | None = None, groups
     failed = sum(1 for r in history if _get(r, "state") == "FAIL")
     running = best_so_far(history)
     rows, flat = [], []
+    passes = {int(g.group): g.pass_words() for g in groups if hasattr(g, "pass_words")}  # optimizer.passes > 1
     for info in group_progress(history):
         name = group_name(info.group)
         if info.flat and info.best is not None:
             flat.append(str(name))
         rows.append((
-            name, info.evaluations, info.failed,
+            f"{name}{passes.get(int(info.group), '') if info.group is not None else ''}", info.evaluations, info.failed,
             "–" if info.best is None else f"{info.best:.4f}",
             "–" if info.within_gain is None else f"{info.within_gain:+.4f}",
             info.task_scores,

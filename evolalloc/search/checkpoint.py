@@ -35,7 +35,7 @@ FORMAT_VERSION = 2  # version 1 was the pickle
 
 @dataclass
 class Checkpoint:
-    """Which search, and the next generation to run (``group == n_groups`` when done; ``-1``: the
+    """Which search, and the next generation to run (``group == passes x n_groups`` when done; ``-1``: the
     start's evaluation, before group 0, which is where a search with a start begins).
 
     ``groups`` (how each finished group ended, ``stopping.GroupSummary.to_dict``) and

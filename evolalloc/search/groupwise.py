@@ -121,7 +121,8 @@ class GroupwiseAlgorithm:
 
     @property
     def position(self) -> tuple[int, int]:
-        """The generation ``ask`` gives next (``(n_groups, 0)`` when done; ``(-1, 0)``: the start)."""
+        """The generation ``ask`` gives next (``(len(groups), 0)`` when done, every pass's groups counted;
+        ``(-1, 0)``: the start)."""
         return (self.group, self.generation)
 
     def total_evaluations(self) -> int:

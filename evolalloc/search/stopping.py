@@ -110,7 +110,10 @@ class GroupSummary:
         return self.best_fitness - self.start_fitness
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "gain": self.gain}
+        data = {**asdict(self), "gain": self.gain}
+        if self.space_group is None:  # a one-pass search: the checkpoint's keys as before passes existed
+            del data["pass_number"], data["space_group"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "GroupSummary":

@@ -131,25 +131,30 @@ def plan_job(recipe, geometry: dict, limits: JobLimits, source: str) -> JobPlan:
     evaluations = searches * config.planned_evaluations()
     if evaluations > limits.max_evaluations:
         rule = config.stop_rule
-        size = (f"({len(config.start)} start + {len(groups)} groups x {'' if rule.fixed else 'at most '}{rule.cap} "
-                f"generations x {config.popsize_for(groups[0])} candidates)"
+        passes = f" = {config.passes} passes over {len(groups) // config.passes}" if config.passes > 1 else ""
+        size = (f"({len(config.start)} start + {len(groups)} groups{passes} x {'' if rule.fixed else 'at most '}"
+                f"{rule.cap} generations x {config.popsize_for(groups[0])} candidates)"
                 + (f" x {searches} curve anchors" if searches > 1 else ""))
         raise UserError(f"{size} = {evaluations} evaluations is over this service's limit of "
                         f"{limits.max_evaluations} (the operator's serve {OPTIONS['max_evaluations']})",
-                        source=source, field=_evaluations_field(recipe, groups[0], rule.fixed))
+                        source=source, field=_evaluations_field(recipe, config, searches, limits.max_evaluations))
     tasks = [task for _, task in _task_sections(recipe)]
     answers = (evaluations * sum(t.search.n for t in tasks)
                + sum(t.heldout.n for t in tasks) * (1 + len(recipe.baselines)) * len(resolved.budgets))
     return JobPlan(evaluations=evaluations, answers=answers, estimated_seconds=answers * limits.seconds_per_answer)
 
 
-def _evaluations_field(recipe, first_group: int, fixed: bool) -> str:
-    """The recipe field to blame for too many evaluations: a population set above EvolKV's, else
-    the generations (``fixed``: EvolKV's M; else the converging rule's cap; the model's shape and the
-    group size are blamed in the message's arithmetic)."""
+def _evaluations_field(recipe, config, searches: int, limit: int) -> str:
+    """The recipe field to blame for too many evaluations: the passes when one pass would fit, else a
+    population set above EvolKV's, else the generations (EvolKV's M when fixed; else the converging rule's
+    cap; the model's shape and the group size are blamed in the message's arithmetic)."""
+    import dataclasses
+
     from evolalloc.search.config import default_popsize
 
+    if config.passes > 1 and searches * dataclasses.replace(config, passes=1).planned_evaluations() <= limit:
+        return "optimizer.passes"
     popsize = recipe.optimizer.popsize
-    if popsize is not None and popsize > default_popsize(first_group):
+    if popsize is not None and popsize > default_popsize(len(config.schedule()[0])):
         return "optimizer.popsize"
-    return "optimizer.generations_per_group" if fixed else "optimizer.max_generations_per_group"
+    return "optimizer.generations_per_group" if config.stop_rule.fixed else "optimizer.max_generations_per_group"

@@ -348,6 +348,7 @@ def study_allocation(study: Study, algorithm: GroupwiseAlgorithm) -> Allocation:
         "task_score": algorithm.best_task_score, "lam": config.lam, "gamma": config.gamma,
         "group_size": config.group_size, "sigma0": config.sigma0, "seed": config.seed,
         "population": config.popsize_for(config.group_size), "evaluations": study.evaluations_done,
+        **({"passes": config.passes} if config.passes > 1 else {}),
         "optimizer": (algorithm.implementation or ("", ""))[0],
         "optimizer_version": (algorithm.implementation or ("", ""))[1], "study": study.id,
         **({"adapter": algorithm.space.adapter} if algorithm.space.adapter else {}),  # the hybrid's prior

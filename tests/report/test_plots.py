@@ -78,6 +78,12 @@ def test_the_report_says_a_search_of_two_passes_and_which_groups_are_the_second(
     assert lines[3] == ("- group 3 (pass 2, group 1 again): 3 generations (12 evaluations), stopped: no gain; "
                         "gained +0.2")
     assert not any("passes" in line for line in stop_lines(stops[:2]))
+    from evolalloc.report.markdown import progress_section
+
+    history = [{"group": g, "generation": 0, "candidate": 0, "state": "COMPLETE", "fitness": 0.5 + g / 10,
+                "task_score": 0.5} for g in range(4)]
+    table = "\n".join(progress_section(history, groups=stops))
+    assert "| 3 (pass 2, group 1 again) |" in table and "| 1 (pass 1) |" in table, table
 
 
 def test_an_empty_history_still_plots(tmp_path):

@@ -286,6 +286,8 @@ def test_a_study_of_two_passes_matches_the_local_loop_of_two_passes(service, tmp
     assert study["evaluations_planned"] == 2 * PLANNED
     run_clients(service.url, study["id"], 3)
     assert_same_as_local(client, study["id"], local)
+    profile = __import__("json").loads(client.profile(client.study(study["id"])["profile_ids"][0]))
+    assert profile["provenance"]["passes"] == 2
 
 
 def test_an_unknown_search_space_is_a_422_naming_it(service):

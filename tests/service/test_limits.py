@@ -49,6 +49,9 @@ def tiny_task(**splits) -> dict:
      "100"),
     ({"optimizer": {"name": "cma", "max_generations_per_group": 9}}, "optimizer.max_generations_per_group",
      "111 evaluations", "100"),
+    # one pass (3 + 2 x 5 x 6 = 63) would fit: the passes are what is over
+    ({"optimizer": {"name": "cma", "generations_per_group": 5, "passes": 2}}, "optimizer.passes",
+     "(3 start + 4 groups = 2 passes over 2 x 5 generations x 6 candidates) = 123 evaluations", "100"),
     ({"scorer": {"name": "gates", "train": {"steps": 10**7}}}, "scorer.train.steps", "10000000", "20000"),
     ({"budget": {"target": 24, "expansions": list(range(25, 125))}}, "budget.expansions", "101 budgets", "64"),
     ({"engine": {"kind": "local", "workers": 100_000}}, "engine.workers", "100000 workers", "32"),
