@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -145,15 +146,26 @@ def bench_records_cmd(model_spec, prompts, context_tokens, budgets, batch_size, 
 @click.option("--candidates", default=8, show_default=True, help="Random allocations at c = 128 in the population.")
 @click.option("--batch-size", default=16, show_default=True, help="Rows decoded per forward.")
 @click.option("--repeats", default=3, show_default=True, help="Timed populations per engine (the best counts).")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True,
+              help="The model's dtype in every engine (bfloat16 on a GPU).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
+              help="Where every engine holds the model [default: cuda where there is one]; on a GPU the Ray "
+                   "workers share the card.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the figures to this JSON file.")
 @seed_option()
-def bench_workers_cmd(model_spec, prompts, context_tokens, candidates, batch_size, repeats, seed):
+def bench_workers_cmd(model_spec, prompts, context_tokens, candidates, batch_size, repeats, dtype, device, json_path,
+                      seed):
     """Candidate evaluations per minute: local (1 thread) vs Ray 1 x 1 thread vs Ray 2 x 1 thread."""
     from evolalloc.bench.workers import bench_workers
 
     result = bench_workers(model_spec, prompts=prompts, context_tokens=context_tokens, candidates=candidates,
-                           batch_size=batch_size, repeats=repeats, seed=seed, log=lambda m: click.echo(m, err=True))
+                           batch_size=batch_size, repeats=repeats, seed=seed, dtype=dtype, device=device,
+                           log=lambda m: click.echo(m, err=True))
     click.echo(f"model: {model_spec}")
     _echo_lines(result)
+    if json_path is not None:
+        json_path.write_text(json.dumps({"model": model_spec, **result.to_dict()}, indent=2) + "\n")
 
 
 @bench.command("service")

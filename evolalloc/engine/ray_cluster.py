@@ -15,6 +15,7 @@ driver) is used as it is and left running.
 from __future__ import annotations
 
 import logging
+import math
 import os
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,24 @@ def cluster_gpus() -> float:
     import ray
 
     return float(ray.cluster_resources().get("GPU", 0.0))
+
+
+def gpus_per_worker(workers: int, gpus: float) -> float:
+    """GPUs each actor reserves: a whole one while there are enough, else an equal share of them.
+
+    Workers that each asked for a whole GPU on a one-GPU machine would run one at a time (the
+    rest wait for a GPU that never frees); a share lets them all hold the model on the same card
+    and overlap their launches, which is where a small model's decode spends its time on a GPU.
+    A share must fit on one card, so with several GPUs it is 1 / (workers per card): 4 workers on
+    3 GPUs take half a GPU each (0.75 each would leave the fourth waiting on 0.25-GPU remainders).
+    Ray counts GPU shares to four decimals, so the share is rounded down to them.
+    """
+    if gpus <= 0:
+        return 0.0
+    if gpus >= workers:
+        return 1.0
+    per_card = math.ceil(workers / math.floor(gpus)) if gpus >= 1 else workers / gpus
+    return math.floor(10_000 / per_card) / 10_000
 
 
 def cpus_per_worker(workers: int, threads: int, owns_local_cluster: bool) -> float:

@@ -34,7 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from evolalloc.engine.base import Engine, EvalResult, check_scorer, register_engine
-from evolalloc.engine.ray_cluster import cluster_gpus, connect, cpus_per_worker
+from evolalloc.engine.ray_cluster import cluster_gpus, connect, cpus_per_worker, gpus_per_worker
 from evolalloc.engine.ray_worker import EvalWorker, WorkerSpec, instance_to_wire
 from evolalloc.engine.shards import failed_shard, merge_results, shard_bounds
 
@@ -65,11 +65,14 @@ class RayWorkerPool:
         address: ``local``, ``auto`` or ``ray://host:port`` (see ``ray_cluster``).
         max_retries: extra attempts for a shard whose worker died during one evaluation.
         worker_class / worker_kwargs: the actor's class (tests pass subclasses that misbehave).
+        gpu_share: the GPU each actor reserves where the cluster has one (default: a whole one each
+            while there are enough, else ``ray_cluster.gpus_per_worker``'s share; a benchmark holding
+            several pools at once on one card passes a smaller one so that all of them fit).
     """
 
     def __init__(self, spec: WorkerSpec, instances: Sequence, workers: int, *, address: str = "local",
                  max_retries: int = DEFAULT_MAX_RETRIES, worker_class: type = EvalWorker,
-                 worker_kwargs: dict | None = None):
+                 worker_kwargs: dict | None = None, gpu_share: float | None = None):
         import ray
 
         self.max_retries = max_retries
@@ -79,10 +82,10 @@ class RayWorkerPool:
         wire = [instance_to_wire(inst) for inst in instances]
         self._specs = [WorkerSpec(**{**vars(spec), "instances": wire[a:b]}) for a, b in self.bounds]
         gpus = cluster_gpus()
-        if gpus and gpus < len(self.bounds):
-            log.warning("%d workers want one GPU each but the cluster has %g: some wait for a GPU", len(self.bounds),
-                        gpus)
-        options = {"num_gpus": 1 if gpus else 0,
+        share = gpus_per_worker(len(self.bounds), gpus) if gpu_share is None or not gpus else gpu_share
+        if 0 < share < 1:
+            log.info("%d workers share the cluster's %g GPU(s): %g of a GPU each", len(self.bounds), gpus, share)
+        options = {"num_gpus": share,
                    "num_cpus": cpus_per_worker(len(self.bounds), spec.threads, self._owns_ray and address == "local"),
                    "max_restarts": 0}  # restarts are ours: we must know which shard to retry
         self._actor_class = ray.remote(worker_class).options(**options)

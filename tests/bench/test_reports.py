@@ -57,6 +57,18 @@ def test_workers_report_uses_the_best_population_and_compares_the_engines():
     assert lines[2].endswith("results identical to local: yes") and lines[3].endswith("results identical to local: NO")
     assert lines[4].split(":")[1].split() == ["0.50x"]  # 60 / 120
     assert lines[5].split(":")[1].split() == ["2.00x"]  # 120 / 60
+    assert lines[0].endswith("device: cpu (float32)")
+
+
+def test_workers_json_carries_each_engine_and_the_two_ratios():
+    timings = [EngineTiming("local", 1.0, [4.0]), EngineTiming("ray, 1 worker", 3.0, [8.0], identical=True),
+               EngineTiming("ray, 2 workers", 5.0, [5.0], identical=True)]
+    data = WorkersBenchResult(prompts=16, prompt_tokens=2048.0, candidates=16, cpus=16, timings=timings,
+                              device="cuda", dtype="bfloat16").to_dict()
+    assert data["device"] == "cuda" and data["dtype"] == "bfloat16"
+    assert [e["per_minute"] for e in data["engines"]] == [240.0, 120.0, 192.0]  # 60 * 16 / best
+    assert data["ray1_over_local"] == 0.5 and data["ray2_over_ray1"] == 1.6
+    assert [e["identical_to_local"] for e in data["engines"]] == [None, True, True]
 
 
 def test_service_report_counts_errors_as_requests_and_names_the_first():
