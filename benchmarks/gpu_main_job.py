@@ -15,6 +15,7 @@ import argparse
 import json
 import platform
 import time
+import traceback
 from pathlib import Path
 
 
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # click's exit: a non-zero code is a failed run
         error = None if not exc.code else f"exit {exc.code}"
     except Exception as exc:  # noqa: BLE001 - recorded as a failure, with its first line
+        traceback.print_exc()  # the whole of it in the log: a device-only failure is read from there
         error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     wall = time.time() - started
     run_dir = Path(args.runs_dir) / args.name

