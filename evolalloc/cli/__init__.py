@@ -38,7 +38,7 @@ def run() -> None:
     from evolalloc.core.process_clock import mark_command_start
 
     mark_command_start()  # before the commands import torch: a run's wall time counts those seconds
-    from evolalloc.core.errors import UserError
+    from evolalloc.core.errors import RunStopped, UserError
 
     _quiet_libraries()
     try:
@@ -46,6 +46,9 @@ def run() -> None:
     except UserError as err:
         click.echo(f"error: {err}", err=True)
         raise SystemExit(2)
+    except RunStopped as err:
+        click.echo(f"error: {err}", err=True)
+        raise SystemExit(1)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         raise SystemExit(130)

@@ -38,7 +38,7 @@ from typing import Callable
 import numpy as np
 from tqdm import tqdm
 
-from evolalloc.core.errors import UserError
+from evolalloc.core.errors import RunStopped, UserError
 from evolalloc.core.fileio import follow_umask
 from evolalloc.core.phases import announce
 from evolalloc.engine.base import Evaluator
@@ -201,7 +201,7 @@ def _short(values) -> str:
     return "[" + ", ".join(f"{float(v):.6g}" for v in values) + "]"
 
 
-class EveryEvaluationFailed(RuntimeError):
+class EveryEvaluationFailed(RunStopped):
     """The search's first generation failed whole: the evaluator cannot score this run at all (a broken
     environment, a device error), so the search stops there instead of filling its trial store with
     hundreds of failures. Those it made stay stored as failures; the message names the first."""

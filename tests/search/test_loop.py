@@ -181,3 +181,25 @@ def test_a_first_generation_with_one_success_searches_on(tmp_path):
 
     result = run_search(tmp_path, ProfileEvaluator(fail=fail), small_config(tmp_path, generations=2), progress=False)
     assert result.evaluated == 32 and result.best_fitness is not None
+
+
+def test_the_command_line_says_a_stopped_search_in_one_line_with_status_1(monkeypatch):
+    import evolalloc.cli as cli
+    from evolalloc.search.loop import EveryEvaluationFailed
+    from evolalloc.search.store import TrialRecord
+    from tests.clitools import run_cli
+
+    failed = TrialRecord(group=0, generation=0, candidate=0, units=[0], ratios=[1.0], budgets=[[8]], mean_budget=8.0,
+                         group_mean_budget=8.0, state="FAIL", error="CUDA error: out of memory")
+
+    def stopped(*args, **kwargs):
+        raise EveryEvaluationFailed([failed])
+
+    monkeypatch.setattr(cli, "main", stopped)
+    result = run_cli("search", "anything.yaml")
+    assert result.code == 1
+    assert result.error_lines == [
+        "error: every evaluation of the search's first generation failed (1 of 1; the first: CUDA error: out of "
+        "memory): the search stopped rather than record the whole search as failures. Once the cause is fixed, "
+        "search again under another --name (this run's trial store keeps the failures, and a resume would replay "
+        "them)"]
