@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from evolalloc.config.search_start import resolve_start
 from evolalloc.core.errors import UserError
-from evolalloc.search.stopping import DEFAULT_RULE, StopRule
+from evolalloc.search.stopping import DEFAULT_RULE, StopRule, passes_words
 
 #: Bumped when a field changes meaning; a file of another version is refused, not guessed at.
 VERSION = 1
@@ -145,7 +145,7 @@ class ResolvedRun:
         """How each group's search stops, in words (``search.stopping.StopRule.words``)."""
         words = StopRule(self.generations_per_group, self.max_generations_per_group, self.patience,
                          self.tolerance).words()
-        return words + (f"; {self.passes} passes over the groups" if self.passes > 1 else "")
+        return words + passes_words(self.passes)
 
     @classmethod
     def from_dict(cls, data: dict) -> "ResolvedRun":

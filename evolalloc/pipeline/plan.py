@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from evolalloc.config.search_start import is_profile_file
 from evolalloc.core.record_settings import format_size as size
 from evolalloc.pipeline.plan_calibration import Calibration, calibrate
+from evolalloc.search.stopping import groups_in_passes
 
 
 def duration(seconds: float) -> str:
@@ -212,7 +213,7 @@ class RunPlan:
             "COUNTED (exact, from the recipe and the model's config):",
             f"  prefills: {sum(c.prefills.values())} = " + " + ".join(f"{n} {what}" for what, n in c.prefills.items()),
             f"  evaluations: {c.searches} search(es) x {c.evaluations_per_search} candidates ({len(c.groups)} groups"
-            f"{f' = {c.passes} passes over {len(c.groups) // c.passes}' if c.passes > 1 else ''}: "
+            f"{groups_in_passes(len(c.groups), c.passes)}: "
             f"generations x population = {group_text}{cap}), each on {c.search_instances} search instances",
         ]
         if c.expansion_candidates:

@@ -54,7 +54,7 @@ from evolalloc.search.checkpoint import (
 )
 from evolalloc.search.config import SearchConfig
 from evolalloc.search.groupwise import START_GROUP, GroupwiseAlgorithm, group_seed  # noqa: F401 - re-exported
-from evolalloc.search.stopping import GroupSummary
+from evolalloc.search.stopping import GroupSummary, passes_words
 from evolalloc.search.store import TrialRecord, TrialStore, display_url
 
 
@@ -346,8 +346,7 @@ class GroupwiseSearch:
             study_name=self.config.study_name,
             groups=list(alg.summaries),
             start_scores=dict(alg.start_scores),
-            stop_rule=alg.rule.words() + (f"; {self.config.passes} passes over the groups" if self.config.passes > 1
-                                          else ""),
+            stop_rule=alg.rule.words() + passes_words(self.config.passes),
             # a replay of a finished search adds no time: the checkpoint already holds the search's
             seconds=self._seconds_before if self.evaluated == 0 and self.reached >= alg.position else self._seconds(),
             shipped_start=(self.config.start[alg.best_key[2]] if alg.found and alg.best_key[0] == START_GROUP

@@ -150,3 +150,15 @@ DEFAULT_RULE = StopRule()
 
 def finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
+
+
+def passes_words(passes: int) -> str:
+    """``"; 2 passes over the groups"`` after a search's stop rule in words, for a search of several passes
+    (``optimizer.passes``), else ``""``: the settings line of the CLI, the report and the service."""
+    return f"; {passes} passes over the groups" if passes > 1 else ""
+
+
+def groups_in_passes(groups: int, passes: int) -> str:
+    """``" = 2 passes over 4"`` after a count of ``groups`` searched groups (every pass's), for a search of
+    several passes, else ``""``: ``--plan`` and the service's evaluation limit count them alike."""
+    return f" = {passes} passes over {groups // passes}" if passes > 1 else ""

@@ -22,6 +22,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from evolalloc.core.errors import UserError
+from evolalloc.search.stopping import groups_in_passes
 
 # Defaults for one machine serving a team. A recipe's own defaults are far inside them (8 search and
 # 20 held-out instances; SmolLM2's 30 layers in groups of 8, at most 20 generations and a start of 3: 783).
@@ -131,7 +132,7 @@ def plan_job(recipe, geometry: dict, limits: JobLimits, source: str) -> JobPlan:
     evaluations = searches * config.planned_evaluations()
     if evaluations > limits.max_evaluations:
         rule = config.stop_rule
-        passes = f" = {config.passes} passes over {len(groups) // config.passes}" if config.passes > 1 else ""
+        passes = groups_in_passes(len(groups), config.passes)
         size = (f"({len(config.start)} start + {len(groups)} groups{passes} x {'' if rule.fixed else 'at most '}"
                 f"{rule.cap} generations x {config.popsize_for(groups[0])} candidates)"
                 + (f" x {searches} curve anchors" if searches > 1 else ""))
