@@ -74,7 +74,7 @@ main)
     say "the main job on the device: evolalloc search runs/quickstart.yaml ${SETS[*]}"
     rm -rf "$KEEP/runs/gpu"
     timeout 320 "$PY" benchmarks/gpu_main_job.py runs/quickstart.yaml --runs-dir "$KEEP/runs" --name gpu \
-        --json "$DEST/main-job.json" "${SETS[@]}" >>"$LOG" 2>&1 || { say "main job FAILED or timed out"; STATUS=1; }
+        --json "$DEST/main-job.json" ${SETS[@]+"${SETS[@]}"} >>"$LOG" 2>&1 || { say "main job FAILED or timed out"; STATUS=1; }
     # the run folder without records (a stage cut short still returns what the run had written)
     tar -czf "$DEST/run-gpu.tar.gz" -C "$KEEP/runs" --exclude=records gpu 2>>"$LOG" || true
     ;;

@@ -65,7 +65,9 @@ def main_table(page: Path) -> dict:
                     f"{gpu['peak_allocated_bytes'] / 2**30:.2f} GiB allocated, "
                     f"{gpu['peak_reserved_bytes'] / 2**30:.2f} GiB reserved; the process's whole wall "
                     f"time {gpu['wall_seconds']:.1f} s. CPU: that run's report (AMD EPYC, 2 cores, bfloat16, nothing "
-                    "else running), same recipe and seed."}
+                    "else running), same recipe and seed. The GPU run was started in-process by "
+                    "benchmarks/gpu_main_job.py, which imported torch before the run's clock began: its 'starting' "
+                    "leaves those imports out and holds the bundled model's first conversion from GGUF instead."}
 
 
 def p(versus: dict | None) -> str:

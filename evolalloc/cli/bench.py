@@ -147,7 +147,7 @@ def bench_records_cmd(model_spec, prompts, context_tokens, budgets, batch_size, 
 @click.option("--batch-size", default=16, show_default=True, help="Rows decoded per forward.")
 @click.option("--repeats", default=3, show_default=True, help="Timed populations per engine (the best counts).")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True,
-              help="The model's dtype in every engine (bfloat16 on a GPU).")
+              help="The model's dtype in every engine (on a GPU, bfloat16 is what a search runs).")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
               help="Where every engine holds the model [default: cuda where there is one]; on a GPU the Ray "
                    "workers share the card.")

@@ -1,7 +1,8 @@
 """The Ray engine: a pool of worker actors, each holding a model and its shard's prefill records.
 
 ``RayWorkerPool`` starts (or joins) Ray, shards the instances across ``workers`` actors (one GPU
-each when the cluster has GPUs, else ``threads`` CPU threads each) and waits until every actor
+each when the cluster has as many as workers, else a share of a card each, ``ray_cluster.gpus_per_worker``;
+without GPUs ``threads`` CPU threads each) and waits until every actor
 has loaded the model and prefilled its shard. ``evaluate(budgets, scorer, mode)`` puts the population
 in the object store once, sends it to every actor, waits for *all* of them (the generation
 barrier: the search hears nothing until the whole population is done) and merges the shards'

@@ -202,16 +202,18 @@ def _short(values) -> str:
 
 
 class EveryEvaluationFailed(RunStopped):
-    """The search's first generation failed whole: the evaluator cannot score this run at all (a broken
-    environment, a device error), so the search stops there instead of filling its trial store with
-    hundreds of failures. Those it made stay stored as failures; the message names the first."""
+    """The first generation of the search's groups failed whole, and nothing had scored before it: the
+    evaluator cannot score this run at all (a broken environment, a device error), so the search stops
+    there instead of filling its trial store with hundreds of failures. Those it made stay stored as
+    failures; the message names the first error's first line."""
 
     def __init__(self, records: list):
-        first = next((r.error for r in records if r.error), "no error given")
-        super().__init__(f"every evaluation of the search's first generation failed ({len(records)} of "
-                         f"{len(records)}; the first: {first}): the search stopped rather than record the whole "
-                         "search as failures. Once the cause is fixed, search again under another --name (this "
-                         "run's trial store keeps the failures, and a resume would replay them)")
+        first = next((r.error for r in records if r.error), "no error given").strip().splitlines()[0]
+        super().__init__(f"the first generation of the search's groups failed whole ({len(records)} of "
+                         f"{len(records)} evaluations; the first: {first}) and nothing had scored before it: "
+                         "the search stopped rather than record the whole search as failures. Once the cause is "
+                         "fixed, search again under another --name (this run's trial store keeps the failures, and "
+                         "a resume would replay them)")
 
 
 class GroupwiseSearch:
@@ -237,7 +239,6 @@ class GroupwiseSearch:
         self.algorithm = GroupwiseAlgorithm(self.config)
         self.evaluated = 0
         self._implementation_saved = False
-        self._first_position = self.algorithm.position
 
     def run(self) -> SearchResult:
         total = self.algorithm.total_evaluations()
@@ -299,7 +300,11 @@ class GroupwiseSearch:
             bar.update(len(missing))
             announce("searching", len(self.store), alg.total_evaluations())  # again after a lazy prefill
         alg.tell(records)
-        if not alg.found and (group, generation) == self._first_position and not any(r.ok for r in records):
+        # Nothing has ever scored, and the first generation of the groups (after the start's few profiles,
+        # which alone may fail for their own reasons) failed whole: the evaluator is broken for this run. A
+        # replay of an older run that went on past such a generation is not stopped (it is behind `reached`).
+        if (not alg.found and (group, generation) == (0, 0) and (group, generation) >= self.reached
+                and not any(r.ok for r in records)):
             raise EveryEvaluationFailed(records)
         if alg.found:
             where = "start" if group == START_GROUP else f"{group + 1}/{len(alg.groups)}"

@@ -216,3 +216,24 @@ def test_the_start_trials_are_stored_with_the_method_they_are(tmp_path):
     # shipped_start names the start exactly when no searched candidate beat it
     assert (result.shipped_start == "good") == np.array_equal(result.best_budgets, start_profiles()[1])
     assert result.stop_rule.startswith("until converged")
+
+
+def test_a_start_that_fails_alone_does_not_stop_the_search_but_a_broken_evaluator_does(tmp_path):
+    from evolalloc.search.loop import EveryEvaluationFailed
+
+    calls = []
+
+    def start_only(budgets):  # the start's two profiles fail (its first call), every group's candidate scores
+        calls.append(1)
+        return "out of memory" if len(calls) <= 2 else None
+
+    config = converging(tmp_path / "a", start=("uniform", "good"))
+    result = run_search(tmp_path / "a", ProfileEvaluator(fail=start_only), config, progress=False,
+                        starts=start_profiles)
+    assert result.best_fitness is not None and not any(r.ok for r in result.history if r.group == -1)
+
+    broken = ProfileEvaluator(fail=lambda budgets: "CUDA error")
+    with pytest.raises(EveryEvaluationFailed, match="failed whole"):
+        run_search(tmp_path / "b", broken, converging(tmp_path / "b", start=("uniform", "good")), progress=False,
+                   starts=start_profiles)
+    assert broken.batch_sizes == [2, 8]  # the start, then group 0's first generation: stopped there

@@ -164,8 +164,8 @@ def test_an_unknown_budget_rule_is_refused(tmp_path):
 
 def test_a_search_whose_whole_first_generation_fails_stops_there_and_keeps_the_failures(tmp_path):
     evaluator = ProfileEvaluator(fail=lambda budgets: "Expected all tensors to be on the same device")
-    with pytest.raises(RuntimeError, match="every evaluation of the search's first generation failed "
-                                           r"\(8 of 8; the first: Expected all tensors"):
+    with pytest.raises(RuntimeError, match="the first generation of the search's groups failed whole "
+                                           r"\(8 of 8 evaluations; the first: Expected all tensors"):
         run_search(tmp_path, evaluator, small_config(tmp_path, storage=None, generations=3), progress=False)
     assert evaluator.batch_sizes == [8]  # one generation evaluated, not the whole search
     study = optuna.load_study(study_name="evolalloc", storage=f"sqlite:///{tmp_path / 'study.db'}")
@@ -190,7 +190,8 @@ def test_the_command_line_says_a_stopped_search_in_one_line_with_status_1(monkey
     from tests.clitools import run_cli
 
     failed = TrialRecord(group=0, generation=0, candidate=0, units=[0], ratios=[1.0], budgets=[[8]], mean_budget=8.0,
-                         group_mean_budget=8.0, state="FAIL", error="CUDA error: out of memory")
+                         group_mean_budget=8.0, state="FAIL",
+                         error="RuntimeError on x/0: CUDA error: out of memory\nCUDA kernel errors might be reported")
 
     def stopped(*args, **kwargs):
         raise EveryEvaluationFailed([failed])
@@ -199,7 +200,7 @@ def test_the_command_line_says_a_stopped_search_in_one_line_with_status_1(monkey
     result = run_cli("search", "anything.yaml")
     assert result.code == 1
     assert result.error_lines == [
-        "error: every evaluation of the search's first generation failed (1 of 1; the first: CUDA error: out of "
-        "memory): the search stopped rather than record the whole search as failures. Once the cause is fixed, "
-        "search again under another --name (this run's trial store keeps the failures, and a resume would replay "
-        "them)"]
+        "error: the first generation of the search's groups failed whole (1 of 1 evaluations; the first: RuntimeError "
+        "on x/0: CUDA error: out of memory) and nothing had scored before it: the search stopped rather than record "
+        "the whole search as failures. Once the cause is fixed, search again under another --name (this run's trial "
+        "store keeps the failures, and a resume would replay them)"]
